@@ -1,0 +1,36 @@
+# Install and export rules: a relocatable package config in share/cmake/rungs with a
+# version file. The host target and the CUDA target are exported separately, so that
+# find_package(rungs) never touches CUDA unless the 'cuda' component is asked for.
+include(CMakePackageConfigHelpers)
+
+set(RUNGS_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/rungs" CACHE STRING
+    "Where rungs' CMake package files are installed")
+
+install(DIRECTORY include/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        FILES_MATCHING PATTERN "*.hpp")
+# Device code (.cuh) installs into the same include tree; only rungs::cuda users reach it.
+install(DIRECTORY kernels/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        FILES_MATCHING PATTERN "*.cuh")
+
+install(TARGETS rungs EXPORT rungsTargets)
+install(EXPORT rungsTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+# The CUDA target is exported whether or not this machine has a toolkit: it names only
+# imported targets (CCCL::CCCL, CUDA::cudart) that the config file finds on request.
+if(NOT TARGET rungs_cuda)
+  add_library(rungs_cuda INTERFACE)
+  set_target_properties(rungs_cuda PROPERTIES EXPORT_NAME cuda)
+  target_include_directories(rungs_cuda INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(rungs_cuda INTERFACE rungs::rungs CCCL::CCCL CUDA::cudart)
+endif()
+install(TARGETS rungs_cuda EXPORT rungsCudaTargets)
+install(EXPORT rungsCudaTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+
+configure_package_config_file(cmake/rungsConfig.cmake.in
+  "${PROJECT_BINARY_DIR}/rungsConfig.cmake"
+  INSTALL_DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/rungsConfigVersion.cmake"
+  COMPATIBILITY SameMinorVersion ARCH_INDEPENDENT)
+install(FILES "${PROJECT_BINARY_DIR}/rungsConfig.cmake"
+              "${PROJECT_BINARY_DIR}/rungsConfigVersion.cmake"
+        DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+install(FILES LICENSE DESTINATION "${CMAKE_INSTALL_DATADIR}/doc/rungs")
