@@ -86,6 +86,10 @@ TEST_CASE("prefix hits, the one-token cap, duplicates, and lazy LRU eviction tai
   // The whole 16-token prompt would hit block 4 (evictable) and need 3 more: 2 are unused.
   const kv_metrics before = a.metrics();
   CHECK(a.create(other).error() == errc::out_of_blocks);
+  // 9 tokens: hit block 4 and need 2 more. 2 blocks are unused, but one of them is block 4
+  // itself, so admitting would leave the prefill a block short.
+  CHECK(a.create(std::vector<token_id>(other.begin(), other.begin() + 9)).error() ==
+        errc::out_of_blocks);
   CHECK(a.metrics() == before);
   const sequence_start s5 = admit(a, other_head);
   CHECK(s5.cached_tokens == 4);
