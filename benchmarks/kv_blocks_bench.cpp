@@ -10,6 +10,8 @@
 //   lookup/*      admission of a 513-token prompt whose 32 full blocks are all cached (digest,
 //                 index probe and taking the block back from the free list, per block), then
 //                 its release. Counter time_per_block (seconds; "n" is nanoseconds).
+//   match/*       the index alone: digest + probe per block of the same prompt, no admission
+//                 (rungs' prefix_cache::match against hashing + std::unordered_map::find).
 //   hash/*        chaining one 16-token block's digest. Counter time_per_token.
 #include <rungs/kv/block_pool.hpp>
 #include <rungs/kv/free_stack.hpp>
@@ -313,6 +315,60 @@ void BM_lookup_baseline(benchmark::State& state) {
 BENCHMARK(BM_lookup<wyhash64>)->Name("lookup/prefix_lru_wyhash");
 BENCHMARK(BM_lookup<sha256_hasher>)->Name("lookup/prefix_lru_sha256");
 BENCHMARK(BM_lookup_baseline)->Name("lookup/baseline_unordered_map_wyhash");
+
+// ---- match: the index alone ---------------------------------------------------------------
+
+std::vector<token_id> match_prompt() {
+  std::vector<token_id> prompt(lookup_blocks * lookup_block_size);
+  std::iota(prompt.begin(), prompt.end(), 5);
+  return prompt;
+}
+
+void BM_match(benchmark::State& state) {
+  block_pool<lru> pool(pool_blocks);
+  prefix_cache<wyhash64> cache(pool_blocks, lookup_block_size, 1);
+  const std::vector<token_id> prompt = match_prompt();
+  std::vector<block_id> row(lookup_blocks);
+  for (block_id& b : row) b = *pool.allocate();
+  const std::uint64_t root = cache.root(0, "");
+  cache.start(0, root);
+  cache.append(0, 0, prompt, row.data(), pool);
+  std::vector<block_id> out(lookup_blocks);
+  for (auto _ : state) {
+    std::uint64_t chain = root;
+    benchmark::DoNotOptimize(cache.match(chain, prompt, out));
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      double(state.iterations()) * lookup_blocks,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void BM_match_baseline(benchmark::State& state) {
+  const wyhash64 h;
+  const std::vector<token_id> prompt = match_prompt();
+  std::unordered_map<std::uint64_t, block_id> index;
+  std::uint64_t chain = h.root(0, "");
+  for (block_id b = 0; b < lookup_blocks; ++b) {
+    chain = h.chain(chain, std::span(prompt).subspan(b * lookup_block_size, lookup_block_size));
+    index.emplace(chain, b);
+  }
+  std::vector<block_id> out(lookup_blocks);
+  for (auto _ : state) {
+    std::uint64_t d = h.root(0, "");
+    for (std::size_t i = 0; i < lookup_blocks; ++i) {
+      d = h.chain(d, std::span(prompt).subspan(i * lookup_block_size, lookup_block_size));
+      const auto it = index.find(d);
+      if (it == index.end()) break;
+      out[i] = it->second;
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["time_per_block"] = benchmark::Counter(
+      double(state.iterations()) * lookup_blocks,
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_match)->Name("match/prefix_cache_wyhash");
+BENCHMARK(BM_match_baseline)->Name("match/baseline_unordered_map_wyhash");
 
 // ---- hash: one block digest ---------------------------------------------------------------
 

@@ -34,9 +34,7 @@ class block_pool {
   /// Throws std::invalid_argument unless num_blocks is in [1, 2^31 - 65].
   explicit block_pool(std::int32_t num_blocks)
       : num_blocks_(checked_num_blocks(num_blocks)),
-        ref_count_(static_cast<std::size_t>(num_blocks), 0),
-        cached_(static_cast<std::size_t>(num_blocks), 0),
-        priority_(static_cast<std::size_t>(num_blocks), 0),
+        state_(static_cast<std::size_t>(num_blocks)),
         eviction_(num_blocks) {
     // Released last-to-first so a fresh pool hands out 0, 1, 2, ... under every policy that
     // reuses uncached blocks most-recently-released first.
@@ -58,15 +56,15 @@ class block_pool {
   result<block_id> allocate(std::uint8_t priority, OnEvict&& on_evict) {
     const block_id b = eviction_.evict();
     if (RUNGS_UNLIKELY(b == null_block)) return errc::out_of_blocks;
-    RUNGS_KV_ASSERT(ref_count_[b] == 0, "blocks held by the eviction policy have no user");
-    if (cached_[b]) {
+    RUNGS_KV_ASSERT(state_[b].ref_count == 0, "blocks held by the eviction policy have no user");
+    if (state_[b].cached) {
       on_evict(b);
-      cached_[b] = 0;
+      state_[b].cached = 0;
       --evictable_;
       ++evictions_;
     }
-    ref_count_[b] = 1;
-    priority_[b] = priority;
+    state_[b].ref_count = 1;
+    state_[b].priority = priority;
     return b;
   }
   result<block_id> allocate(std::uint8_t priority = 0) {
@@ -77,15 +75,15 @@ class block_pool {
   /// back from the eviction policy). A free block has no contents to share.
   errc share(block_id b, std::uint8_t priority = 0) {
     if (RUNGS_UNLIKELY(!in_range(b))) return errc::block_out_of_range;
-    if (ref_count_[b] == 0) {
-      if (RUNGS_UNLIKELY(!cached_[b])) return errc::block_not_in_use;
+    if (state_[b].ref_count == 0) {
+      if (RUNGS_UNLIKELY(!state_[b].cached)) return errc::block_not_in_use;
       eviction_.claim(b);
       --evictable_;
-      priority_[b] = priority;
-    } else if (priority > priority_[b]) {
-      priority_[b] = priority;
+      state_[b].priority = priority;
+    } else if (priority > state_[b].priority) {
+      state_[b].priority = priority;
     }
-    ++ref_count_[b];
+    ++state_[b].ref_count;
     return errc::ok;
   }
 
@@ -93,10 +91,10 @@ class block_pool {
   /// cached, free otherwise).
   errc release(block_id b) {
     if (RUNGS_UNLIKELY(!in_range(b))) return errc::block_out_of_range;
-    if (RUNGS_UNLIKELY(ref_count_[b] == 0)) return errc::block_not_in_use;
-    if (--ref_count_[b] == 0) {
-      eviction_.release(b, block_info{cached_[b] != 0, priority_[b]});
-      evictable_ += cached_[b];
+    if (RUNGS_UNLIKELY(state_[b].ref_count == 0)) return errc::block_not_in_use;
+    if (--state_[b].ref_count == 0) {
+      eviction_.release(b, block_info{state_[b].cached != 0, state_[b].priority});
+      evictable_ += state_[b].cached;
     }
     return errc::ok;
   }
@@ -104,16 +102,16 @@ class block_pool {
   /// The prefix cache registered the hash of live block `b`.
   errc mark_cached(block_id b) {
     if (RUNGS_UNLIKELY(!in_range(b))) return errc::block_out_of_range;
-    if (RUNGS_UNLIKELY(ref_count_[b] == 0)) return errc::block_not_in_use;
-    cached_[b] = 1;
+    if (RUNGS_UNLIKELY(state_[b].ref_count == 0)) return errc::block_not_in_use;
+    state_[b].cached = 1;
     return errc::ok;
   }
 
   // Against the vector's size, not num_blocks_: GCC then sees the bound (no -Warray-bounds).
-  bool in_range(block_id b) const { return static_cast<std::size_t>(b) < ref_count_.size(); }
-  std::int32_t ref_count(block_id b) const { return ref_count_[b]; }
-  bool cached(block_id b) const { return cached_[b] != 0; }
-  std::uint8_t priority(block_id b) const { return priority_[b]; }
+  bool in_range(block_id b) const { return static_cast<std::size_t>(b) < state_.size(); }
+  std::int32_t ref_count(block_id b) const { return state_[b].ref_count; }
+  bool cached(block_id b) const { return state_[b].cached != 0; }
+  std::uint8_t priority(block_id b) const { return state_[b].priority; }
   const Eviction& eviction() const { return eviction_; }
 
   /// Empty when the pool's own bookkeeping agrees with itself; otherwise the first
@@ -122,11 +120,11 @@ class block_pool {
     std::int32_t unused = 0, evictable = 0;
     for (block_id b = 0; b < num_blocks_; ++b) {
       const bool held = eviction_.contains(b);
-      if (held != (ref_count_[b] == 0))
-        return "block " + std::to_string(b) + " has ref_count " + std::to_string(ref_count_[b]) +
+      if (held != (state_[b].ref_count == 0))
+        return "block " + std::to_string(b) + " has ref_count " + std::to_string(state_[b].ref_count) +
                (held ? " but is held by the eviction policy" : " but is not held by the policy");
       unused += held;
-      evictable += held && cached_[b];
+      evictable += held && state_[b].cached;
     }
     if (unused != eviction_.size())
       return "eviction policy size " + std::to_string(eviction_.size()) + " != " +
@@ -144,10 +142,15 @@ class block_pool {
     return n;
   }
 
+  // One 8-byte record per block: an allocation touches one cache line of pool state.
+  struct block_state {
+    std::int32_t ref_count = 0;
+    std::uint8_t cached = 0;
+    std::uint8_t priority = 0;
+  };
+
   std::int32_t num_blocks_;
-  std::vector<std::int32_t> ref_count_;
-  std::vector<std::uint8_t> cached_;
-  std::vector<std::uint8_t> priority_;
+  std::vector<block_state> state_;
   Eviction eviction_;
   std::int32_t evictable_ = 0;
   std::uint64_t evictions_ = 0;

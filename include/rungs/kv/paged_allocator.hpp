@@ -34,6 +34,7 @@
 #include <rungs/kv/assert.hpp>
 #include <rungs/kv/block_pool.hpp>
 #include <rungs/kv/block_table.hpp>
+#include <rungs/kv/detail/block_divider.hpp>
 #include <rungs/kv/eviction.hpp>
 #include <rungs/kv/free_stack.hpp>
 #include <rungs/kv/hash.hpp>
@@ -64,6 +65,7 @@ class paged_allocator {
   /// Throws std::invalid_argument naming the first field that is out of range.
   explicit paged_allocator(const allocator_config& config)
       : config_(validated(config)),
+        div_(config_.block_size),
         pool_(config_.num_blocks),
         cache_(config_.num_blocks, config_.block_size, config_.max_sequences),
         tables_(config_.max_sequences, blocks_for(config_.max_model_len)),
@@ -143,7 +145,7 @@ class paged_allocator {
     const std::int32_t grow = std::max(0, needed - s->num_blocks);
     // Existing blocks this step writes into: the partial last block and reserved lookahead
     // blocks. A shared one (fork) gets a private copy before the write.
-    const std::int32_t first_written = s->num_tokens / config_.block_size;
+    const std::int32_t first_written = div_.quot(s->num_tokens);
     const std::int32_t last_existing = written > 0 ? std::min(needed, s->num_blocks) : 0;
     std::int32_t shared = 0;
     for (std::int32_t k = first_written; k < last_existing; ++k)
@@ -382,10 +384,8 @@ class paged_allocator {
     return c;
   }
 
-  std::int32_t blocks_for(std::int32_t tokens) const {
-    return static_cast<std::int32_t>((std::int64_t{tokens} + config_.block_size - 1) /
-                                     config_.block_size);
-  }
+  /// ceil(tokens / block_size), for tokens in [0, max_model_len].
+  std::int32_t blocks_for(std::int32_t tokens) const { return div_.ceil(tokens); }
 
   sequence_state* find(sequence_id id) {
     if (id.slot >= seqs_.size()) return nullptr;
@@ -406,6 +406,7 @@ class paged_allocator {
   }
 
   allocator_config config_;
+  detail::block_divider div_;
   pool_type pool_;
   Cache cache_;
   kv::block_tables tables_;  // qualified: the member function block_tables() hides the type

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include <rungs/kv/detail/block_divider.hpp>
 #include <rungs/kv/detail/block_hash_map.hpp>
 #include <rungs/kv/hash.hpp>
 #include <rungs/kv/types.hpp>
@@ -62,6 +63,7 @@ class prefix_cache {
 
   prefix_cache(std::int32_t num_blocks, std::int32_t block_size, std::int32_t max_sequences)
       : block_size_(block_size),
+        div_(block_size),
         index_(num_blocks),
         digest_(static_cast<std::size_t>(num_blocks)),
         chain_(static_cast<std::size_t>(max_sequences)),
@@ -99,8 +101,8 @@ class prefix_cache {
   void append(std::uint32_t slot, std::int32_t num_tokens, std::span<const token_id> tokens,
               const block_id* row, Pool& pool) {
     token_id* tail = tail_.data() + static_cast<std::size_t>(slot) * block_size_;
-    std::int32_t fill = num_tokens % block_size_;
-    std::int32_t block = num_tokens / block_size_;
+    std::int32_t fill = div_.rem(num_tokens);
+    std::int32_t block = div_.quot(num_tokens);
     while (!tokens.empty()) {
       const std::int32_t take = std::min<std::int32_t>(block_size_ - fill,
                                                        static_cast<std::int32_t>(tokens.size()));
@@ -130,7 +132,7 @@ class prefix_cache {
   void fork(std::uint32_t parent, std::uint32_t child, std::int32_t num_tokens) {
     chain_[child] = chain_[parent];
     const std::size_t bs = static_cast<std::size_t>(block_size_);
-    std::copy_n(tail_.data() + parent * bs, num_tokens % block_size_, tail_.data() + child * bs);
+    std::copy_n(tail_.data() + parent * bs, div_.rem(num_tokens), tail_.data() + child * bs);
   }
 
   /// Block b is being reused: its digest leaves the index.
@@ -142,6 +144,7 @@ class prefix_cache {
 
  private:
   std::int32_t block_size_;
+  detail::block_divider div_;
   [[no_unique_address]] Hasher hasher_;
   detail::block_hash_map<digest_type, Hasher> index_;
   std::vector<digest_type> digest_;  // per block: its digest while registered
