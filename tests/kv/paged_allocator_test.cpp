@@ -5,66 +5,28 @@
 #include <rungs/kv/priority_lru.hpp>
 
 #include <catch2/catch.hpp>
-#include <numeric>
 #include <stdexcept>
 #include <vector>
 
+#include "support.hpp"
+
 using namespace rungs::kv;
 
-namespace {
-using ids = std::vector<block_id>;
+using namespace kv_test;
 using slots = std::vector<slot_id>;
-
-std::vector<token_id> tokens(int n, token_id first = 1) {
-  std::vector<token_id> t(static_cast<std::size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-
-template <class A>
-ids table(const A& a, sequence_id s) {
-  const auto t = a.block_table(s).value();
-  return ids(t.begin(), t.end());
-}
-
-template <class A>
-sequence_id admit(A& a, const std::vector<token_id>& prompt, const sequence_params& p = {}) {
-  const sequence_start s = a.create(prompt, p).value();
-  const std::span<const token_id> rest(prompt.data() + s.cached_tokens,
-                                       prompt.size() - static_cast<std::size_t>(s.cached_tokens));
-  REQUIRE(a.append(s.id, rest) == errc::ok);
-  return s.id;
-}
-
-// Everything observable, to compare before and after a rejected call.
-template <class A>
-struct snapshot {
-  kv_metrics metrics;
-  std::vector<block_id> tables;
-  std::vector<std::int32_t> refs;
-  std::vector<block_copy> copies;
-  explicit snapshot(const A& a) : metrics(a.metrics()) {
-    const block_table_view v = a.block_tables();
-    tables.assign(v.data, v.data + static_cast<std::size_t>(v.rows) * v.stride);
-    for (block_id b = 0; b < a.num_blocks(); ++b) refs.push_back(a.pool().ref_count(b));
-    copies.assign(a.copies().begin(), a.copies().end());
-  }
-  bool operator==(const snapshot&) const = default;
-};
-}  // namespace
 
 TEST_CASE("free list: blocks only when the last one is full, LIFO reuse, tail-first free") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  const sequence_id s0 = admit(a, tokens(6));
+  const sequence_id s0 = admit(a, tokens(6)).id;
   CHECK(table(a, s0) == ids{0, 1});
-  const sequence_id s1 = admit(a, tokens(3));
+  const sequence_id s1 = admit(a, tokens(3)).id;
   CHECK(table(a, s1) == ids{2});
   CHECK(a.append(s0, tokens(2)) == errc::ok);  // 8 tokens: block 1 now full, no new block
   CHECK(table(a, s0) == ids{0, 1});
   CHECK(a.append(s0, tokens(1)) == errc::ok);  // the 9th token opens a block
   CHECK(table(a, s0) == ids{0, 1, 3});
   CHECK(a.free(s1) == errc::ok);
-  const sequence_id s2 = admit(a, tokens(9));
+  const sequence_id s2 = admit(a, tokens(9)).id;
   CHECK(table(a, s2) == ids{2, 4, 5});  // 2 freed last: reused first
   CHECK(a.free(s0) == errc::ok);        // releases 3, 1, 0: 0 is on top
   CHECK(a.append(s2, tokens(8)) == errc::ok);
@@ -80,8 +42,8 @@ TEST_CASE("free list: blocks only when the last one is full, LIFO reuse, tail-fi
 
 TEST_CASE("slot mapping: block_id * block_size + offset, padded rows -1") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  const sequence_id x = admit(a, tokens(2));  // [0]
-  const sequence_id y = admit(a, tokens(6));  // [1, 2]
+  const sequence_id x = admit(a, tokens(2)).id;  // [0]
+  const sequence_id y = admit(a, tokens(6)).id;  // [1, 2]
   CHECK(a.append(x, tokens(3)) == errc::ok);  // x: [0, 3], 5 tokens
   slots out(12, 99);
   const slot_range step[] = {{x, 2, 3}, {y, 3, 3}};
@@ -98,7 +60,7 @@ TEST_CASE("slot mapping: block_id * block_size + offset, padded rows -1") {
 
 TEST_CASE("slot mapping rejects bad ranges and small buffers without writing") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  const sequence_id x = admit(a, tokens(5));  // 2 blocks: positions 0..7 have slots
+  const sequence_id x = admit(a, tokens(5)).id;  // 2 blocks: positions 0..7 have slots
   slots out(4, 99);
   const slot_range past[] = {{x, 6, 3}};
   CHECK(a.slot_mapping(past, out).error() == errc::invalid_range);
@@ -116,7 +78,7 @@ TEST_CASE("slot mapping rejects bad ranges and small buffers without writing") {
 
 TEST_CASE("lookahead slots for speculative decoding") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 2, .max_model_len = 16});
-  const sequence_id s = admit(a, tokens(3));
+  const sequence_id s = admit(a, tokens(3)).id;
   CHECK(table(a, s) == ids{0});
   // Last sampled token + 3 drafts: positions 3..6, one more block.
   CHECK(a.append(s, tokens(1), 3) == errc::ok);
@@ -140,7 +102,7 @@ TEST_CASE("lookahead slots for speculative decoding") {
 
 TEST_CASE("fork shares every block; the first write to a shared block copies it") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  const sequence_id parent = admit(a, tokens(6));  // [0, 1]
+  const sequence_id parent = admit(a, tokens(6)).id;  // [0, 1]
   const sequence_id child = a.fork(parent).value();
   CHECK(table(a, child) == ids{0, 1});
   CHECK(a.pool().ref_count(0) == 2);
@@ -168,7 +130,7 @@ TEST_CASE("fork shares every block; the first write to a shared block copies it"
 
 TEST_CASE("fork copies reserved lookahead blocks each sharer writes") {
   free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  const sequence_id p = admit(a, tokens(4));      // [0], full
+  const sequence_id p = admit(a, tokens(4)).id;      // [0], full
   CHECK(a.append(p, tokens(1), 4) == errc::ok);  // 5 tokens + 4 drafts: [0, 1, 2]
   const sequence_id c = a.fork(p).value();
   CHECK(a.append(c, tokens(1), 4) == errc::ok);  // writes positions 5..9: blocks 1, 2 shared
@@ -181,7 +143,7 @@ TEST_CASE("fork copies reserved lookahead blocks each sharer writes") {
 
 TEST_CASE("finish stops appends, free releases; stale ids are errors") {
   free_list_allocator a({.num_blocks = 4, .block_size = 4, .max_sequences = 2, .max_model_len = 16});
-  const sequence_id s = admit(a, tokens(5));
+  const sequence_id s = admit(a, tokens(5)).id;
   CHECK(a.finish(s) == errc::ok);
   CHECK(a.append(s, tokens(1)) == errc::sequence_finished);
   CHECK(a.fork(s).error() == errc::sequence_finished);
@@ -191,7 +153,7 @@ TEST_CASE("finish stops appends, free releases; stale ids are errors") {
   CHECK(a.free(s) == errc::unknown_sequence);
   CHECK(a.append(s, tokens(1)) == errc::unknown_sequence);
   CHECK(a.block_table(s).error() == errc::unknown_sequence);
-  const sequence_id t = admit(a, tokens(1));
+  const sequence_id t = admit(a, tokens(1)).id;
   CHECK(t.slot == s.slot);  // the row is reused under a new generation
   CHECK(a.free(s) == errc::unknown_sequence);
   CHECK(a.contains(t));
@@ -203,11 +165,11 @@ TEST_CASE("finish stops appends, free releases; stale ids are errors") {
 TEST_CASE("rejected calls leave the allocator exactly as it was") {
   prefix_caching_allocator<> a(
       {.num_blocks = 6, .block_size = 4, .max_sequences = 3, .max_model_len = 24});
-  const sequence_id s0 = admit(a, tokens(9));  // 3 blocks
+  const sequence_id s0 = admit(a, tokens(9)).id;  // 3 blocks
   const sequence_id s1 = a.fork(s0).value();
-  const sequence_id done = admit(a, tokens(2, 100));
+  const sequence_id done = admit(a, tokens(2, 100)).id;
   CHECK(a.finish(done) == errc::ok);
-  const snapshot<decltype(a)> before(a);
+  const snapshot before = observe(a);
 
   // 22 tokens need 3 more blocks and a private copy of shared block 2; 2 are unused.
   CHECK(a.append(s0, tokens(13), 0) == errc::out_of_blocks);
@@ -217,14 +179,14 @@ TEST_CASE("rejected calls leave the allocator exactly as it was") {
   CHECK(a.fork(s0).error() == errc::too_many_sequences);
   CHECK(a.free(sequence_id{s0.slot, s0.generation + 1}) == errc::unknown_sequence);
   CHECK(a.finish(sequence_id{9, 1}) == errc::unknown_sequence);
-  CHECK(before == snapshot<decltype(a)>(a));
+  CHECK(before == observe(a));
   CHECK(a.check_consistency().empty());
 
   CHECK(a.free(done) == errc::ok);
-  const snapshot<decltype(a)> after_free(a);
+  const snapshot after_free = observe(a);
   CHECK(a.create(tokens(25)).error() == errc::sequence_too_long);
   CHECK(a.create(tokens(20, 500)).error() == errc::out_of_blocks);  // 5 blocks, 3 unused
-  CHECK(after_free == snapshot<decltype(a)>(a));
+  CHECK(after_free == observe(a));
 }
 
 TEST_CASE("admission: can_admit and create keep the watermark free") {
@@ -234,7 +196,7 @@ TEST_CASE("admission: can_admit and create keep the watermark free") {
   CHECK_FALSE(a.can_admit(33));
   CHECK_FALSE(a.can_admit(65));  // longer than max_model_len
   CHECK(a.create(tokens(33)).error() == errc::out_of_blocks);
-  const sequence_id s = admit(a, tokens(32));
+  const sequence_id s = admit(a, tokens(32)).id;
   CHECK(a.metrics().free_blocks == 2);
   CHECK(a.can_admit(0));
   CHECK_FALSE(a.can_admit(1));
@@ -265,9 +227,9 @@ TEST_CASE("priority eviction keeps the prefix of a high-priority sequence") {
       {.num_blocks = 4, .block_size = 2, .max_sequences = 4, .max_model_len = 8});
   const std::vector<token_id> system{1, 2, 3, 4, 5};
   const std::vector<token_id> chat{7, 8, 9, 10, 11};
-  const sequence_id important = admit(a, system, {.priority = 3});  // [0, 1, 2]
+  const sequence_id important = admit(a, system, {.priority = 3}).id;  // [0, 1, 2]
   CHECK(a.free(important) == errc::ok);  // 0 and 1 cached at priority 3, 2 free
-  const sequence_id other = admit(a, chat, {.priority = 0});
+  const sequence_id other = admit(a, chat, {.priority = 0}).id;
   // Free block 2 first, then 3, then the LRU block of level 3: the chain's tail, 1.
   CHECK(table(a, other) == ids{2, 3, 1});
   CHECK(a.free(other) == errc::ok);

@@ -4,37 +4,13 @@
 #include <rungs/kv/sha256.hpp>
 
 #include <catch2/catch.hpp>
-#include <numeric>
 #include <vector>
+
+#include "support.hpp"
 
 using namespace rungs::kv;
 
-namespace {
-using ids = std::vector<block_id>;
-
-std::vector<token_id> tokens(int n, token_id first = 1) {
-  std::vector<token_id> t(static_cast<std::size_t>(n));
-  std::iota(t.begin(), t.end(), first);
-  return t;
-}
-std::vector<token_id> concat(std::vector<token_id> a, const std::vector<token_id>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-template <class A>
-ids table(const A& a, sequence_id s) {
-  const auto t = a.block_table(s).value();
-  return ids(t.begin(), t.end());
-}
-template <class A>
-sequence_start admit(A& a, const std::vector<token_id>& prompt, const sequence_params& p = {}) {
-  const sequence_start s = a.create(prompt, p).value();
-  REQUIRE(a.append(s.id, std::span(prompt).subspan(static_cast<std::size_t>(s.cached_tokens))) ==
-          errc::ok);
-  REQUIRE(a.check_consistency().empty());
-  return s;
-}
-}  // namespace
+using namespace kv_test;
 
 TEST_CASE("prefix hits, the one-token cap, duplicates, and lazy LRU eviction tail first") {
   prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 8,

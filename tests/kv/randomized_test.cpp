@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "support.hpp"
+
 using namespace rungs::kv;
 
 namespace {
@@ -236,20 +238,7 @@ class engine_model {
     }
   }
 
-  struct observation {
-    kv_metrics metrics;
-    std::vector<block_id> tables;
-    std::vector<std::int32_t> refs;
-    std::size_t copies;
-    bool operator==(const observation&) const = default;
-  };
-  observation observe() const {
-    observation o{a_.metrics(), {}, {}, a_.copies().size()};
-    const block_table_view v = a_.block_tables();
-    o.tables.assign(v.data, v.data + static_cast<std::size_t>(v.rows) * v.stride);
-    for (block_id b = 0; b < num_blocks; ++b) o.refs.push_back(a_.pool().ref_count(b));
-    return o;
-  }
+  kv_test::snapshot observe() const { return kv_test::observe(a_); }
 
   A& a_;
   std::mt19937 rng_;
