@@ -168,7 +168,7 @@ class bucket_line_parser {
           fail("expected ',' or ')' in range(), found " + found());
         }
       }
-      if (n == 0) fail("range() takes 1 to 3 integer arguments, found none");
+      if (n == 0) fail_at(v.column, "range() takes 1 to 3 integer arguments, found none");
       ++pos_;
       v.is_range = true;
       if (n == 1) v.stop = args[0];
@@ -231,7 +231,9 @@ class bucket_line_parser {
   std::size_t column() const { return pos_ + 1; }
   std::string found() const {
     if (at_end()) return "the end of the line";
-    return "'" + std::string(1, line_[pos_]) + "'";
+    std::string quoted(3, '\'');
+    quoted[1] = line_[pos_];
+    return quoted;
   }
   [[noreturn]] void fail(const std::string& reason) const { fail_at(column(), reason); }
 

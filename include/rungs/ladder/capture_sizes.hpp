@@ -81,15 +81,15 @@ struct CaptureSizes {
       detail::require_positive("capture sizes", "segment step", segments[i].step);
       if (i > 0 && segments[i].start <= segments[i - 1].start)
         detail::reject("capture sizes", "segment start", segments[i].start,
-                       "must be greater than the previous segment's start", "start", segments[i - 1].start);
+                       "must be greater than the previous", "start", segments[i - 1].start);
     }
     detail::require_positive("capture sizes", "max", max);
     if (max < segments[0].start)
-      detail::reject("capture sizes", "max", max, "must not be below the first rung", "start", segments[0].start);
+      detail::reject("capture sizes", "max", max, "must not be below the first segment's", "start", segments[0].start);
     if (!append_off_stride_max && walk_top() != max)
       detail::reject("capture sizes", "max", max,
-                     "is off the stride (append_off_stride_max is false); the last rung on it is",
-                     "rung", walk_top());
+                     "is off the stride (append_off_stride_max is false): use the last rung on it,", "max",
+                     walk_top());
     detail::require_rung_count("capture sizes", capacity());
   }
 

@@ -27,7 +27,7 @@ constexpr void validate_explicit(std::span<const rung_t> values) {
     if (values[i] <= 0) reject_element("explicit ladder", "values", i, values[i], "must be positive");
     if (values[i] > max_rung)
       reject_element("explicit ladder", "values", i, values[i], "exceeds the largest supported rung 2147483647");
-    if (i > 0 && values[i] <= values[i - 1]) reject_order("explicit ladder", "values", i, values[i], values[i - 1]);
+    if (i > 0 && values[i] <= values[i - 1]) reject_not_increasing("explicit ladder", "values", i, values[i], values[i - 1]);
   }
 }
 

@@ -74,7 +74,7 @@ constexpr void check_generated_rungs(std::span<const rung_t> rungs) {
     if (rungs[i] <= 0) reject_element("ladder", "generated rung", i, rungs[i], "must be positive");
     if (rungs[i] > max_rung)
       reject_element("ladder", "generated rung", i, rungs[i], "exceeds the largest supported rung 2147483647");
-    if (i > 0 && rungs[i] <= rungs[i - 1]) reject_order("ladder", "generated rung", i, rungs[i], rungs[i - 1]);
+    if (i > 0 && rungs[i] <= rungs[i - 1]) reject_not_increasing("ladder", "generated rung", i, rungs[i], rungs[i - 1]);
   }
   if (rung_table_entries(rungs.back(), rung_table_shift(rungs)) > max_table_entries)
     reject("ladder", "top rung", rungs.back(),

@@ -69,7 +69,7 @@ namespace detail {
 }
 
 /// A list that is not strictly increasing: "<ladder>: a[i] = 4 must be greater than a[i-1] = 4".
-[[noreturn]] inline void reject_order(std::string_view ladder, std::string_view array, std::size_t i,
+[[noreturn]] inline void reject_not_increasing(std::string_view ladder, std::string_view array, std::size_t i,
                                       rung_t value, rung_t previous) {
   std::string rule("must be greater than ");
   rule.append(array).append("[").append(std::to_string(i - 1)).append("] = ").append(std::to_string(previous));
