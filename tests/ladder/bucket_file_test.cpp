@@ -70,7 +70,8 @@ TEST_CASE("malformed lines: file, line, column and the reason") {
   CHECK(error_of("(1, range[1, 2], 0)") == "buckets.txt:1:10: expected '(' after 'range', found '['");
   CHECK(error_of("(1, range(1, 2, 0), 0)") == "buckets.txt:1:5: range() step must not be zero");
   CHECK(error_of("(1, range(), 0)") == "buckets.txt:1:5: range() takes 1 to 3 integer arguments, found none");
-  CHECK(error_of("(1, range(1, 2, 3, 4), 0)") == "buckets.txt:1:20: range() takes at most 3 arguments, found a 4th");
+  CHECK(error_of("(1, range(1, 2, 3, 4), 0)") == "buckets.txt:1:20: expected at most 3 integers in range(), found another");
+  CHECK(error_of("(1, range(1, x), 0)") == "buckets.txt:1:14: expected an integer or ')' in range(), found 'x'");
   CHECK(error_of("(1, range(1; 2), 0)") == "buckets.txt:1:12: expected ',' or ')' in range(), found ';'");
   CHECK(error_of("(1, -5, 0)") == "buckets.txt:1:5: bucket value -5 is negative");
   CHECK(error_of("(1, range(-2, 3), 0)") == "buckets.txt:1:5: bucket value -2 is negative");

@@ -5,15 +5,14 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "rungs_of.hpp"
+
 using rungs::CaptureSizes;
 using rungs::rung_t;
-using rungs_list = std::vector<rung_t>;
+using rungs_test::rungs_list;
 
 namespace {
-rungs_list rungs_of(const CaptureSizes& p) {
-  const rungs::ladder l{p};
-  return {l.rungs().begin(), l.rungs().end()};
-}
+rungs_list rungs_of(const CaptureSizes& p) { return rungs_test::rungs_of(p); }
 rungs_list every(rung_t from, rung_t step, rung_t to) {  // from, from+step, ... <= to
   rungs_list r;
   for (rung_t v = from; v <= to; v += step) r.push_back(v);

@@ -8,15 +8,14 @@
 #include <set>
 #include <vector>
 
+#include "rungs_of.hpp"
+
 using rungs::Exponential;
 using rungs::rung_t;
-using rungs_list = std::vector<rung_t>;
+using rungs_test::rungs_list;
 
 namespace {
-rungs_list rungs_of(const Exponential& p) {
-  const rungs::ladder l{p};
-  return {l.rungs().begin(), l.rungs().end()};
-}
+rungs_list rungs_of(const Exponential& p) { return rungs_test::rungs_of(p); }
 
 // The algorithm of gaudi-bucketing.md written the way upstream writes it (std::pow, a set,
 // a scan of the whole grid for the closest unused value), as an independent check of the

@@ -6,15 +6,14 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "rungs_of.hpp"
+
 using rungs::Linear;
 using rungs::rung_t;
-using rungs_list = std::vector<rung_t>;
+using rungs_test::rungs_list;
 
 namespace {
-rungs_list rungs_of(const Linear& p) {
-  const rungs::ladder l{p};
-  return {l.rungs().begin(), l.rungs().end()};
-}
+rungs_list rungs_of(const Linear& p) { return rungs_test::rungs_of(p); }
 }  // namespace
 
 TEST_CASE("linear ladders from the Gaudi document and reference notes") {

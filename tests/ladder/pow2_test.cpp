@@ -5,15 +5,14 @@
 #include <catch2/catch.hpp>
 #include <vector>
 
+#include "rungs_of.hpp"
+
 using rungs::Pow2;
 using rungs::rung_t;
-using rungs_list = std::vector<rung_t>;
+using rungs_test::rungs_list;
 
 namespace {
-rungs_list rungs_of(const Pow2& p) {
-  const rungs::ladder l{p};
-  return {l.rungs().begin(), l.rungs().end()};
-}
+rungs_list rungs_of(const Pow2& p) { return rungs_test::rungs_of(p); }
 }  // namespace
 
 TEST_CASE("powers of two, with min and max always rungs") {

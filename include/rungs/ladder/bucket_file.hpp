@@ -136,44 +136,17 @@ class bucket_line_parser {
     v.column = column();
     if (peek() == '[') {
       ++pos_;
-      skip_space();
-      while (peek() != ']') {
-        if (!starts_integer()) fail("expected an integer or ']' in a list, found " + found());
-        v.list.push_back(integer());
-        skip_space();
-        if (peek() == ',') {
-          ++pos_;
-          skip_space();
-        } else if (peek() != ']') {
-          fail("expected ',' or ']' in a list, found " + found());
-        }
-      }
-      ++pos_;
+      v.list = integers(']', "in a list", 0);
     } else if (line_.substr(pos_, 5) == "range") {
       pos_ += 5;
       skip_space();
       expect('(', "'(' after 'range'");
-      rung_t args[3] = {};
-      int n = 0;
-      skip_space();
-      while (peek() != ')') {
-        if (n == 3) fail("range() takes at most 3 arguments, found a 4th");
-        if (!starts_integer()) fail("expected an integer argument to range(), found " + found());
-        args[n++] = integer();
-        skip_space();
-        if (peek() == ',') {
-          ++pos_;
-          skip_space();
-        } else if (peek() != ')') {
-          fail("expected ',' or ')' in range(), found " + found());
-        }
-      }
-      if (n == 0) fail_at(v.column, "range() takes 1 to 3 integer arguments, found none");
-      ++pos_;
+      const std::vector<rung_t> args = integers(')', "in range()", 3);
+      if (args.empty()) fail_at(v.column, "range() takes 1 to 3 integer arguments, found none");
       v.is_range = true;
-      if (n == 1) v.stop = args[0];
+      if (args.size() == 1) v.stop = args[0];
       else v.start = args[0], v.stop = args[1];
-      if (n == 3) v.step = args[2];
+      if (args.size() == 3) v.step = args[2];
       if (v.step == 0) fail_at(v.column, "range() step must not be zero");
     } else if (starts_integer()) {
       v.list.push_back(integer());
@@ -181,6 +154,29 @@ class bucket_line_parser {
       fail("expected an integer, a list [...] or range(...), found " + found());
     }
     return v;
+  }
+
+  /// "a, b, c<close>" (a trailing comma allowed, as in Python), after the opening bracket;
+  /// at most `limit` integers when limit > 0.
+  std::vector<rung_t> integers(char close, std::string_view where, std::size_t limit) {
+    std::vector<rung_t> values;
+    const std::string closer = std::string("'") + close + "' " + std::string(where);
+    skip_space();
+    while (peek() != close) {
+      if (!starts_integer()) fail("expected an integer or " + closer + ", found " + found());
+      if (limit > 0 && values.size() == limit)
+        fail("expected at most " + std::to_string(limit) + " integers " + std::string(where) + ", found another");
+      values.push_back(integer());
+      skip_space();
+      if (peek() == ',') {
+        ++pos_;
+        skip_space();
+      } else if (peek() != close) {
+        fail("expected ',' or " + closer + ", found " + found());
+      }
+    }
+    ++pos_;
+    return values;
   }
 
   void check_values(const bucket_values& v) const {

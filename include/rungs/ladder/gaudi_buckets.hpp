@@ -52,6 +52,17 @@ inline ladder dimension_ladder(strategy s, const bucket_range& r, std::string_vi
   }
 }
 
+/// The four per-dimension ladders of a strategy.
+struct dimension_ladders {
+  ladder prompt_bs, prompt_seq, decode_bs, decode_len;
+};
+
+inline dimension_ladders ladders_of(strategy s, const bucket_config& c) {
+  return {dimension_ladder(s, c.prompt_bs, "prompt", "bs"), dimension_ladder(s, c.prompt_seq, "prompt", "seq"),
+          dimension_ladder(s, c.decode_bs, "decode", "bs"),
+          dimension_ladder(s, c.decode_seq, "decode", s == strategy::linear ? "seq" : "block")};
+}
+
 inline bool within_budget(const serving_config& s, rung_t tokens) {
   return s.max_num_batched_tokens == 0 || tokens <= s.max_num_batched_tokens;
 }
@@ -66,19 +77,16 @@ void sort_unique(std::vector<bucket<D>>& v) {
 
 inline bucket_plan<2> linear_buckets(const bucket_config& config, const serving_config& serving) {
   serving.validate();
-  const ladder bs = detail::dimension_ladder(strategy::linear, config.prompt_bs, "prompt", "bs");
-  const ladder seq = detail::dimension_ladder(strategy::linear, config.prompt_seq, "prompt", "seq");
-  const ladder dbs = detail::dimension_ladder(strategy::linear, config.decode_bs, "decode", "bs");
-  const ladder dseq = detail::dimension_ladder(strategy::linear, config.decode_seq, "decode", "seq");
+  const detail::dimension_ladders l = detail::ladders_of(strategy::linear, config);
   bucket_plan<2> plan{config, serving, {}, {}, 0};
   std::vector<bucket<2>> prompt, decode;
-  for (rung_t b : bs.rungs())
-    for (rung_t s : seq.rungs()) {
+  for (rung_t b : l.prompt_bs.rungs())
+    for (rung_t s : l.prompt_seq.rungs()) {
       if (detail::within_budget(serving, b * s) && s <= serving.max_model_len) prompt.push_back({b, s});
       else ++plan.prompt_omitted;
     }
-  for (rung_t b : dbs.rungs())
-    for (rung_t s : dseq.rungs()) decode.push_back({b, s});
+  for (rung_t b : l.decode_bs.rungs())
+    for (rung_t s : l.decode_len.rungs()) decode.push_back({b, s});
   plan.prompt = bucket_grid<2>(std::move(prompt));
   plan.decode = bucket_grid<2>(std::move(decode));
   return plan;
@@ -86,15 +94,12 @@ inline bucket_plan<2> linear_buckets(const bucket_config& config, const serving_
 
 inline bucket_plan<3> exponential_buckets(const bucket_config& config, const serving_config& serving) {
   serving.validate();
-  const ladder bs = detail::dimension_ladder(strategy::exponential, config.prompt_bs, "prompt", "bs");
-  const ladder query = detail::dimension_ladder(strategy::exponential, config.prompt_seq, "prompt", "seq");
-  const ladder dbs = detail::dimension_ladder(strategy::exponential, config.decode_bs, "decode", "bs");
-  const ladder blocks = detail::dimension_ladder(strategy::exponential, config.decode_seq, "decode", "block");
+  const detail::dimension_ladders l = detail::ladders_of(strategy::exponential, config);
   const rung_t block_size = serving.block_size, len = serving.max_model_len;
   bucket_plan<3> plan{config, serving, {}, {}, 0};
   std::vector<bucket<3>> prompt, decode;
-  for (rung_t b : bs.rungs())
-    for (rung_t q : query.rungs()) {
+  for (rung_t b : l.prompt_bs.rungs())
+    for (rung_t q : l.prompt_seq.rungs()) {
       // With prefix caching a prompt of q new tokens may follow up to the rest of the
       // model length in cached blocks.
       const rung_t max_ctx = serving.prefix_caching && q <= len ? (len - q) / block_size : 0;
@@ -103,8 +108,8 @@ inline bucket_plan<3> exponential_buckets(const bucket_config& config, const ser
         else ++plan.prompt_omitted;
       }
     }
-  for (rung_t b : dbs.rungs())
-    for (rung_t n : blocks.rungs()) decode.push_back({b, 1, n});
+  for (rung_t b : l.decode_bs.rungs())
+    for (rung_t n : l.decode_len.rungs()) decode.push_back({b, 1, n});
   detail::sort_unique(prompt);  // already in order; kept sorted whatever the ladders hold
   detail::sort_unique(decode);
   plan.prompt = bucket_grid<3>(std::move(prompt), block_size);

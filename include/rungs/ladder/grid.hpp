@@ -22,6 +22,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rungs {
@@ -96,12 +97,12 @@ class bucket_grid {
     // the request's tokens (nothing cheaper can cover it) and takes the first that covers.
     by_tokens_.resize(buckets_.size());
     std::iota(by_tokens_.begin(), by_tokens_.end(), std::int32_t{0});
-    tokens_.resize(buckets_.size());
-    for (std::size_t i = 0; i < buckets_.size(); ++i) tokens_[i] = tokens(buckets_[i]);
+    std::vector<std::int64_t> listed(buckets_.size());
+    for (std::size_t i = 0; i < buckets_.size(); ++i) listed[i] = tokens(buckets_[i]);
     std::stable_sort(by_tokens_.begin(), by_tokens_.end(),
-                     [&](std::int32_t a, std::int32_t b) { return tokens_[a] < tokens_[b]; });
+                     [&](std::int32_t a, std::int32_t b) { return listed[a] < listed[b]; });
     sorted_tokens_.resize(buckets_.size());
-    for (std::size_t k = 0; k < by_tokens_.size(); ++k) sorted_tokens_[k] = tokens_[by_tokens_[k]];
+    for (std::size_t k = 0; k < by_tokens_.size(); ++k) sorted_tokens_[k] = listed[by_tokens_[k]];
   }
 
   std::span<const bucket<D>> buckets() const noexcept { return buckets_; }
@@ -133,9 +134,8 @@ class bucket_grid {
  private:
   std::vector<bucket<D>> buckets_;
   rung_t block_size_ = 1;
-  std::vector<std::int64_t> tokens_;         // per bucket, listing order
   std::vector<std::int32_t> by_tokens_;      // listing indices sorted by tokens
-  std::vector<std::int64_t> sorted_tokens_;  // tokens_ in by_tokens_ order
+  std::vector<std::int64_t> sorted_tokens_;  // their tokens, ascending
 };
 
 }  // namespace rungs
