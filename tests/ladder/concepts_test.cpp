@@ -11,7 +11,7 @@
 #include <ostream>
 #include <span>
 
-namespace {
+namespace concepts_test {
 // A policy written outside rungs: odd numbers from 1 to max. It plugs into both ladders.
 struct Odd {
   rungs::rung_t max = 1;
@@ -42,7 +42,11 @@ struct Backwards {
 struct NotAPolicy {
   int x = 0;
 };
-}  // namespace
+}  // namespace concepts_test
+
+using concepts_test::Backwards;
+using concepts_test::NotAPolicy;
+using concepts_test::Odd;
 
 TEST_CASE("the library's policies satisfy LadderPolicy; other types do not") {
   STATIC_REQUIRE(rungs::LadderPolicy<rungs::Linear>);

@@ -96,17 +96,19 @@ struct CaptureSizes {
   /// The exact rung count. Requires a valid segment list.
   constexpr std::size_t capacity() const {
     std::size_t count = 0;
-    for_each_segment([&](rung_t first, rung_t step, rung_t last) {
-      count += static_cast<std::size_t>((last - first) / step + 1);
-    });
+    for (std::size_t i = 0; i < reached(); ++i) {
+      const segment_run r = run(i);
+      count += static_cast<std::size_t>((r.last - r.first) / r.step + 1);
+    }
     return count + (walk_top() != max ? 1 : 0);
   }
 
   constexpr std::size_t generate(std::span<rung_t> out) const {
     std::size_t n = 0;
-    for_each_segment([&](rung_t first, rung_t step, rung_t last) {
-      for (rung_t r = first; r <= last; r += step) out[n++] = r;
-    });
+    for (std::size_t i = 0; i < reached(); ++i) {
+      const segment_run r = run(i);
+      for (rung_t v = r.first; v <= r.last; v += r.step) out[n++] = v;
+    }
     if (n == 0 || out[n - 1] != max) out[n++] = max;
     return n;
   }
@@ -120,23 +122,29 @@ struct CaptureSizes {
   }
 
  private:
-  /// Calls f(first, step, last) for each segment's non-empty run of rungs <= max.
-  template <class F>
-  constexpr void for_each_segment(F&& f) const {
-    const std::size_t n = segment_count();
-    for (std::size_t i = 0; i < n && segments[i].start <= max; ++i) {
-      const rung_t end = i + 1 < n && segments[i + 1].start - 1 < max ? segments[i + 1].start - 1 : max;
-      const rung_t step = segments[i].step;
-      f(segments[i].start, step, segments[i].start + (end - segments[i].start) / step * step);
-    }
+  // Plain loops over segment runs rather than a callback template: Clang 14 cannot
+  // constant-evaluate a member template instantiated with a lambda here.
+  struct segment_run {
+    rung_t first, step, last;  // first, first+step, ..., last
+  };
+
+  /// Segments whose start is <= max (each contributes at least its start).
+  constexpr std::size_t reached() const {
+    std::size_t i = 0;
+    while (i < segment_count() && segments[i].start <= max) ++i;
+    return i;
   }
 
-  /// The largest rung the segments reach on their own (0 when none fits).
-  constexpr rung_t walk_top() const {
-    rung_t top = 0;
-    for_each_segment([&](rung_t, rung_t, rung_t last) { top = last; });
-    return top;
+  /// The rungs of segment i (< reached()): up to the next segment's start, or max.
+  constexpr segment_run run(std::size_t i) const {
+    const std::size_t n = segment_count();
+    const rung_t end = i + 1 < n && segments[i + 1].start - 1 < max ? segments[i + 1].start - 1 : max;
+    const rung_t start = segments[i].start, step = segments[i].step;
+    return {start, step, start + (end - start) / step * step};
   }
+
+  /// The largest rung the segments reach on their own (0 when none does).
+  constexpr rung_t walk_top() const { return reached() == 0 ? 0 : run(reached() - 1).last; }
 };
 
 }  // namespace rungs

@@ -46,6 +46,7 @@ inline std::ostream& print_explicit(std::ostream& os, std::span<const rung_t> va
 
 template <std::size_t N = std::dynamic_extent>
 struct Explicit {
+  static_assert(N > 0, "rungs::Explicit: a ladder needs at least one rung");
   rung_t values[N];
 
   friend constexpr bool operator==(const Explicit&, const Explicit&) = default;

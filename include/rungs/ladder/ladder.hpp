@@ -31,6 +31,7 @@ class ladder {
   explicit ladder(const P& policy) {
     static_assert(detail::check_ladder_policy<P>());
     policy.validate();
+    detail::require_rung_count("ladder", policy.capacity());  // before allocating for it
     rungs_.resize(policy.capacity());
     rungs_.resize(policy.generate(rungs_));
     detail::check_generated_rungs(rungs_);
