@@ -1,4 +1,6 @@
-// Must NOT compile: kv.concept_error checks that the error names this type and append().
+// expect: (missing_append_allocator.*block_allocator: lacks `errc append|block_allocator: lacks `errc append.*missing_append_allocator)
+// Must NOT compile: the diagnostic names this type and the missing append() (either order:
+// GCC prints the instantiation first, Clang the error first).
 #include <rungs/kv/allocator.hpp>
 
 struct missing_append_allocator {
