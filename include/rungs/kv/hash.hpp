@@ -6,12 +6,12 @@
 // "extra keys" on the first block). Only full blocks are hashed; their tokens never change.
 //
 // rungs ships two hashers, with different guarantees:
-//   wyhash64       64-bit, ~0.1-0.3 ns per token. Not collision resistant: a user who controls
+//   wyhash64       64-bit, ~0.5 ns per token. Not collision resistant: a user who controls
 //                  prompts can construct two prefixes with one digest (a 64-bit birthday
 //                  search is feasible) and make another tenant read their KV. Accidental
 //                  collisions are rare: with C cached blocks a lookup falsely hits with
 //                  probability about C / 2^64 (1e5 blocks, 1e6 lookups/s: once in ~6 years).
-//   sha256_hasher  SHA-256 over a documented byte encoding, a few ns per token. Collision
+//   sha256_hasher  SHA-256 over a documented byte encoding, ~27 ns per token. Collision
 //                  resistant, so prompts crafted by one tenant cannot alias another's blocks;
 //                  deterministic across processes and machines, so digests can name blocks
 //                  offloaded to host memory or shared between instances. Use it whenever
