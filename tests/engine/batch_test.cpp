@@ -8,8 +8,9 @@ using namespace rungs::engine;
 TEST_CASE("key_of summarises a live batch") {
   std::vector<std::int32_t> t1{5}, t2{6, 7, 8}, b{0, 1};
   std::vector<sequence> s{{t1, 4, b}, {t2, 2, b}};
-  batch_key k = key_of(phase::prompt, s);
-  CHECK(k == batch_key{.ph = phase::prompt, .seqs = 2, .tokens = 4, .max_query = 3, .max_context = 5});
+  batch_key k = key_of(phase::prompt, s, 4);
+  CHECK(k == batch_key{.ph = phase::prompt, .seqs = 2, .tokens = 4, .max_query = 3, .max_context = 5, .max_prefix = 4,
+                       .blocks = 4});
 }
 
 TEST_CASE("stage pads sequences and tokens so padding never writes the cache") {

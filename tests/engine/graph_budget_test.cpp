@@ -29,15 +29,21 @@ TEST_CASE("memory_plan splits usable memory like the Gaudi log") {
   CHECK(static_cast<double>(g.share(phase::prompt)) / GiB == Approx(15.83 * 0.3).epsilon(0.001));
 }
 
-TEST_CASE("estimates come from measured cost per unit, else from the cost model, else 0") {
+TEST_CASE("estimates: measured cost per unit, or a cost model calibrated by measurements, else 0") {
   graph_ledger none(graph_budget{.bytes = 100 * MiB});
   CHECK(none.estimate(prompt(1, 128)) == 0);
+  none.measured(prompt(1, 128), 128 * 3000);
+  CHECK(none.estimate(prompt(4, 256)) == 1024 * 3000);  // Gaudi: 3000 bytes per token measured
+  CHECK(none.estimate(decode(2, 128)) == 0);            // decode not measured yet
+  CHECK(none.used() == 0);                              // measuring is not charging
+
   graph_ledger modelled(graph_budget{.bytes = 100 * MiB, .model = graph_cost{.base = MiB, .per_unit = 1024}});
   CHECK(modelled.estimate(prompt(2, 128)) == MiB + 256 * 1024);
   CHECK(modelled.estimate(decode(4, 2048)) == MiB + 4 * 1024);  // decode graphs scale with bs
-  modelled.charge(prompt(1, 128), 128 * 3000);
-  CHECK(modelled.estimate(prompt(4, 256)) == 1024 * 3000);  // measured: 3000 bytes per token
-  CHECK(modelled.estimate(decode(2, 128)) == MiB + 2 * 1024);  // decode not measured yet
+  // A capture measured at twice the model's figure doubles later estimates of its phase.
+  modelled.measured(prompt(1, 128), 2 * (MiB + 128 * 1024));
+  CHECK(modelled.estimate(prompt(4, 256)) == 2 * (MiB + 1024 * 1024));
+  CHECK(modelled.estimate(decode(2, 128)) == MiB + 2 * 1024);
   modelled.charge(decode(1, 128), -5 * MiB);  // freed memory is reported, charged as 0
   CHECK(modelled.used(phase::decode) == 0);
 }

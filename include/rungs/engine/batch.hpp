@@ -29,8 +29,13 @@ struct sequence {
   std::span<const std::int32_t> block_table;  // KV blocks holding context + tokens, in order
 };
 
+/// Block-table entries a sequence of `length` tokens needs.
+constexpr std::int64_t blocks_for(std::int64_t length, std::int64_t block_size) {
+  return (length + block_size - 1) / block_size;
+}
+
 /// The lookup key of a batch. Throws std::invalid_argument naming the sequence at fault.
-inline batch_key key_of(phase ph, std::span<const sequence> seqs) {
+inline batch_key key_of(phase ph, std::span<const sequence> seqs, std::int64_t block_size) {
   batch_key k{.ph = ph, .seqs = static_cast<std::int64_t>(seqs.size())};
   for (std::size_t i = 0; i < seqs.size(); ++i) {
     const sequence& s = seqs[i];
@@ -43,13 +48,10 @@ inline batch_key key_of(phase ph, std::span<const sequence> seqs) {
     k.tokens += q;
     k.max_query = std::max(k.max_query, q);
     k.max_context = std::max(k.max_context, s.context + q);
+    k.max_prefix = std::max(k.max_prefix, s.context);
+    k.blocks += blocks_for(s.context + q, block_size);
   }
   return k;
-}
-
-/// Block-table entries a sequence of `length` tokens needs.
-constexpr std::int64_t blocks_for(std::int64_t length, std::int64_t block_size) {
-  return (length + block_size - 1) / block_size;
 }
 
 /// Raw view of a staged batch, for a forward function: host pointers for the host backend,

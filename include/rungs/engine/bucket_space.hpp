@@ -69,6 +69,8 @@ struct batch_key {
   std::int64_t tokens = 0;       // new tokens over all sequences
   std::int64_t max_query = 0;    // most new tokens of one sequence
   std::int64_t max_context = 0;  // longest sequence, this step's tokens included
+  std::int64_t max_prefix = 0;   // most tokens of one sequence already in the KV cache
+  std::int64_t blocks = 0;       // KV blocks the batch reads, over all sequences
   friend constexpr bool operator==(const batch_key&, const batch_key&) = default;
 };
 

@@ -198,7 +198,7 @@ class engine {
   /// One step over the live sequences: returns the real rows' outputs.
   result step(std::span<const sequence> seqs, phase ph = phase::decode) {
     start();
-    batch_key key = agree(key_of(ph, seqs));
+    batch_key key = agree(key_of(ph, seqs, Model.block_size));
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
                                   std::to_string(opts_.max_model_len));
@@ -314,8 +314,12 @@ class engine {
                          std::span<graph_slot>(slots_.data(), n));
   }
 
+  // Block-table width of a graph: its longest sequence, never beyond max_model_len (a
+  // bucket bounding the batch's total blocks bounds no single sequence more tightly).
   std::int64_t width_of(const graph_shape& s) const {
-    return blocks_for(s.context > 0 ? s.context : opts_.max_model_len, Model.block_size);
+    std::int64_t len = s.context > 0 ? s.context : opts_.max_model_len;
+    if (opts_.max_model_len > 0) len = std::min(len, opts_.max_model_len);
+    return blocks_for(len, Model.block_size);
   }
 
   // Predicts how many captures startup will make (for progress): runs the timing policy on
@@ -341,11 +345,12 @@ class engine {
 
   batch_key agree(batch_key k) {
     if (!sync_) return k;
-    std::array<std::int64_t, 5> v{static_cast<std::int64_t>(k.ph), k.seqs, k.tokens, k.max_query, k.max_context};
+    std::array<std::int64_t, 7> v{static_cast<std::int64_t>(k.ph), k.seqs,       k.tokens, k.max_query,
+                                  k.max_context,                   k.max_prefix, k.blocks};
     sync_(v);
     if (v[0] != static_cast<std::int64_t>(k.ph))
       throw std::logic_error("engine: ranks stepped in different phases; a multi-rank stack must align phases");
-    return {k.ph, v[1], v[2], v[3], v[4]};
+    return {k.ph, v[1], v[2], v[3], v[4], v[5], v[6]};
   }
 
   std::optional<std::size_t> lookup(const batch_key& key) const {
@@ -419,7 +424,7 @@ class engine {
       queue_.record_failed(b, e.seconds);
       e.outcome = capture_outcome::failed;
       e.error = rep.ok ? std::string_view("failed on another rank") : std::string_view(rep.error);
-    } else if (!ledger_.admits(bk, e.bytes, other_complete)) {
+    } else if (ledger_.measured(bk, e.bytes); !ledger_.admits(bk, e.bytes, other_complete)) {
       backend_.release(b);
       ++stats_.budget_refusals;
       queue_.record_refused(b);

@@ -100,18 +100,25 @@ class graph_ledger {
   explicit graph_ledger(graph_budget b = {}) : budget_(std::move(b)) { budget_.validate(); }
 
   const graph_budget& budget() const { return budget_; }
-  std::int64_t used(phase p) const { return phase_[index(p)].bytes; }
-  std::int64_t used() const { return phase_[0].bytes + phase_[1].bytes; }
+  std::int64_t used(phase p) const { return phase_[index(p)].used; }
+  std::int64_t used() const { return phase_[0].used + phase_[1].used; }
   /// Graph memory left, or graph_budget::unlimited.
   std::int64_t left() const { return budget_.limited() ? budget_.bytes - used() : graph_budget::unlimited; }
 
-  /// Bytes bucket `b`'s graph is expected to take.
+  /// Bytes bucket `b`'s graph is expected to take. With a cost model: the model, scaled by
+  /// how far this phase's measured captures were from it (exact when the model is). Without:
+  /// the phase's measured bytes per cost unit, as Gaudi estimates. Before any measurement:
+  /// the model, or 0 (the capture is then checked against its measured cost).
   std::int64_t estimate(const bucket& b) const {
     const account& a = phase_[index(b.ph)];
-    if (a.units > 0)
-      return static_cast<std::int64_t>(std::ceil(static_cast<double>(a.bytes) / static_cast<double>(a.units) *
-                                                 static_cast<double>(b.cost_units())));
-    return budget_.model ? std::max<std::int64_t>(0, budget_.model->bytes(b)) : 0;
+    double e = 0;
+    if (budget_.model) {
+      e = static_cast<double>(std::max<std::int64_t>(0, budget_.model->bytes(b)));
+      if (a.modelled > 0) e *= static_cast<double>(a.measured) / a.modelled;
+    } else if (a.units > 0) {
+      e = static_cast<double>(a.measured) / static_cast<double>(a.units) * static_cast<double>(b.cost_units());
+    }
+    return static_cast<std::int64_t>(std::ceil(e));
   }
 
   /// Whether `bytes` more for bucket `b` stays within the budget: within its phase's share,
@@ -123,18 +130,24 @@ class graph_ledger {
     return other_phase_complete && used() + bytes <= budget_.bytes;
   }
 
-  /// Records a capture's real cost. A negative measurement (the capture freed warm-up
-  /// memory, as in vLLM's logs) is reported as is but charged as 0.
-  void charge(const bucket& b, std::int64_t bytes) {
+  /// Learns from a capture's measured cost (kept or released). A negative measurement (the
+  /// capture freed warm-up memory, as in vLLM's logs) counts as 0.
+  void measured(const bucket& b, std::int64_t bytes) {
     account& a = phase_[index(b.ph)];
-    a.bytes += std::max<std::int64_t>(bytes, 0);
+    a.measured += std::max<std::int64_t>(bytes, 0);
     a.units += b.cost_units();
+    if (budget_.model) a.modelled += static_cast<double>(std::max<std::int64_t>(0, budget_.model->bytes(b)));
   }
+
+  /// Charges a kept graph's cost to its phase.
+  void charge(const bucket& b, std::int64_t bytes) { phase_[index(b.ph)].used += std::max<std::int64_t>(bytes, 0); }
 
  private:
   struct account {
-    std::int64_t bytes = 0;
-    std::int64_t units = 0;
+    std::int64_t used = 0;      // kept graphs
+    std::int64_t measured = 0;  // every measured capture
+    std::int64_t units = 0;     //   their cost units
+    double modelled = 0;        //   what the model predicted for them
   };
   static std::size_t index(phase p) { return static_cast<std::size_t>(p); }
 
