@@ -23,10 +23,11 @@ TEST_CASE("stage pads sequences and tokens so padding never writes the cache") {
   CHECK(p.real_seqs() == 2);
   CHECK(p.real_tokens() == 3);
   using v = std::vector<std::int32_t>;
+  using w = std::vector<std::int64_t>;
   CHECK(v(p.token_ids().begin(), p.token_ids().end()) == v{11, 21, 22, 0, 0, 0});
   CHECK(v(p.positions().begin(), p.positions().end()) == v{5, 0, 1, 0, 0, 0});
   // Position 5 of sequence 0 is in its second block (9): slot 9 * 4 + 1.
-  CHECK(v(p.slot_mapping().begin(), p.slot_mapping().end()) == v{37, 16, 17, -1, -1, -1});
+  CHECK(w(p.slot_mapping().begin(), p.slot_mapping().end()) == w{37, 16, 17, -1, -1, -1});
   CHECK(v(p.query_start().begin(), p.query_start().end()) == v{0, 1, 3, 3, 3});
   CHECK(v(p.seq_lens().begin(), p.seq_lens().end()) == v{6, 2, 0, 0});
   CHECK(v(p.block_tables().begin(), p.block_tables().end()) == v{3, 9, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0});
@@ -36,7 +37,7 @@ TEST_CASE("stage pads sequences and tokens so padding never writes the cache") {
 
   // Restaging a smaller batch in the same buffers leaves no stale rows behind.
   p.stage(std::span<const sequence>(s).first(1), 4, 6, 3, 4);
-  CHECK(v(p.slot_mapping().begin(), p.slot_mapping().end()) == v{37, -1, -1, -1, -1, -1});
+  CHECK(w(p.slot_mapping().begin(), p.slot_mapping().end()) == w{37, -1, -1, -1, -1, -1});
   CHECK(v(p.seq_lens().begin(), p.seq_lens().end()) == v{6, 0, 0, 0});
 }
 

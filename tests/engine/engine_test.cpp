@@ -207,6 +207,7 @@ TEST_CASE("bad input is rejected with the value and the rule") {
   std::vector<std::int32_t> no_tokens;
   std::vector<sequence> empty{sequence{no_tokens, 0, {}}};
   CHECK_THROWS_WITH(e.step(empty), "sequence 0 has no new tokens; every live sequence needs one");
+  CHECK_THROWS_WITH(e.step({}), "a step needs at least one sequence");
   CHECK_THROWS_WITH(e.step(bb.make(1, 16)), "a sequence of 17 tokens exceeds max_model_len = 16");
   std::vector<std::int32_t> tok{1, 2, 3, 4, 5}, table{0};
   std::vector<sequence> short_table{sequence{tok, 0, table}};

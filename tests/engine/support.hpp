@@ -84,7 +84,7 @@ struct toy_model {
     ++runs;
     const batch_view& b = s.batch;
     for (std::int64_t t = 0; t < b.tokens; ++t) {
-      std::int32_t slot = b.slot_mapping[t];
+      std::int64_t slot = b.slot_mapping[t];
       if (slot < 0) continue;
       for (std::int64_t d = 0; d < kv_width; ++d)
         cache[static_cast<std::size_t>(slot * kv_width + d)] =

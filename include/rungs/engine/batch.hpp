@@ -64,7 +64,7 @@ struct batch_view {
   std::int64_t width = 0;   // block-table entries per sequence
   const std::int32_t* token_ids = nullptr;     // [tokens]
   const std::int32_t* positions = nullptr;     // [tokens]
-  const std::int32_t* slot_mapping = nullptr;  // [tokens], -1 = do not write the cache
+  const std::int64_t* slot_mapping = nullptr;  // [tokens], -1 = do not write the cache (int64: vLLM's)
   const std::int32_t* query_start = nullptr;   // [seqs + 1]
   const std::int32_t* seq_lens = nullptr;      // [seqs], context + new tokens
   const std::int32_t* block_tables = nullptr;  // [seqs][width]
@@ -82,7 +82,7 @@ class padded_batch {
 
   std::span<const std::int32_t> token_ids() const { return {token_ids_.data(), size(tokens_)}; }
   std::span<const std::int32_t> positions() const { return {positions_.data(), size(tokens_)}; }
-  std::span<const std::int32_t> slot_mapping() const { return {slot_mapping_.data(), size(tokens_)}; }
+  std::span<const std::int64_t> slot_mapping() const { return {slot_mapping_.data(), size(tokens_)}; }
   std::span<const std::int32_t> query_start() const { return {query_start_.data(), size(seqs_ + 1)}; }
   std::span<const std::int32_t> seq_lens() const { return {seq_lens_.data(), size(seqs_)}; }
   std::span<const std::int32_t> block_tables() const { return {block_tables_.data(), size(seqs_ * width_)}; }
@@ -147,8 +147,7 @@ class padded_batch {
         std::int64_t pos = s.context + j;
         token_ids_[static_cast<std::size_t>(t)] = s.tokens[static_cast<std::size_t>(j)];
         positions_[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(pos);
-        slot_mapping_[static_cast<std::size_t>(t)] =
-            static_cast<std::int32_t>(row[pos / block_size] * block_size + pos % block_size);
+        slot_mapping_[static_cast<std::size_t>(t)] = std::int64_t{row[pos / block_size]} * block_size + pos % block_size;
       }
     }
     real_tokens_ = t;
@@ -165,12 +164,14 @@ class padded_batch {
 
  private:
   static std::size_t size(std::int64_t n) { return static_cast<std::size_t>(n); }
-  static void grow(std::vector<std::int32_t>& v, std::int64_t n) {
+  template <class T>
+  static void grow(std::vector<T>& v, std::int64_t n) {
     if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   }
 
   std::int64_t seqs_ = 0, tokens_ = 0, width_ = 0, real_seqs_ = 0, real_tokens_ = 0;
-  std::vector<std::int32_t> token_ids_, positions_, slot_mapping_, query_start_, seq_lens_, block_tables_;
+  std::vector<std::int32_t> token_ids_, positions_, query_start_, seq_lens_, block_tables_;
+  std::vector<std::int64_t> slot_mapping_;
 };
 
 }  // namespace rungs::engine

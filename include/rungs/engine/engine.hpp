@@ -197,6 +197,7 @@ class engine {
 
   /// One step over the live sequences: returns the real rows' outputs.
   result step(std::span<const sequence> seqs, phase ph = phase::decode) {
+    if (seqs.empty()) throw std::invalid_argument("a step needs at least one sequence");
     start();
     batch_key key = agree(key_of(ph, seqs, Model.block_size));
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
