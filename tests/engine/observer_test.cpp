@@ -23,8 +23,8 @@ log_engine make(toy_model& model, graph_budget budget = {}) {
                                   if (b.batch() == 1) return "capture invalidated";
                                   return std::nullopt;
                                 }}};
-  return log_engine(token_ladder{{1, 2, 4}}, host_backend(std::ref(model), sim),
-                    {.budget = budget, .max_model_len = 16, .kv_blocks = 64});
+  return log_engine(token_ladder{{1, 2, 4}}, counting_pool(64), host_backend(std::ref(model), sim),
+                    {.budget = budget, .max_model_len = 16});
 }
 }  // namespace
 

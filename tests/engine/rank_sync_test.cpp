@@ -36,8 +36,8 @@ rank_trace run_rank(simulated_ranks& group, int r, const std::vector<std::vector
                                   if (r == 1 && b.batch() == 4) return "out of memory on rank 1";
                                   return std::nullopt;
                                 }}};
-  rank_engine e(token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(model), sim),
-                {.budget = {.bytes = 40 * MiB}, .max_model_len = 16, .kv_blocks = 64});
+  rank_engine e(token_ladder{{1, 2, 4, 8, 16}}, counting_pool(64), host_backend(std::ref(model), sim),
+                {.budget = {.bytes = 40 * MiB}, .max_model_len = 16});
   auto handle = group.rank(r);
   e.sync_with(handle);
   rank_trace t;

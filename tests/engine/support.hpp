@@ -48,10 +48,12 @@ struct grid {
   }
 };
 
+// Stands in for rungs::kv's allocator: the engine needs only its shape.
 struct counting_pool {
-  explicit counting_pool(std::int64_t n) : n_(n) {}
+  explicit counting_pool(std::int64_t n, std::int64_t block_size = 4) : n_(n), block_size_(block_size) {}
   std::int64_t num_blocks() const { return n_; }
-  std::int64_t n_;
+  std::int64_t block_size() const { return block_size_; }
+  std::int64_t n_, block_size_;
 };
 
 }  // namespace rungs_test

@@ -166,18 +166,17 @@ timeline simulate(const timeline_args& a, const temp_ladder& ladder, Order order
   std::int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   host_backend::options opts;
   opts.simulate = simulated_capture{.bytes = a.cost.value_or(graph_cost{})};
-  struct pool {
-    explicit pool(std::int64_t n) : n_(n) {}
-    std::int64_t num_blocks() const { return n_; }
-    std::int64_t n_;
+  struct pool {  // the planner allocates nothing: one block per sequence, by index
+    std::int64_t n;
+    std::int64_t num_blocks() const { return n; }
+    std::int64_t block_size() const { return plan_model.block_size; }
   };
   rungs::engine::engine<plan_model, space, Order, Timing, pool, host_backend> e(
-      space(ladder), host_backend([](const host_step&) {}, opts),
+      space(ladder), pool{max_batch}, host_backend([](const host_step&) {}, opts),
       {.order = order,
        .timing = timing,
        .budget = {.bytes = a.budget.value_or(graph_budget::unlimited), .model = a.cost},
-       .max_model_len = 1,
-       .kv_blocks = max_batch});
+       .max_model_len = 1});
   timeline t;
   t.rungs = ladder.size();
   step_row* current = nullptr;

@@ -7,7 +7,8 @@
 //                one graph slot per bucket (a std::array when its size is static)
 //     Order      capture_order: in which order buckets are captured
 //     Timing     capture_timing: when they are captured (startup, delayed, lazy, idle)
-//     Allocator  block_allocator: the KV block pool, sized by the engine's options
+//     Allocator  the KV block allocator (rungs::kv::paged_allocator, or anything with
+//                num_blocks() and block_size()); its block size must be the Model's
 //     Backend    engine_backend: host_backend (CPU, tests) or cuda_backend (graphs)
 //
 // Per step: agree on the batch key across ranks, look up the bucket, let the timing policy
@@ -31,7 +32,6 @@
 
 #include <rungs/engine/backend.hpp>
 #include <rungs/engine/batch.hpp>
-#include <rungs/engine/block_allocator.hpp>
 #include <rungs/engine/bucket_space.hpp>
 #include <rungs/engine/capture_order.hpp>
 #include <rungs/engine/capture_queue.hpp>
@@ -51,7 +51,6 @@ struct engine_options {
   Timing timing{};
   graph_budget budget{};           // graph memory (unlimited by default)
   std::int64_t max_model_len = 0;  // longest sequence; needed when a bucket leaves context open
-  std::int64_t kv_blocks = 0;      // blocks in the KV pool handed to the Allocator
 };
 
 /// How much an idle signal may capture. Time is counted from the captures' measured (and
@@ -92,6 +91,14 @@ concept has_during_step = requires(const T& t, const capture_queue& q, std::opti
 template <class T>
 concept has_when_idle = requires(const T& t, const capture_queue& q) {
   { t.when_idle(q) } -> std::same_as<std::optional<std::size_t>>;
+};
+template <class A>
+concept has_num_blocks = requires(const A& a) {
+  { a.num_blocks() } -> std::convertible_to<std::int64_t>;
+};
+template <class A>
+concept has_block_size = requires(const A& a) {
+  { a.block_size() } -> std::convertible_to<std::int64_t>;
 };
 template <class S>
 concept has_size = requires(const S& s) {
@@ -138,9 +145,10 @@ class engine {
                 "rungs::engine: the Timing policy lacks `std::optional<std::size_t> when_idle(const capture_queue&) const` "
                 "(capture_timing)");
   static_assert(detail::has_name<Timing>, "rungs::engine: the Timing policy lacks `name()` (capture_timing)");
-  static_assert(block_allocator<Allocator>,
-                "rungs::engine: the Allocator policy lacks construction from a block count or `num_blocks()` "
-                "(block_allocator)");
+  static_assert(detail::has_num_blocks<Allocator>,
+                "rungs::engine: the Allocator policy lacks `num_blocks() const` (block_allocator_shape)");
+  static_assert(detail::has_block_size<Allocator>,
+                "rungs::engine: the Allocator policy lacks `block_size() const` (block_allocator_shape)");
   static_assert(engine_backend<Backend>,
                 "rungs::engine: the Backend lacks setup/capture/replay/eager/release/rows (engine_backend)");
 
@@ -150,12 +158,14 @@ class engine {
   using rows_type = decltype(std::declval<const Backend&>().rows(std::int64_t{}));
   using result = step_result<rows_type>;
 
-  engine(Buckets buckets, Backend backend, options opts = {})
+  /// Throws std::invalid_argument for a configuration that cannot work (an empty bucket
+  /// space, a bucket shape without rows, an allocator whose block size is not the Model's).
+  engine(Buckets buckets, Allocator blocks, Backend backend, options opts = {})
       : buckets_(std::move(buckets)),
         backend_(std::move(backend)),
         opts_(std::move(opts)),
         ledger_(opts_.budget),
-        blocks_(make_allocator(opts_.kv_blocks)),
+        blocks_(check_blocks(std::move(blocks))),
         table_(detail::slot_array<Buckets, bucket>::make(buckets_.size())),
         order_(detail::slot_array<Buckets, std::size_t>::make(buckets_.size())),
         slots_(detail::slot_array<Buckets, graph_slot>::make(buckets_.size())),
@@ -282,9 +292,11 @@ class engine {
   using order_table = typename detail::slot_array<Buckets, std::size_t>::type;
   using slot_table = typename detail::slot_array<Buckets, graph_slot>::type;
 
-  static Allocator make_allocator(std::int64_t kv_blocks) {
-    if (kv_blocks < 0) throw std::invalid_argument("engine options: kv_blocks = " + std::to_string(kv_blocks) + " must be non-negative");
-    return Allocator(kv_blocks);
+  static Allocator check_blocks(Allocator a) {
+    if (static_cast<std::int64_t>(a.block_size()) != Model.block_size)
+      throw std::invalid_argument("engine: the allocator's block_size = " + std::to_string(a.block_size()) +
+                                  " must equal the model's block_size = " + std::to_string(Model.block_size));
+    return a;
   }
 
   capture_queue init_queue() {

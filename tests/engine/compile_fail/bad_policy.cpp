@@ -16,8 +16,8 @@ struct ladder {
   std::optional<std::size_t> find(const batch_key&) const { return 0; }
 };
 struct pool {
-  explicit pool(std::int64_t) {}
   std::int64_t num_blocks() const { return 1; }
+  std::int64_t block_size() const { return 16; }
 };
 struct order_without_before {
   std::string_view name() const { return "broken"; }
@@ -28,7 +28,7 @@ struct timing_without_idle {
   std::optional<std::size_t> during_step(const capture_queue&, std::optional<std::size_t>) const { return {}; }
 };
 struct pool_without_size {
-  explicit pool_without_size(std::int64_t) {}
+  std::int64_t num_blocks() const { return 1; }
 };
 struct ladder_without_find {
   std::size_t size() const { return 1; }
