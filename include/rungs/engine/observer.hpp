@@ -55,6 +55,7 @@ enum class run_kind : std::uint8_t { replay, eager };
 
 constexpr std::string_view to_string(run_kind k) { return k == run_kind::replay ? "replay" : "eager"; }
 
+/// One event. Views and pointers in it (error, stats) are valid during the callback only.
 struct engine_event {
   enum class kind : std::uint8_t {
     startup_begin,  // `total` captures expected before the first step
