@@ -1,0 +1,226 @@
+// rungs-plan's ladder commands, run in-process: exact stdout, stderr and exit status.
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "command.hpp"
+#include "gaudi_logs.hpp"
+#include "ladder_args.hpp"
+
+namespace {
+struct result {
+  int status;
+  std::string out, err;
+};
+
+result plan(std::initializer_list<std::string_view> args) {
+  const std::vector<std::string_view> v(args);
+  std::ostringstream out, err;
+  const int status = rungs::plan::run(v, out, err);
+  return {status, out.str(), err.str()};
+}
+
+void check_ok(const result& r, const std::string& out) {
+  CHECK(r.err == "");
+  CHECK(r.out == out);
+  CHECK(r.status == 0);
+}
+
+void check_usage(const result& r, const std::string& message) {
+  CHECK(r.out == "");
+  CHECK(r.err == "rungs-plan: error: " + message + "\n");
+  CHECK(r.status == 2);
+}
+
+// Sets an environment variable for one scope (the planner reads VLLM_* itself).
+struct scoped_env {
+  std::string name;
+  scoped_env(std::string n, const char* value) : name(std::move(n)) { ::setenv(name.c_str(), value, 1); }
+  ~scoped_env() { ::unsetenv(name.c_str()); }
+};
+
+const std::string data = RUNGS_TEST_DATA_DIR;
+}  // namespace
+
+TEST_CASE("rungs-plan range prints the rungs on one line") {
+  check_ok(plan({"range", "linear", "2", "32", "64"}), "2 4 8 16 32 64\n");
+  check_ok(plan({"range", "linear", "128", "128", "512"}), "128 256 384 512\n");
+  check_ok(plan({"range", "linear", "3", "32", "100"}), "3 6 12 24 32 64 96 100\n");
+  check_ok(plan({"range", "exponential", "128", "128", "2048", "10"}), "128 256 384 512 640 768 896 1152 1536 2048\n");
+  check_ok(plan({"range", "exponential", "128", "128", "5777", "14"}),
+           "128 256 384 512 640 768 896 1024 1408 1792 2432 3328 4352 5888\n");
+  check_ok(plan({"range", "capture-sizes", "64"}), "1 2 4 8 16 24 32 40 48 56 64\n");
+  check_ok(plan({"range", "sglang", "24"}), "1 2 4 8 12 16 24\n");
+  check_ok(plan({"range", "trtllm", "256"}),
+           "1 2 4 8 16 24 32 40 48 56 64 72 80 88 96 104 112 120 128 192 256\n");
+  check_ok(plan({"range", "vllm-v1", "288"}),
+           "1 2 4 8 16 24 32 40 48 56 64 72 80 88 96 104 112 120 128 136 144 152 160 168 176 184 192 200 208 216 "
+           "224 232 240 248 256 272 288\n");
+  check_ok(plan({"range", "pow2", "1", "64"}), "1 2 4 8 16 32 64\n");
+  check_ok(plan({"range", "explicit", "1,2,4,8,12"}), "1 2 4 8 12\n");
+}
+
+TEST_CASE("rungs-plan capture-sizes MAX is vLLM's ladder") {
+  check_ok(plan({"capture-sizes", "64"}), "1 2 4 8 16 24 32 40 48 56 64\n");
+  const result r = plan({"capture-sizes", "512"});
+  std::ostringstream expected;
+  expected << "1 2 4";
+  for (int s = 8; s <= 512; s += 8) expected << " " << s;
+  check_ok(r, expected.str() + "\n");
+  check_ok(plan({"capture-sizes", "42"}), "1 2 4 8 16 24 32 40 42\n");
+  check_usage(plan({"capture-sizes"}), "capture-sizes takes MAX (1 word), got 0");
+  check_usage(plan({"capture-sizes", "0"}), "capture sizes: max = 0 must be positive");
+}
+
+TEST_CASE("rungs-plan lookup: the rung and the padding, or eager") {
+  check_ok(plan({"lookup", "33", "capture-sizes", "512"}), "40 (padding 7, 17.5%)\n");
+  check_ok(plan({"lookup", "40", "capture-sizes", "512"}), "40 (padding 0, 0.0%)\n");
+  check_ok(plan({"lookup", "513", "capture-sizes", "512"}), "eager\n");
+  check_ok(plan({"lookup", "3", "linear", "2", "32", "64"}), "4 (padding 1, 25.0%)\n");
+  check_ok(plan({"lookup", "1000", "linear", "100", "128", "1000"}), "1000 (padding 0, 0.0%)\n");
+  check_ok(plan({"lookup", "0", "pow2", "2", "8"}), "2 (padding 2, 100.0%)\n");
+  check_usage(plan({"lookup"}), "lookup needs N and a LADDER");
+  check_usage(plan({"lookup", "-1", "capture-sizes", "8"}), "N = -1 must not be negative");
+  check_usage(plan({"lookup", "3x", "capture-sizes", "8"}), "N = '3x' is not an integer");
+  check_usage(plan({"lookup", "3"}), "missing LADDER (linear MIN STEP MAX | exponential MIN STEP MAX LIMIT | "
+                                     "capture-sizes MAX | vllm-v1 MAX | sglang MAX | trtllm MAX | pow2 MIN MAX | "
+                                     "explicit R1,R2,...)");
+}
+
+TEST_CASE("bad LADDER words: one line, exit 2") {
+  check_usage(plan({"range", "linear", "1", "0", "4"}), "linear ladder: step = 0 must be positive");
+  check_usage(plan({"range", "linear", "8", "4", "2"}), "linear ladder: min = 8 must not exceed max = 2");
+  check_usage(plan({"range", "exponential", "1", "1", "8", "0"}), "exponential ladder: limit = 0 must be positive");
+  check_usage(plan({"range", "linear", "1", "2"}), "linear needs MIN STEP MAX (3 words), got 2");
+  check_usage(plan({"range", "linear", "1", "x", "4"}), "linear STEP = 'x' is not an integer");
+  check_usage(plan({"range", "linear", "1", "2", "4", "8"}), "unexpected '8' after linear ladder");
+  check_usage(plan({"range", "geometric", "1"}),
+              "unknown ladder 'geometric' (known: linear, exponential, capture-sizes, vllm-v1, sglang, trtllm, pow2, "
+              "explicit)");
+  check_usage(plan({"range", "explicit", "1,4,4"}),
+              "explicit ladder: values[2] = 4 must be greater than values[1] = 4 (rungs are strictly increasing)");
+  check_usage(plan({"range", "explicit", "1,,4"}), "explicit rung 2 = '' is not an integer");
+  check_usage(plan({"range", "linear", "1", "1", "99999999999999999999"}),
+              "linear MAX = '99999999999999999999' is out of range");
+}
+
+TEST_CASE("parse_ladder reports how many words it used, for commands with more arguments") {
+  const std::vector<std::string_view> words{"linear", "2", "32", "64", "--trace", "t.txt"};
+  std::size_t consumed = 0;
+  const rungs::ladder l = rungs::plan::parse_ladder(words, consumed);
+  CHECK(consumed == 4);
+  CHECK(l.top() == 64);
+  const std::vector<std::string_view> two{"sglang", "512", "exponential", "1", "1", "8", "4"};
+  const rungs::ladder a = rungs::plan::parse_ladder(two, consumed);
+  CHECK(consumed == 2);
+  CHECK(rungs::plan::parse_ladder(std::span(two).subspan(consumed)).size() == 4);
+  CHECK(a.size() == 52);
+}
+
+TEST_CASE("rungs-plan waste: padding over a trace") {
+  check_ok(plan({"waste", "capture-sizes", "64", "--trace", data + "/trace.txt"}),
+           "ladder: 11 rungs, 1 to 64\n"
+           "batches: 6\n"
+           "eager: 1\n"
+           "real rows: 141\n"
+           "padded rows: 8\n"
+           "wasted: 5.4%\n"
+           "eager rows: 100\n");
+  check_ok(plan({"waste", "--trace", data + "/trace.txt", "explicit", "128"}),
+           "ladder: 1 rung, 128 to 128\nbatches: 6\neager: 0\nreal rows: 241\npadded rows: 527\nwasted: 68.6%\n"
+           "eager rows: 0\n");
+  check_usage(plan({"waste", "capture-sizes", "64"}), "waste needs --trace FILE");
+  check_usage(plan({"waste", "capture-sizes", "64", "--trace"}), "--trace needs a FILE");
+  check_usage(plan({"waste", "capture-sizes", "64", "--trace", data + "/bad_trace.txt"}),
+              "" + data + "/bad_trace.txt:3: batch size = 'x20' is not an integer");
+  check_usage(plan({"waste", "capture-sizes", "64", "--trace", "/nonexistent/trace.txt"}),
+              "--trace /nonexistent/trace.txt: cannot open: No such file or directory");
+}
+
+TEST_CASE("rungs-plan buckets reproduces the linear document's log") {
+  check_ok(plan({"buckets", "--strategy", "linear", "--max-num-seqs", "4", "--block-size", "128"}),
+           rungs_test::linear_doc_log());
+}
+
+TEST_CASE("rungs-plan buckets reproduces the exponential document's log") {
+  check_ok(plan({"buckets", "--strategy", "exponential", "--max-num-seqs", "4", "--max-num-prefill-seqs", "1",
+                 "--max-model-len", "1024", "--num-blocks", "5777", "--prefix-caching", "--max-num-batched-tokens",
+                 "8192"}),
+           rungs_test::exponential_doc_log());
+  // Exponential is the default strategy, as in vLLM on Gaudi.
+  check_ok(plan({"buckets", "--max-num-seqs", "4", "--max-num-prefill-seqs", "1", "--max-model-len", "1024",
+                 "--num-blocks", "5777", "--prefix-caching"}),
+           rungs_test::exponential_doc_log());
+}
+
+TEST_CASE("rungs-plan buckets --json") {
+  const result r = plan({"buckets", "--strategy", "linear", "--max-num-seqs", "2", "--json"});
+  auto pairs = [](int max_seq) {
+    std::ostringstream os;
+    for (int bs : {1, 2})
+      for (int s = 128; s <= max_seq; s += 128) os << (bs == 1 && s == 128 ? "" : ", ") << "[" << bs << ", " << s << "]";
+    return os.str();
+  };
+  check_ok(r, "{\"prompt\": [" + pairs(1024) + "], \"decode\": [" + pairs(2048) + "]}\n");
+}
+
+TEST_CASE("rungs-plan buckets reads the VLLM_* variables") {
+  const scoped_env max("VLLM_PROMPT_SEQ_BUCKET_MAX", "512");
+  const scoped_env bs("VLLM_DECODE_BS_BUCKET_MAX", "2");
+  const scoped_env seq("VLLM_DECODE_SEQ_BUCKET_MAX", "256");
+  check_ok(plan({"buckets", "--strategy", "linear", "--max-num-seqs", "4"}),
+           "Prompt bucket config (min, step, max_warmup) bs:[1, 32, 4], seq:[128, 128, 512]\n"
+           "Generated 12 prompt buckets: [(1, 128), (1, 256), (1, 384), (1, 512), (2, 128), (2, 256), (2, 384), "
+           "(2, 512), (4, 128), (4, 256), (4, 384), (4, 512)]\n"
+           "Decode bucket config (min, step, max_warmup) bs:[1, 128, 2], seq:[128, 128, 256]\n"
+           "Generated 4 decode buckets: [(1, 128), (1, 256), (2, 128), (2, 256)]\n");
+  {
+    const scoped_env off("VLLM_EXPONENTIAL_BUCKETING", "false");  // selects linear without --strategy
+    const result r = plan({"buckets", "--max-num-seqs", "4"});
+    CHECK(r.status == 0);
+    CHECK(r.out.rfind("Prompt bucket config (min, step, max_warmup) bs:", 0) == 0);
+  }
+  const scoped_env broken("VLLM_PROMPT_BS_BUCKET_STEP", "0");
+  check_usage(plan({"buckets", "--strategy", "linear"}),
+              "prompt bs buckets (VLLM_PROMPT_BS_BUCKET_*): linear ladder: step = 0 must be positive");
+}
+
+TEST_CASE("rungs-plan buckets from a bucket file") {
+  const std::string listing =
+      "Generated 7 prompt buckets [bs, query, num_blocks]: [(1, 256, 0), (1, 256, 4), (1, 256, 8), (1, 512, 0), "
+      "(1, 512, 4), (1, 512, 8), (1, 2048, 0)]\n"
+      "Generated 5 decode buckets [bs, query, num_blocks]: [(1, 1, 256), (1, 1, 384), (1, 1, 512), (32, 1, 512), "
+      "(64, 1, 1024)]\n";
+  check_ok(plan({"buckets", "--file", data + "/buckets.txt"}),
+           "Reading buckets from file: " + data + "/buckets.txt\n" + listing);
+  {
+    const scoped_env file("VLLM_BUCKETING_FROM_FILE", (data + "/buckets.txt").c_str());
+    check_ok(plan({"buckets"}), "Reading buckets from file: " + data + "/buckets.txt\n" + listing);
+    check_ok(plan({"buckets", "--strategy", "file"}), "Reading buckets from file: " + data + "/buckets.txt\n" + listing);
+  }
+  check_usage(plan({"buckets", "--file", data + "/bad_buckets.txt"}),
+              data + "/bad_buckets.txt:3:16: expected ',' or ')' after a value, found '0'");
+  check_usage(plan({"buckets", "--strategy", "file"}),
+              "the file strategy needs VLLM_BUCKETING_FROM_FILE to name a bucket file");
+  check_usage(plan({"buckets", "--strategy", "linear", "--file", "x.txt"}),
+              "--file needs --strategy file (got --strategy linear)");
+}
+
+TEST_CASE("rungs-plan buckets: bad arguments") {
+  check_usage(plan({"buckets", "--block-size", "0"}), "--block-size = 0 must be positive");
+  check_usage(plan({"buckets", "--block-size"}), "--block-size needs a value");
+  check_usage(plan({"buckets", "--strategy", "uniform"}), "--strategy 'uniform' is not one of linear, exponential, file");
+  check_usage(plan({"buckets", "--max-num-seq", "4"}), "buckets: unknown argument '--max-num-seq'");
+}
+
+TEST_CASE("the ladder commands are listed in the help") {
+  const result r = plan({"--help"});
+  CHECK(r.status == 0);
+  for (const char* c : {"rungs-plan range LADDER", "rungs-plan capture-sizes MAX", "rungs-plan lookup N LADDER",
+                        "rungs-plan waste LADDER --trace FILE", "rungs-plan buckets [--strategy"})
+    CHECK(r.out.find(c) != std::string::npos);
+}
