@@ -46,8 +46,9 @@ TEST_CASE("largest_first sorts tokens descending, ties in ladder order") {
 }
 
 TEST_CASE("ladder_order keeps the space's order; by_phase puts prompt first") {
-  token_ladder l{{4, 1, 2}};
-  CHECK(sequence_of(ladder_order{}, l) == "4 1 2");
+  // A grid keeps its listing order (a hand-written priority list, say).
+  grid_buckets<rungs::bucket_grid<2>> listed(rungs::bucket_grid<2>({{4, 128}, {1, 128}, {2, 256}}), phase::decode);
+  CHECK(sequence_of(ladder_order{}, listed) == "(4, 128) (1, 128) (2, 256)");
   phased_buckets both(grid{phase::prompt, {1, 2}, {128, 256}}, grid{phase::decode, {1, 2}, {128, 256}});
   CHECK(sequence_of(by_phase<>{}, both) == "(1, 128) (2, 128) (1, 256) (2, 256) (2, 128) (2, 256) (1, 128) (1, 256)");
   CHECK(by_phase<>{}.name() == "prompt min-tokens, decode max-bs");

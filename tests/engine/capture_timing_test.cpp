@@ -50,8 +50,8 @@ TEST_CASE("startup captures every bucket before the first step, in capture order
   CHECK(lf.runs == strings{"4:replay", "1:replay", "eager"});
   auto mt = run_script<min_tokens>(startup{}, {3});
   CHECK(mt.captures == strings{"startup:1", "startup:2", "startup:4", "startup:8"});
-  auto lo = run_script<ladder_order>(startup{}, {3}, {}, {4, 1, 8, 2});
-  CHECK(lo.captures == strings{"startup:4", "startup:1", "startup:8", "startup:2"});
+  auto lo = run_script<ladder_order>(startup{}, {3}, {}, {1, 2, 8, 16});
+  CHECK(lo.captures == strings{"startup:1", "startup:2", "startup:8", "startup:16"});
 }
 
 TEST_CASE("delayed captures the step's bucket, else the next uncaptured one; one per step; then stops") {

@@ -200,7 +200,7 @@ TEST_CASE("replayed output equals eager output on random batches, for every buck
   REQUIRE(graphs.stats().captures == static_cast<std::int64_t>(ladder.size()));
   random_batches gen;
   std::int64_t previous = 0;
-  for (std::int64_t rung : ladder.rungs) {
+  for (std::int64_t rung : ladder.ladder().rungs()) {
     for (int repeat = 0; repeat < 3; ++repeat) {
       std::int64_t n = std::uniform_int_distribution<std::int64_t>(previous + 1, rung)(gen.rng);
       auto seqs = gen.make(n, pool_blocks);

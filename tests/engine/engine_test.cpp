@@ -200,6 +200,16 @@ TEST_CASE("Gaudi's walk: prompt within its share, all decode, then prompt spill-
   CHECK(e.step(bb.make(3, 412, 1), phase::decode).run == run_kind::replay);
 }
 
+namespace {
+using compile_time_ladder = ladder_buckets<rungs::static_ladder<rungs::Explicit{2, 4, 8}>>;
+// An empty custom bucket space (a ladder cannot be empty; a user-defined space can).
+struct no_buckets {
+  std::size_t size() const { return 0; }
+  bucket at(std::size_t) const { return {}; }
+  std::optional<std::size_t> find(const batch_key&) const { return std::nullopt; }
+};
+}  // namespace
+
 TEST_CASE("bad input is rejected with the value and the rule") {
   toy_model model;
   test_engine<largest_first, startup> e(token_ladder{{1, 2, 4}}, counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
@@ -218,33 +228,18 @@ TEST_CASE("bad input is rejected with the value and the rule") {
   CHECK(e.stats().steps == 0);
   CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, counting_pool(64), host_backend(std::ref(model)), {})),
                     "engine: bucket 0 leaves the sequence length open; set engine_options::max_model_len");
-  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{}}, counting_pool(64), host_backend(std::ref(model)), {})),
+  CHECK_THROWS_WITH((test_engine<largest_first, startup, no_buckets>(no_buckets{}, counting_pool(64), host_backend(std::ref(model)), {})),
                     "engine: the bucket space is empty");
   CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, counting_pool(64, 16), host_backend(std::ref(model)),
                                                          {.max_model_len = 16})),
                     "engine: the allocator's block_size = 16 must equal the model's block_size = 4");
 }
 
-namespace {
-// A compile-time ladder: the engine keeps its graph slots in a std::array.
-struct static_ladder {
-  static constexpr std::size_t static_size = 3;
-  static constexpr std::int64_t rungs[static_size] = {2, 4, 8};
-  std::size_t size() const { return static_size; }
-  bucket at(std::size_t i) const { return token_ladder{{2, 4, 8}}.at(i); }
-  std::optional<std::size_t> find(const batch_key& k) const {
-    for (std::size_t i = 0; i < static_size; ++i)
-      if (k.tokens <= rungs[i]) return i;
-    return std::nullopt;
-  }
-};
-}  // namespace
-
 TEST_CASE("a compile-time ladder fixes the graph slots at compile time") {
-  static_assert(static_bucket_space<static_ladder>);
+  static_assert(static_bucket_space<compile_time_ladder>);
   static_assert(!static_bucket_space<token_ladder>);
   toy_model model;
-  test_engine<largest_first, lazy, static_ladder> e(static_ladder{}, counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
+  test_engine<largest_first, lazy, compile_time_ladder> e(compile_time_ladder({}), counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
   batch_builder bb;
   CHECK(e.step(bb.make(3)).run == run_kind::replay);
   CHECK(e.queue().captured(1));

@@ -1,10 +1,12 @@
-// Test support for the engine tests: stand-in bucket spaces and block pool (to be replaced by
-// rungs/ladder and rungs/kv types once those land), a toy forward that reads and writes a
-// KV cache, and a scripted-step helper.
+// Test support for the engine tests: rungs' ladders and grids as bucket spaces, a stand-in
+// block pool (the engine needs only its shape), a toy forward that reads and writes a KV
+// cache, and helpers to build batches and record captures.
 #pragma once
 
 #include <rungs/engine/batch.hpp>
 #include <rungs/engine/bucket_space.hpp>
+#include <rungs/engine/ladder_buckets.hpp>
+#include <rungs/ladder.hpp>
 
 #include <algorithm>
 #include <sstream>
@@ -15,36 +17,21 @@
 namespace rungs_test {
 using namespace rungs::engine;
 
-// A 1-D ladder of token counts (decode: one token per sequence).
-struct token_ladder {
-  std::vector<std::int64_t> rungs;
-  std::size_t size() const { return rungs.size(); }
-  bucket at(std::size_t i) const {
-    std::int64_t r = rungs[i];
-    return bucket{.dims = {r, 0, 0}, .rank = 1, .ph = phase::decode, .shape = {r, r, 0}};
-  }
-  std::optional<std::size_t> find(const batch_key& k) const {
-    auto it = std::lower_bound(rungs.begin(), rungs.end(), k.tokens);
-    if (it == rungs.end()) return std::nullopt;
-    return static_cast<std::size_t>(it - rungs.begin());
-  }
+// A run-time ladder of token counts (decode: one token per sequence) as a bucket space.
+struct token_ladder : ladder_buckets<rungs::ladder> {
+  token_ladder(std::vector<std::int64_t> rungs) : ladder_buckets(rungs::ladder{rungs::Explicit<>{std::move(rungs)}}) {}
 };
 
-// A (bs x seq) grid of one phase: prompt graphs hold bs*seq tokens, decode graphs bs.
-struct grid {
-  phase ph;
-  std::vector<std::int64_t> bs, seq;
-  std::size_t size() const { return bs.size() * seq.size(); }
-  bucket at(std::size_t i) const {
-    std::int64_t b = bs[i / seq.size()], s = seq[i % seq.size()];
-    return bucket{.dims = {b, s, 0}, .rank = 2, .ph = ph, .shape = {b, ph == phase::prompt ? b * s : b, s}};
-  }
-  std::optional<std::size_t> find(const batch_key& k) const {
-    auto b = std::lower_bound(bs.begin(), bs.end(), k.seqs);
-    auto s = std::lower_bound(seq.begin(), seq.end(), k.max_context);
-    if (b == bs.end() || s == seq.end() || k.ph != ph) return std::nullopt;
-    if (ph == phase::decode && k.tokens > *b) return std::nullopt;
-    return static_cast<std::size_t>(b - bs.begin()) * seq.size() + static_cast<std::size_t>(s - seq.begin());
+// A (bs x seq) grid of one phase (rungs::bucket_grid<2>, listed bs-major): prompt graphs hold
+// bs*seq tokens, decode graphs bs.
+struct grid : grid_buckets<rungs::bucket_grid<2>> {
+  grid(phase ph, const std::vector<std::int64_t>& bs, const std::vector<std::int64_t>& seq)
+      : grid_buckets(product(bs, seq), ph) {}
+  static rungs::bucket_grid<2> product(const std::vector<std::int64_t>& bs, const std::vector<std::int64_t>& seq) {
+    std::vector<rungs::bucket<2>> all;
+    for (std::int64_t b : bs)
+      for (std::int64_t s : seq) all.push_back({b, s});
+    return rungs::bucket_grid<2>(std::move(all));
   }
 };
 

@@ -17,38 +17,12 @@
 #include <vector>
 
 #include "command.hpp"
+#include "ladder_args.hpp"
 
 namespace rungs::plan {
 namespace {
 using namespace rungs::engine;
 
-// ---- TEMPORARY until tools/rungs-plan/ladder_args.hpp (issue 3) lands: a minimal ladder ----
-struct temp_ladder {
-  struct lookup_result {
-    std::int32_t index;
-    bool eager() const { return index < 0; }
-  };
-  std::vector<std::int64_t> values;
-  std::string text;
-  std::size_t size() const { return values.size(); }
-  std::span<const std::int64_t> rungs() const { return values; }
-  lookup_result lookup(std::int64_t n) const {
-    auto it = std::lower_bound(values.begin(), values.end(), n);
-    return {it == values.end() ? -1 : static_cast<std::int32_t>(it - values.begin())};
-  }
-};
-temp_ladder parse_ladder(args_t words) {
-  if (words.size() == 2 && words[0] == "capture-sizes") {
-    long long max = parse_positive("MAX", words[1]);
-    temp_ladder l{{}, "capture-sizes " + std::string(words[1])};
-    for (long long r : {1, 2, 4})
-      if (r <= max) l.values.push_back(r);
-    for (long long r = 8; r <= max; r += 8) l.values.push_back(r);
-    return l;
-  }
-  throw usage_error("expected a LADDER (capture-sizes MAX)");
-}
-// ---- end TEMPORARY ----
 
 // One line per rung list: "[1, 2, 4]".
 std::string list(const std::vector<std::int64_t>& v) {
@@ -161,8 +135,8 @@ constexpr model_shape plan_model{.dtype = kv_dtype::f32, .num_heads = 1, .num_kv
                                  .block_size = 1, .num_layers = 1};
 
 template <class Order, class Timing>
-timeline simulate(const timeline_args& a, const temp_ladder& ladder, Order order, Timing timing) {
-  using space = ladder_buckets<temp_ladder>;
+timeline simulate(const timeline_args& a, const rungs::ladder& ladder, Order order, Timing timing) {
+  using space = ladder_buckets<rungs::ladder>;
   std::int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   host_backend::options opts;
   opts.simulate = simulated_capture{.bytes = a.cost.value_or(graph_cost{})};
@@ -220,7 +194,7 @@ timeline simulate(const timeline_args& a, const temp_ladder& ladder, Order order
 }
 
 template <class Timing>
-timeline with_order(const timeline_args& a, const temp_ladder& l, Timing timing) {
+timeline with_order(const timeline_args& a, const rungs::ladder& l, Timing timing) {
   if (a.order == "max-bs") return simulate(a, l, max_bs{}, timing);
   if (a.order == "min-tokens") return simulate(a, l, min_tokens{}, timing);
   return simulate(a, l, largest_first{}, timing);
@@ -241,8 +215,10 @@ void print_json(std::ostream& out, const timeline_args& a, const timeline& t) {
   (void)a;
 }
 
-void print_table(std::ostream& out, const timeline_args& a, const timeline& t, const temp_ladder& l) {
-  out << "timeline: timing " << a.timing << ", order " << a.order << ", " << t.rungs << " rungs (" << l.text << ")";
+void print_table(std::ostream& out, const timeline_args& a, const timeline& t) {
+  std::string words;
+  for (std::string_view w : a.ladder) words += (words.empty() ? "" : " ") + std::string(w);
+  out << "timeline: timing " << a.timing << ", order " << a.order << ", " << t.rungs << " rungs (" << words << ")";
   if (a.budget) out << ", budget " << *a.budget << " bytes at " << a.cost->base << " + " << a.cost->per_unit << "/token";
   out << "\n";
   out << "startup: " << (t.startup.empty() ? "nothing" : "captured " + list(t.startup));
@@ -270,21 +246,21 @@ void print_table(std::ostream& out, const timeline_args& a, const timeline& t, c
 
 int timeline_cmd(args_t args, std::ostream& out, std::ostream&) {
   timeline_args a = parse(args);
-  temp_ladder l = parse_ladder(a.ladder);
+  rungs::ladder l = parse_ladder(a.ladder);
   timeline t;
   if (a.timing == "startup") t = with_order(a, l, startup{});
   else if (a.timing == "delayed") t = with_order(a, l, delayed{});
   else if (a.timing == "lazy") t = with_order(a, l, lazy{});
   else t = with_order(a, l, idle{});
   if (a.json) print_json(out, a, t);
-  else print_table(out, a, t, l);
+  else print_table(out, a, t);
   return 0;
 }
 
 const registration reg{{"timeline",
                         "timeline --timing startup|delayed|lazy|idle [--order largest-first|max-bs|min-tokens] "
                         "[--budget BYTES --graph-cost BASE:PER_TOKEN] [--idle-after LIST] --batches N,N,... [--json] "
-                        "LADDER...",
+                        "LADDER",
                         timeline_cmd}};
 }  // namespace
 }  // namespace rungs::plan
