@@ -54,3 +54,22 @@ TEST_CASE("log_observer draws a progress bar on a terminal") {
   CHECK(s.find("bucket 1 (decode): failed") != std::string::npos);  // failures still get a line
   CHECK(s.find("Graph capturing finished in 0.15 s: 2 captured, 1 failed") != std::string::npos);
 }
+
+TEST_CASE("log_observer names the step or idle time of a capture after startup") {
+  toy_model model;
+  std::ostringstream out;
+  host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = MiB, .per_unit = 0}, .seconds = 0.01}};
+  engine<tiny_model, token_ladder, largest_first, delayed, counting_pool, host_backend> d(
+      token_ladder{{1, 2}}, counting_pool(64), host_backend(std::ref(model), sim), {.max_model_len = 16});
+  d.observe(log_observer(out));
+  batch_builder bb;
+  d.step(bb.make(2));
+  engine<tiny_model, token_ladder, largest_first, idle, counting_pool, host_backend> i(
+      token_ladder{{1, 2}}, counting_pool(64), host_backend(std::ref(model), sim), {.max_model_len = 16});
+  i.observe(log_observer(out));
+  i.step(bb.make(2));
+  i.idle();
+  CHECK(out.str() ==
+        "[Capture][step 0] bucket 2 (decode): 0.010 s, 1.00 MiB\n"
+        "[Capture][idle before step 1] bucket 2 (decode): 0.010 s, 1.00 MiB\n");
+}

@@ -135,7 +135,7 @@ class log_observer {
         break;
       case engine_event::kind::startup_end:
         if (terminal_ && total_ > 0) *out_ << "\n";
-        if (e.stats) summary(*e.stats);
+        if (e.stats && total_ > 0) summary(*e.stats);  // nothing planned at startup: no summary
         break;
       case engine_event::kind::step: break;
     }
@@ -151,9 +151,15 @@ class log_observer {
 
   void line(const engine_event& e) {
     std::ostream& o = *out_;
-    o << "[Capture][" << to_string(e.when);
-    if (e.when == capture_moment::startup && e.total > 0) o << "][" << e.ordinal << "/" << e.total;
-    if (e.when != capture_moment::startup) o << " at step " << e.step;
+    o << "[Capture][";
+    if (e.when == capture_moment::startup) {
+      o << "startup";
+      if (e.total > 0) o << "][" << e.ordinal << "/" << e.total;
+    } else if (e.when == capture_moment::step) {
+      o << "step " << e.step;
+    } else {
+      o << "idle before step " << e.step;
+    }
     o << "] bucket " << e.where << " (" << to_string(e.where.ph) << "): ";
     switch (e.outcome) {
       case capture_outcome::captured:
