@@ -51,12 +51,13 @@ inline constexpr const char* exponential_decode_log =
     "(4, 1, 384), (4, 1, 512), (4, 1, 640), (4, 1, 768), (4, 1, 896), (4, 1, 1024), (4, 1, 1408), (4, 1, 1792), "
     "(4, 1, 2432), (4, 1, 3328), (4, 1, 4352), (4, 1, 5888)]";
 
-/// The documents' log lines (without vLLM's "INFO <time> <file>]" prefix).
+/// The documents' log lines (without vLLM's "INFO <time> <file>]" prefix), with "[bs, seq]" on the
+/// 2-D lines as the output contract asks (the linear document itself omits it).
 inline std::string linear_doc_log() {
   return std::string("Prompt bucket config (min, step, max_warmup) bs:[1, 32, 4], seq:[128, 128, 1024]\n") +
-         "Generated 24 prompt buckets: " + linear_prompt_log + "\n" +
+         "Generated 24 prompt buckets [bs, seq]: " + linear_prompt_log + "\n" +
          "Decode bucket config (min, step, max_warmup) bs:[1, 128, 4], seq:[128, 128, 2048]\n" +
-         "Generated 48 decode buckets: " + linear_decode_log + "\n";
+         "Generated 48 decode buckets [bs, seq]: " + linear_decode_log + "\n";
 }
 
 /// The exponential document shows the prompt lines; the decode config line follows

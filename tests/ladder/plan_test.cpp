@@ -174,10 +174,10 @@ TEST_CASE("rungs-plan buckets reads the VLLM_* variables") {
   const scoped_env seq("VLLM_DECODE_SEQ_BUCKET_MAX", "256");
   check_ok(plan({"buckets", "--strategy", "linear", "--max-num-seqs", "4"}),
            "Prompt bucket config (min, step, max_warmup) bs:[1, 32, 4], seq:[128, 128, 512]\n"
-           "Generated 12 prompt buckets: [(1, 128), (1, 256), (1, 384), (1, 512), (2, 128), (2, 256), (2, 384), "
+           "Generated 12 prompt buckets [bs, seq]: [(1, 128), (1, 256), (1, 384), (1, 512), (2, 128), (2, 256), (2, 384), "
            "(2, 512), (4, 128), (4, 256), (4, 384), (4, 512)]\n"
            "Decode bucket config (min, step, max_warmup) bs:[1, 128, 2], seq:[128, 128, 256]\n"
-           "Generated 4 decode buckets: [(1, 128), (1, 256), (2, 128), (2, 256)]\n");
+           "Generated 4 decode buckets [bs, seq]: [(1, 128), (1, 256), (2, 128), (2, 256)]\n");
   {
     const scoped_env off("VLLM_EXPONENTIAL_BUCKETING", "false");  // selects linear without --strategy
     const result r = plan({"buckets", "--max-num-seqs", "4"});

@@ -141,8 +141,10 @@ std::ostream& print_bucket_list(std::ostream& os, std::span<const bucket<D>> buc
 
 /// The startup log lines, without vLLM's "INFO <date> <file>:<line>]" prefix:
 ///   Prompt bucket config (min, step, max_warmup) bs:[1, 32, 4], seq:[128, 128, 1024]
-///   Generated 24 prompt buckets: [(1, 128), ...]
+///   Generated 24 prompt buckets [bs, seq]: [(1, 128), ...]
 /// and, for the 3-D strategies, "Generated 36 prompt buckets [bs, query, num_blocks]: [...]".
+/// The dimension names follow the contract; the linear document's own log omits
+/// "[bs, seq]", the exponential one prints its 3-D names.
 template <std::size_t D>
 void write_log(std::ostream& os, const bucket_plan<D>& plan) {
   const bucket_config& c = plan.config;
@@ -153,7 +155,7 @@ void write_log(std::ostream& os, const bucket_plan<D>& plan) {
     return os << "]";
   };
   auto generated = [&](std::string_view phase, const bucket_grid<D>& g) {
-    os << "Generated " << g.size() << " " << phase << " buckets" << (D == 3 ? " [bs, query, num_blocks]" : "") << ": ";
+    os << "Generated " << g.size() << " " << phase << " buckets" << (D == 3 ? " [bs, query, num_blocks]" : " [bs, seq]") << ": ";
     print_bucket_list<D>(os, g.buckets()) << "\n";
   };
   const std::string_view columns = linear ? "(min, step, max_warmup)" : "(min, step, max_warmup, limit)";
