@@ -2,6 +2,7 @@
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/phased_buckets.hpp>
+#include <rungs/ladder/static_ladder.hpp>
 
 #include <catch2/catch.hpp>
 #include <functional>

@@ -6,6 +6,8 @@
 #include <catch2/catch.hpp>
 #include <sstream>
 
+#include "../ladder/gaudi_logs.hpp"  // the documents' serving configurations
+
 using namespace rungs::engine;
 
 namespace {
@@ -44,9 +46,7 @@ TEST_CASE("ladder_buckets over a static_ladder has a static size") {
 }
 
 TEST_CASE("gaudi_buckets: the linear document's 24 prompt and 48 decode buckets") {
-  rungs::gaudi::serving_config serving;
-  serving.max_num_seqs = 4;
-  serving.block_size = 128;
+  const rungs::gaudi::serving_config serving = rungs_test::linear_doc();
   auto plan = rungs::gaudi::linear_buckets(rungs::gaudi::read_bucket_config(serving, rungs::gaudi::strategy::linear, no_env), serving);
   auto space = gaudi_buckets(plan);
   REQUIRE(space.size() == 72);
@@ -69,13 +69,7 @@ TEST_CASE("gaudi_buckets: the linear document's 24 prompt and 48 decode buckets"
 }
 
 TEST_CASE("gaudi_buckets: the exponential document's 3-D buckets") {
-  rungs::gaudi::serving_config serving;
-  serving.max_num_seqs = 4;
-  serving.max_num_prefill_seqs = 1;
-  serving.block_size = 128;
-  serving.max_model_len = 1024;
-  serving.num_blocks = 5777;
-  serving.prefix_caching = true;
+  const rungs::gaudi::serving_config serving = rungs_test::exponential_doc();
   auto plan = rungs::gaudi::exponential_buckets(rungs::gaudi::read_bucket_config(serving, std::nullopt, no_env), serving);
   auto space = gaudi_buckets(plan);
   REQUIRE(space.size() == 36 + 42);
