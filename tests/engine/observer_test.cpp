@@ -36,6 +36,8 @@ TEST_CASE("log_observer writes one line per capture and a summary when not on a 
   e.start();
   CHECK(out.str() ==
         "[Capture][startup][1/3] bucket 4 (decode): 0.050 s, 4.00 MiB, budget left 1.00 MiB\n"
+        "[Capture] warning: the 2 graphs still to capture need ~3.00 MiB, the graph budget has 1.00 MiB left: some "
+        "will be skipped and run eagerly\n"
         "[Capture][startup][2/3] bucket 2 (decode): skipped: needs ~2.00 MiB, budget has 1.00 MiB left\n"
         "[Capture][startup][3/3] bucket 1 (decode): failed after 0.050 s (capture invalidated); runs eagerly\n"
         "Graph capturing finished in 0.10 s: 1 captured, 1 failed, 1 refused by budget; took 4.00 MiB, 1.00 MiB of "

@@ -451,7 +451,20 @@ class engine {
     }
     stats_.budget_left = e.budget_left = ledger_.left();
     notify(e);
+    if (e.outcome == capture_outcome::captured && stats_.captures == 1 && ledger_.budget().limited()) forecast();
     return e.outcome;
+  }
+
+  // After the first graph (the largest, under largest-first): what the rest would need.
+  void forecast() {
+    if (!observer_) return;
+    engine_event f{.what = engine_event::kind::forecast, .step = stats_.steps, .budget_left = ledger_.left()};
+    for (std::size_t i = 0; i < table_.size(); ++i)
+      if (queue_.state(i) == graph_state::pending) {
+        f.estimate += ledger_.estimate(table_[i]);
+        ++f.total;
+      }
+    observer_(f);
   }
 
   void notify(const engine_event& e) {

@@ -62,6 +62,8 @@ struct engine_event {
     capture,        // one capture attempt: bucket, outcome, cost
     startup_end,    // the startup captures are done: totals in `stats`
     step,           // one step: bucket (or none), run kind, eager reason, rows
+    forecast,       // after the first graph: `estimate` bytes for the `total` buckets still
+                    // without one, against `budget_left` (vLLM reviewers' ask: warn early)
   };
   kind what = kind::step;
   std::int64_t step = 0;  // steps run before this event
@@ -136,6 +138,14 @@ class log_observer {
       case engine_event::kind::startup_end:
         if (terminal_ && total_ > 0) *out_ << "\n";
         if (e.stats && total_ > 0) summary(*e.stats);  // nothing planned at startup: no summary
+        break;
+      case engine_event::kind::forecast:
+        if (e.budget_left >= 0 && e.estimate > e.budget_left) {
+          if (terminal_ && total_ > 0) *out_ << "\r\033[K";
+          *out_ << "[Capture] warning: the " << e.total << " graphs still to capture need ~"
+                << detail::human_bytes(e.estimate) << ", the graph budget has " << detail::human_bytes(e.budget_left)
+                << " left: some will be skipped and run eagerly\n";
+        }
         break;
       case engine_event::kind::step: break;
     }
