@@ -1,0 +1,150 @@
+// Engine host-side overhead and capture timing (issue 6). Results: benchmarks/RESULTS.md.
+//
+//   BM_step/<rung>       one engine step on the host backend with a no-op forward: batch-key
+//                        agreement, ladder lookup, padding into the staging buffers,
+//                        bookkeeping, statistics and the forward call (where the CUDA
+//                        backend would upload and launch the graph). Batches pad to `rung`.
+//   BM_lookup            the ladder lookup through the bucket space alone.
+//   BM_stage/<rung>      the padding (staging) alone.
+//   BM_startup_vs_lazy   SIMULATED capture cost (the host backend spins 2 ms per graph; vLLM
+//                        measured ~55 ms per piecewise graph of an 8B model): startup capture of
+//                        the 67-rung vLLM ladder (capture-sizes 512) before the first step, vs
+//                        lazy capture over a 400-step decode trace wandering between 20 and 64
+//                        sequences. Reports the time to the first step and for the whole trace.
+#include <benchmark/benchmark.h>
+
+#include <rungs/engine/engine.hpp>
+#include <rungs/engine/host_backend.hpp>
+#include <rungs/engine/ladder_buckets.hpp>
+#include <rungs/ladder.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace {
+namespace eng = rungs::engine;
+
+constexpr eng::model_shape model{.dtype = eng::kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128,
+                                 .block_size = 16, .num_layers = 32};
+constexpr std::int64_t max_model_len = 1024;
+
+struct pool {  // the benchmark allocates nothing itself: sequences own fixed blocks
+  std::int64_t n;
+  std::int64_t num_blocks() const { return n; }
+  std::int64_t block_size() const { return model.block_size; }
+};
+
+using buckets = eng::ladder_buckets<rungs::ladder>;
+template <class Timing>
+using bench_engine = eng::engine<model, buckets, eng::largest_first, Timing, pool, eng::host_backend>;
+
+buckets vllm_512() { return buckets(rungs::ladder{rungs::CaptureSizes::vllm(512)}); }
+
+// n decode sequences of ~500 tokens, each with its own 64-entry block table.
+struct decode_batch {
+  std::vector<std::int32_t> token;
+  std::vector<std::vector<std::int32_t>> tables;
+  std::vector<eng::sequence> seqs;
+  explicit decode_batch(std::int64_t n) : token{42} {
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::vector<std::int32_t> t(max_model_len / model.block_size);
+      for (std::size_t b = 0; b < t.size(); ++b) t[b] = static_cast<std::int32_t>(i * 64 + static_cast<std::int64_t>(b));
+      tables.push_back(std::move(t));
+    }
+    for (std::int64_t i = 0; i < n; ++i) seqs.push_back({token, 500 + i % 7, tables[static_cast<std::size_t>(i)]});
+  }
+};
+
+void BM_step(benchmark::State& state) {
+  const std::int64_t rung = state.range(0);
+  bench_engine<eng::startup> e(vllm_512(), pool{512 * 64}, eng::host_backend([](const eng::host_step&) {}),
+                               {.max_model_len = max_model_len});
+  e.start();
+  decode_batch batch(rung - 3 > 0 ? rung - 3 : rung);
+  for (auto _ : state) {
+    auto r = e.step(batch.seqs);
+    benchmark::DoNotOptimize(r.rows.data());
+  }
+  state.counters["padded_rows"] = static_cast<double>(rung - static_cast<std::int64_t>(batch.seqs.size()));
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(BM_step)->Arg(8)->Arg(64)->Arg(256)->Arg(512);
+
+void BM_lookup(benchmark::State& state) {
+  buckets b = vllm_512();
+  std::mt19937 rng(1);
+  std::vector<eng::batch_key> keys;
+  for (int i = 0; i < 1024; ++i) {
+    std::int64_t n = std::uniform_int_distribution<std::int64_t>(1, 600)(rng);
+    keys.push_back({.ph = eng::phase::decode, .seqs = n, .tokens = n});
+  }
+  std::size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(b.find(keys[i++ & 1023]));
+}
+BENCHMARK(BM_lookup);
+
+void BM_stage(benchmark::State& state) {
+  const std::int64_t rung = state.range(0);
+  decode_batch batch(rung - 3 > 0 ? rung - 3 : rung);
+  eng::padded_batch staged;
+  for (auto _ : state) {
+    staged.stage(batch.seqs, rung, rung, max_model_len / model.block_size, model.block_size);
+    benchmark::DoNotOptimize(staged.view().slot_mapping);
+  }
+}
+BENCHMARK(BM_stage)->Arg(8)->Arg(64)->Arg(256)->Arg(512);
+
+// A decode trace concentrated on a few batch sizes, as a loaded server produces.
+std::vector<std::int64_t> decode_trace() {
+  std::mt19937 rng(7);
+  std::vector<std::int64_t> sizes;
+  std::int64_t n = 30;
+  for (int s = 0; s < 400; ++s) {
+    n = std::clamp<std::int64_t>(n + std::uniform_int_distribution<std::int64_t>(-2, 2)(rng), 20, 64);
+    sizes.push_back(n);
+  }
+  return sizes;
+}
+
+template <class Timing>
+void run_capture(benchmark::State& state, Timing timing) {
+  const auto trace = decode_trace();
+  std::vector<decode_batch> batches;
+  for (std::int64_t n = 0; n <= 64; ++n) batches.emplace_back(n == 0 ? 1 : n);
+  eng::host_backend::options sim{.simulate = eng::simulated_capture{.seconds = 0.002, .spend = true}};
+  double first = 0, total = 0, captured = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    bench_engine<Timing> e(vllm_512(), pool{512 * 64}, eng::host_backend([](const eng::host_step&) {}, sim),
+                           {.timing = timing, .max_model_len = max_model_len});
+    e.step(batches[static_cast<std::size_t>(trace[0])].seqs);
+    auto t1 = std::chrono::steady_clock::now();
+    for (std::size_t s = 1; s < trace.size(); ++s) e.step(batches[static_cast<std::size_t>(trace[s])].seqs);
+    auto t2 = std::chrono::steady_clock::now();
+    first += std::chrono::duration<double>(t1 - t0).count();
+    total += std::chrono::duration<double>(t2 - t0).count();
+    captured = static_cast<double>(e.stats().captures);
+  }
+  auto n = static_cast<double>(state.iterations());
+  state.counters["first_step_ms"] = 1e3 * first / n;
+  state.counters["trace_ms"] = 1e3 * total / n;
+  state.counters["graphs"] = captured;
+}
+
+void BM_startup_vs_lazy(benchmark::State& state) {
+  if (state.range(0) == 0) {
+    state.SetLabel("startup, simulated 2 ms/graph");
+    run_capture(state, eng::startup{});
+  } else {
+    state.SetLabel("lazy, simulated 2 ms/graph");
+    run_capture(state, eng::lazy{});
+  }
+}
+BENCHMARK(BM_startup_vs_lazy)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
+
+BENCHMARK_MAIN();

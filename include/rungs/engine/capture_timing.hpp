@@ -1,0 +1,89 @@
+// Capture-timing policies: when an engine captures its graphs.
+//
+// A timing policy is a small value answering three questions from the capture queue alone:
+//   at_startup(q)        which bucket to capture before the first step (asked until none),
+//   during_step(q, b)    which bucket to capture inside a step that runs in bucket b (or
+//                        eagerly, b == nullopt); asked again only when the budget refuses
+//                        the answer, so a step captures at most one graph,
+//   when_idle(q)         which bucket to capture when the caller reports idle time.
+// It sees only the queue (static order, slot states, use counts), never clocks or memory
+// readings, so ranks that execute the same buckets make the same decisions.
+//
+//   startup   everything, in capture order, before the first step. Slow start, then fully
+//             predictable latency (every engine's default).
+//   delayed   vLLM's lazy/delayed PR: optionally the largest bucket at startup; then each
+//             step captures its own bucket if it has no graph, else the next uncaptured one
+//             in capture order. Fast start; the first steps pay one capture each.
+//   lazy      a bucket is captured only when a step needs it, after `eager_uses` eager runs
+//             in it; unused buckets never cost memory.
+//   idle      nothing inside steps; the caller's idle signals capture in capture order.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include <rungs/engine/capture_queue.hpp>
+
+namespace rungs::engine {
+
+template <class T>
+concept capture_timing =
+    std::copyable<T> && requires(const T& t, const capture_queue& q, std::optional<std::size_t> b) {
+      { t.name() } -> std::convertible_to<std::string_view>;
+      { t.at_startup(q) } -> std::same_as<std::optional<std::size_t>>;
+      { t.during_step(q, b) } -> std::same_as<std::optional<std::size_t>>;
+      { t.when_idle(q) } -> std::same_as<std::optional<std::size_t>>;
+    };
+
+struct startup {
+  constexpr std::string_view name() const { return "startup"; }
+  std::optional<std::size_t> at_startup(const capture_queue& q) const { return q.next_pending(); }
+  std::optional<std::size_t> during_step(const capture_queue&, std::optional<std::size_t>) const { return {}; }
+  std::optional<std::size_t> when_idle(const capture_queue&) const { return {}; }
+  friend constexpr bool operator==(startup, startup) = default;
+};
+
+struct delayed {
+  /// Capture the largest bucket before the first step so later graphs reuse its memory
+  /// (the reviewers' ask on the PR).
+  bool largest_at_startup = false;
+
+  constexpr std::string_view name() const { return "delayed"; }
+  std::optional<std::size_t> at_startup(const capture_queue& q) const {
+    if (auto l = q.largest(); largest_at_startup && l && q.pending(*l)) return l;
+    return {};
+  }
+  std::optional<std::size_t> during_step(const capture_queue& q, std::optional<std::size_t> b) const {
+    if (b && q.pending(*b)) return b;
+    return q.next_pending();
+  }
+  std::optional<std::size_t> when_idle(const capture_queue&) const { return {}; }
+  friend constexpr bool operator==(delayed, delayed) = default;
+};
+
+struct lazy {
+  /// Eager runs in a bucket before it is captured (llama.cpp waits for stable shapes).
+  std::int64_t eager_uses = 0;
+
+  constexpr std::string_view name() const { return "lazy"; }
+  std::optional<std::size_t> at_startup(const capture_queue&) const { return {}; }
+  std::optional<std::size_t> during_step(const capture_queue& q, std::optional<std::size_t> b) const {
+    // uses() counts the current step: its (eager_uses + 1)-th run is the first replay.
+    if (b && q.pending(*b) && q.uses(*b) > eager_uses) return b;
+    return {};
+  }
+  std::optional<std::size_t> when_idle(const capture_queue&) const { return {}; }
+  friend constexpr bool operator==(lazy, lazy) = default;
+};
+
+struct idle {
+  constexpr std::string_view name() const { return "idle"; }
+  std::optional<std::size_t> at_startup(const capture_queue&) const { return {}; }
+  std::optional<std::size_t> during_step(const capture_queue&, std::optional<std::size_t>) const { return {}; }
+  std::optional<std::size_t> when_idle(const capture_queue& q) const { return q.next_pending(); }
+  friend constexpr bool operator==(idle, idle) = default;
+};
+
+}  // namespace rungs::engine

@@ -1,0 +1,318 @@
+// The CUDA backend: stream capture of the user's forward into one graph per bucket,
+// instantiated once and replayed with a single launch.
+//
+// Static buffers. Every step's inputs (token ids, positions, slot mapping, query starts,
+// sequence lengths, block tables) and the forward's plan are packed, on the host, into one
+// pinned buffer laid out for the step's graph shape, then copied with one cudaMemcpyAsync
+// to a device buffer sized once for the largest bucket. A graph records the device
+// addresses of its bucket's layout; a replay rewrites the same addresses, so block tables,
+// lengths and the attention plan change every step without recapture (FlashInfer's
+// plan/run). Padded tokens carry slot -1 and padded sequences length 0 (batch.hpp), so a
+// replay never writes the KV cache for rows that are not real.
+//
+// Capture. Each capture first runs the forward once eagerly on a batch of padding (warm-up:
+// lazy initialisation, autotuning), then captures it on the backend's stream in
+// thread-local mode, instantiates and uploads the graph. Its cost is the drop in free device
+// memory across capture and instantiation (cudaMemGetInfo; the workspace is allocated once
+// beforehand and shared by every graph, so it is not counted again). Any error (OOM, an
+// invalidated capture, an exception thrown by the forward) is reported in the
+// capture_report; the engine keeps that bucket eager.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <rungs/cuda/error.cuh>
+#include <rungs/engine/backend.hpp>
+#include <rungs/engine/batch.hpp>
+#include <rungs/engine/bucket_space.hpp>
+
+namespace rungs::engine {
+
+/// What a CUDA forward sees: device pointers into the static buffers, in the step's graph
+/// shape. It must enqueue its work on `stream` and allocate nothing (it may be captured).
+struct cuda_step {
+  batch_view batch;             // device pointers
+  const std::byte* plan;        // device copy of the plan written by the plan hook
+  float* out;                   // [batch.seqs][row_width]
+  std::int64_t row_width;
+  std::byte* workspace;         // shared by every graph, sized for the largest bucket
+  std::size_t workspace_bytes;
+  cudaStream_t stream;
+};
+
+using cuda_forward = std::function<void(const cuda_step&)>;
+
+/// The first `rows` output rows of the last run, on the device.
+struct device_rows {
+  const float* data = nullptr;
+  std::int64_t rows = 0;
+  std::int64_t width = 0;
+  std::size_t size() const { return static_cast<std::size_t>(rows * width); }
+};
+
+struct cuda_backend_options {
+  /// Workspace bytes a step of `seqs` sequences and `tokens` tokens needs.
+  std::function<std::int64_t(std::int64_t seqs, std::int64_t tokens)> workspace_bytes{};
+  /// Plan bytes for a staged shape, and the host-side planner that fills them each step.
+  std::function<std::int64_t(std::int64_t seqs, std::int64_t tokens, std::int64_t width)> plan_bytes{};
+  std::function<void(const padded_batch&, std::span<std::byte>)> plan{};
+  /// Eager warm-up runs before each capture.
+  int warmup_runs = 1;
+  /// Injected capture failure (tests): an error message for a capture that must fail.
+  std::function<std::optional<std::string>(std::size_t index, const bucket&)> fail{};
+};
+
+class cuda_backend {
+ public:
+  using options = cuda_backend_options;
+
+  /// Runs `forward` on `stream` (a non-blocking stream of its own when null: capture needs
+  /// a stream other than the legacy default stream).
+  explicit cuda_backend(cuda_forward forward, options opts = {}, cudaStream_t stream = nullptr)
+      : forward_(std::move(forward)), opts_(std::move(opts)), stream_(stream) {
+    if (!forward_) throw std::invalid_argument("cuda_backend: the forward function is empty");
+    if (!stream_) {
+      RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+      owns_stream_ = true;
+    }
+    RUNGS_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+  }
+
+  cuda_backend(cuda_backend&& o) noexcept { swap(o); }
+  cuda_backend& operator=(cuda_backend&& o) noexcept {
+    swap(o);
+    return *this;
+  }
+  cuda_backend(const cuda_backend&) = delete;
+  cuda_backend& operator=(const cuda_backend&) = delete;
+
+  ~cuda_backend() {
+    for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
+    free_buffers(static_);
+    free_buffers(eager_);
+    if (uploaded_) cudaEventDestroy(uploaded_);
+    if (owns_stream_ && stream_) cudaStreamDestroy(stream_);
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
+  void setup(const backend_setup& s) {
+    setup_ = s;
+    graphs_.assign(s.slots, nullptr);
+    allocate(static_, s.seqs, s.tokens, s.width);
+    std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(s.seqs, s.tokens) : 0;
+    if (ws > 0) RUNGS_CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(ws)));
+    workspace_bytes_ = static_cast<std::size_t>(ws);
+  }
+
+  capture_report capture(std::size_t slot, const bucket& b, const padded_batch& dummy) {
+    auto t0 = std::chrono::steady_clock::now();
+    capture_report rep;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool capturing = false;
+    try {
+      if (opts_.fail)
+        if (auto why = opts_.fail(slot, b)) throw std::runtime_error(*why);
+      const cuda_step step = upload(static_, dummy);
+      for (int i = 0; i < opts_.warmup_runs; ++i) forward_(step);
+      RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      RUNGS_CUDA_CHECK(cudaGetLastError());
+      std::size_t free_before = 0, free_after = 0, total = 0;
+      RUNGS_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+      RUNGS_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      capturing = true;
+      forward_(step);
+      capturing = false;
+      RUNGS_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      RUNGS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      RUNGS_CUDA_CHECK(cudaGraphUpload(exec, stream_));
+      RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      RUNGS_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+      rep.bytes = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
+      release(slot);
+      graphs_.at(slot) = exec;
+      exec = nullptr;
+      rep.ok = true;
+    } catch (const std::exception& e) {
+      rep.error = e.what();
+    }
+    if (capturing) {  // the forward threw mid-capture: end (and drop) the capture
+      cudaGraph_t partial = nullptr;
+      cudaStreamEndCapture(stream_, &partial);
+      if (partial) cudaGraphDestroy(partial);
+    }
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    if (!rep.ok) {
+      // Clear a non-sticky error left by the failure so the next call does not inherit it.
+      cudaGetLastError();
+      cudaStreamSynchronize(stream_);
+    }
+    rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return rep;
+  }
+
+  void replay(std::size_t slot, const padded_batch& staged) {
+    cudaGraphExec_t exec = graphs_.at(slot);
+    if (!exec) throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " has no graph");
+    upload(static_, staged);
+    RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+    last_ = &static_;
+  }
+
+  void eager(const padded_batch& staged) {
+    buffers& b = fits(static_, staged) ? static_ : grow(eager_, staged);
+    forward_(upload(b, staged));
+    RUNGS_CUDA_CHECK(cudaGetLastError());
+    last_ = &b;
+  }
+
+  void release(std::size_t slot) {
+    if (slot < graphs_.size() && graphs_[slot]) {
+      cudaGraphExecDestroy(graphs_[slot]);
+      graphs_[slot] = nullptr;
+    }
+  }
+
+  device_rows rows(std::int64_t n) const { return {last_ ? last_->out : nullptr, n, setup_.row_width}; }
+
+  bool has_graph(std::size_t slot) const { return slot < graphs_.size() && graphs_[slot] != nullptr; }
+
+ private:
+  // Device inputs, plan and outputs for shapes up to (seqs, tokens, width), and the pinned
+  // host staging they are uploaded from.
+  struct buffers {
+    std::int64_t seqs = 0, tokens = 0, width = 0, plan = 0;
+    std::byte* device = nullptr;
+    std::byte* pinned = nullptr;
+    std::size_t bytes = 0;
+    float* out = nullptr;
+  };
+
+  // The packed layout of one shape: the six index arrays (slot_mapping int64, the others
+  // int32), then the plan; each 16-byte aligned.
+  struct layout {
+    std::size_t token_ids, positions, slot_mapping, query_start, seq_lens, block_tables, plan, end;
+  };
+  static std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
+  layout layout_of(std::int64_t seqs, std::int64_t tokens, std::int64_t width) const {
+    auto i32 = [](std::int64_t n) { return align16(static_cast<std::size_t>(n) * sizeof(std::int32_t)); };
+    auto i64 = [](std::int64_t n) { return align16(static_cast<std::size_t>(n) * sizeof(std::int64_t)); };
+    layout l{};
+    l.token_ids = 0;
+    l.positions = l.token_ids + i32(tokens);
+    l.slot_mapping = l.positions + i32(tokens);
+    l.query_start = l.slot_mapping + i64(tokens);
+    l.seq_lens = l.query_start + i32(seqs + 1);
+    l.block_tables = l.seq_lens + i32(seqs);
+    l.plan = l.block_tables + i32(seqs * width);
+    l.end = l.plan + align16(static_cast<std::size_t>(plan_size(seqs, tokens, width)));
+    return l;
+  }
+  std::int64_t plan_size(std::int64_t seqs, std::int64_t tokens, std::int64_t width) const {
+    return opts_.plan_bytes ? opts_.plan_bytes(seqs, tokens, width) : 0;
+  }
+
+  bool fits(const buffers& b, const padded_batch& s) const {
+    return s.seqs() <= b.seqs && layout_of(s.seqs(), s.tokens(), s.width()).end <= b.bytes;
+  }
+
+  void allocate(buffers& b, std::int64_t seqs, std::int64_t tokens, std::int64_t width) {
+    free_buffers(b);
+    b.seqs = seqs;
+    b.tokens = tokens;
+    b.width = width;
+    // The largest layout any shape within these bounds can need.
+    b.bytes = layout_of(seqs, tokens, width).end + 6 * 16;
+    RUNGS_CUDA_CHECK(cudaMalloc(&b.device, b.bytes));
+    RUNGS_CUDA_CHECK(cudaMallocHost(&b.pinned, b.bytes));
+    RUNGS_CUDA_CHECK(cudaMalloc(&b.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
+  }
+
+  buffers& grow(buffers& b, const padded_batch& s) {
+    if (!fits(b, s)) {
+      RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffers may still be in use
+      allocate(b, std::max(s.seqs(), b.seqs), std::max(s.tokens(), b.tokens), std::max(s.width(), b.width));
+    }
+    return b;
+  }
+
+  static void free_buffers(buffers& b) {
+    if (b.device) cudaFree(b.device);
+    if (b.pinned) cudaFreeHost(b.pinned);
+    if (b.out) cudaFree(b.out);
+    b = buffers{};
+  }
+
+  // Packs `s` (and its plan) in the layout of its shape and copies it to the device with
+  // one cudaMemcpyAsync. Returns the forward's view of it.
+  cuda_step upload(buffers& b, const padded_batch& s) {
+    const layout l = layout_of(s.seqs(), s.tokens(), s.width());
+    if (l.end > b.bytes) throw std::logic_error("cuda_backend: a staged batch outgrew its buffers");
+    // The pinned buffer is rewritten below: the previous upload from it must be done.
+    RUNGS_CUDA_CHECK(cudaEventSynchronize(uploaded_));
+    auto put = [&](std::size_t offset, auto v) { std::memcpy(b.pinned + offset, v.data(), v.size_bytes()); };
+    put(l.token_ids, s.token_ids());
+    put(l.positions, s.positions());
+    put(l.slot_mapping, s.slot_mapping());
+    put(l.query_start, s.query_start());
+    put(l.seq_lens, s.seq_lens());
+    put(l.block_tables, s.block_tables());
+    if (opts_.plan) opts_.plan(s, std::span<std::byte>(b.pinned + l.plan, l.end - l.plan));
+    RUNGS_CUDA_CHECK(cudaMemcpyAsync(b.device, b.pinned, l.end, cudaMemcpyHostToDevice, stream_));
+    RUNGS_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
+    auto at = [&](std::size_t offset) { return reinterpret_cast<const std::int32_t*>(b.device + offset); };
+    batch_view v{s.seqs(),         s.tokens(),
+                 s.width(),        at(l.token_ids),
+                 at(l.positions),  reinterpret_cast<const std::int64_t*>(b.device + l.slot_mapping),
+                 at(l.query_start), at(l.seq_lens),
+                 at(l.block_tables)};
+    return cuda_step{v, b.device + l.plan, b.out, setup_.row_width, workspace_, workspace_bytes_, stream_};
+  }
+
+  void swap(cuda_backend& o) noexcept {
+    std::swap(forward_, o.forward_);
+    std::swap(opts_, o.opts_);
+    std::swap(stream_, o.stream_);
+    std::swap(owns_stream_, o.owns_stream_);
+    std::swap(uploaded_, o.uploaded_);
+    std::swap(setup_, o.setup_);
+    std::swap(graphs_, o.graphs_);
+    std::swap(static_, o.static_);
+    std::swap(eager_, o.eager_);
+    std::swap(workspace_, o.workspace_);
+    std::swap(workspace_bytes_, o.workspace_bytes_);
+    last_ = nullptr;
+    o.last_ = nullptr;
+  }
+
+  cuda_forward forward_;
+  options opts_;
+  cudaStream_t stream_ = nullptr;
+  bool owns_stream_ = false;
+  cudaEvent_t uploaded_ = nullptr;
+  backend_setup setup_{};
+  std::vector<cudaGraphExec_t> graphs_;
+  buffers static_, eager_;
+  const buffers* last_ = nullptr;
+  std::byte* workspace_ = nullptr;
+  std::size_t workspace_bytes_ = 0;
+};
+
+static_assert(engine_backend<cuda_backend>);
+
+}  // namespace rungs::engine

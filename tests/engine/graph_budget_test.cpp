@@ -1,0 +1,75 @@
+#include <rungs/engine/graph_budget.hpp>
+
+#include <catch2/catch.hpp>
+
+using namespace rungs::engine;
+
+namespace {
+constexpr std::int64_t MiB = 1 << 20;
+constexpr std::int64_t GiB = std::int64_t{1} << 30;
+bucket prompt(std::int64_t bs, std::int64_t seq) {
+  return {.dims = {bs, seq, 0}, .rank = 2, .ph = phase::prompt, .shape = {bs, bs * seq, seq}};
+}
+bucket decode(std::int64_t bs, std::int64_t seq) {
+  return {.dims = {bs, seq, 0}, .rank = 2, .ph = phase::decode, .shape = {bs, bs, seq}};
+}
+}  // namespace
+
+TEST_CASE("memory_plan splits usable memory like the Gaudi log") {
+  // 39.58 GiB usable, VLLM_GRAPH_RESERVED_MEM=0.4: 15.83 GiB graphs, 23.75 GiB KV cache, and
+  // 1519 blocks of 128 tokens at 128 KiB per token (16 MiB per block).
+  memory_plan plan{.usable_bytes = static_cast<std::int64_t>(39.58 * GiB), .reserved_fraction = 0.4, .prompt_ratio = 0.3};
+  model_shape m{.dtype = kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 128, .num_layers = 32};
+  CHECK(m.kv_bytes_per_token() == 128 * 1024);
+  CHECK(m.block_bytes() == 16 * MiB);
+  CHECK(plan.graph_bytes() == static_cast<std::int64_t>(39.58 * GiB * 0.4));
+  CHECK(plan.kv_blocks(m) == 1519);
+  graph_budget g = plan.graphs();
+  CHECK(g.share(phase::prompt) + g.share(phase::decode) == g.bytes);
+  CHECK(static_cast<double>(g.share(phase::prompt)) / GiB == Approx(15.83 * 0.3).epsilon(0.001));
+}
+
+TEST_CASE("estimates: measured cost per unit, or a cost model calibrated by measurements, else 0") {
+  graph_ledger none(graph_budget{.bytes = 100 * MiB});
+  CHECK(none.estimate(prompt(1, 128)) == 0);
+  none.measured(prompt(1, 128), 128 * 3000);
+  CHECK(none.estimate(prompt(4, 256)) == 1024 * 3000);  // Gaudi: 3000 bytes per token measured
+  CHECK(none.estimate(decode(2, 128)) == 0);            // decode not measured yet
+  CHECK(none.used() == 0);                              // measuring is not charging
+
+  graph_ledger modelled(graph_budget{.bytes = 100 * MiB, .model = graph_cost{.base = MiB, .per_unit = 1024}});
+  CHECK(modelled.estimate(prompt(2, 128)) == MiB + 256 * 1024);
+  CHECK(modelled.estimate(decode(4, 2048)) == MiB + 4 * 1024);  // decode graphs scale with bs
+  // A capture measured at twice the model's figure doubles later estimates of its phase.
+  modelled.measured(prompt(1, 128), 2 * (MiB + 128 * 1024));
+  CHECK(modelled.estimate(prompt(4, 256)) == 2 * (MiB + 1024 * 1024));
+  CHECK(modelled.estimate(decode(2, 128)) == MiB + 2 * 1024);
+  modelled.charge(decode(1, 128), -5 * MiB);  // freed memory is reported, charged as 0
+  CHECK(modelled.used(phase::decode) == 0);
+}
+
+TEST_CASE("admission: own share first, pooled leftover once the other phase is complete") {
+  graph_ledger l(graph_budget{.bytes = 1000, .prompt_ratio = 0.3});
+  CHECK(l.budget().share(phase::prompt) == 300);
+  CHECK(l.budget().share(phase::decode) == 700);
+  l.charge(prompt(1, 1), 250);
+  CHECK(l.admits(prompt(1, 1), 50, false));
+  CHECK_FALSE(l.admits(prompt(1, 1), 51, false));
+  CHECK(l.admits(prompt(1, 1), 51, true));   // spill-over into decode's unused share
+  CHECK(l.admits(prompt(1, 1), 750, true));
+  CHECK_FALSE(l.admits(prompt(1, 1), 751, true));  // never beyond the whole budget
+  l.charge(decode(1, 1), 700);
+  CHECK_FALSE(l.admits(decode(1, 1), 1, false));
+  CHECK(l.admits(decode(1, 1), 50, true));  // spill-over the other way
+  CHECK(l.left() == 50);
+  CHECK(graph_ledger().admits(prompt(64, 4096), GiB * 1024, false));  // unlimited
+}
+
+TEST_CASE("bad budgets are rejected naming the value and the rule") {
+  CHECK_THROWS_WITH(graph_ledger(graph_budget{.bytes = -5}),
+                    "graph budget: bytes = -5 must be non-negative (or graph_budget::unlimited)");
+  CHECK_THROWS_WITH(graph_ledger(graph_budget{.bytes = 5, .prompt_ratio = 1.5}),
+                    "graph budget: prompt_ratio = 1.500000 must lie in [0, 1]");
+  CHECK_THROWS_WITH((memory_plan{.usable_bytes = 10, .reserved_fraction = -0.1}.graphs()),
+                    "memory plan: reserved_fraction = -0.100000 must lie in [0, 1]");
+}
