@@ -1,0 +1,172 @@
+// From the command line to an engine type: each policy the user names is a type (or a value of
+// one), and the demo instantiates engine<Model, Buckets, Order, Timing, Allocator, Backend> for
+// the combination chosen, as a stack that fixes its policies at compile time would write it
+// once. Each with_* function turns one run-time choice into a compile-time one and calls the
+// next with it.
+#pragma once
+
+#include <rungs/engine/capture_order.hpp>
+#include <rungs/engine/capture_timing.hpp>
+#include <rungs/engine/ladder_buckets.hpp>
+#include <rungs/engine/phased_buckets.hpp>
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/ladder/capture_sizes.hpp>
+#include <rungs/ladder/gaudi_buckets.hpp>
+#include <rungs/ladder/gaudi_config.hpp>
+#include <rungs/ladder/ladder.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "options.hpp"
+#include "serve.hpp"
+
+namespace demo {
+
+namespace gaudi = rungs::gaudi;
+
+/// The bucket space the user chose, built and ready to hand to an engine.
+struct bucket_choice {
+  using linear_space = decltype(eng::gaudi_buckets(std::declval<const gaudi::bucket_plan<2>&>()));
+  using grid3_space = decltype(eng::gaudi_buckets(std::declval<const gaudi::bucket_plan<3>&>()));
+  using ladder_space = eng::ladder_buckets<rungs::ladder>;
+  std::variant<linear_space, grid3_space, ladder_space> space;
+  step_routing routing = step_routing::by_phase;
+};
+
+/// Settings the bucket spaces are built from.
+struct bucket_settings {
+  ladder_kind ladder = ladder_kind::gaudi_linear;
+  gaudi::serving_config serving{};
+  std::string bucket_file;
+  std::int32_t max_capture_size = 0;
+};
+
+/// The demo's own defaults for Gaudi's VLLM_*_BUCKET_* variables, used where the environment
+/// sets none: sequence buckets every quarter of max_model_len (block-aligned), so the host
+/// model captures a few dozen graphs rather than hundreds. Any VLLM_* variable overrides them.
+inline std::map<std::string, std::string> demo_bucket_defaults(const bucket_settings& s) {
+  const std::int64_t block = s.serving.block_size, len = s.serving.max_model_len;
+  const std::int64_t step = std::max<std::int64_t>(block, (len / 4 + block - 1) / block * block);
+  std::map<std::string, std::string> d;
+  if (s.ladder == ladder_kind::gaudi_linear) {
+    for (const char* phase : {"PROMPT", "DECODE"}) {
+      const std::string p = std::string("VLLM_") + phase + "_SEQ_BUCKET_";
+      d[p + "MIN"] = std::to_string(step);
+      d[p + "STEP"] = std::to_string(step);
+      d[p + "MAX"] = std::to_string(len);
+    }
+  }
+  return d;
+}
+
+/// Builds the bucket space and writes its configuration as the Gaudi logs print it (or the
+/// capture sizes, for a 1-D ladder). Throws rungs::ladder_error (an invalid_argument) for a
+/// bad configuration.
+inline bucket_choice make_buckets(const bucket_settings& s, std::ostream& log) {
+  if (s.ladder == ladder_kind::vllm || s.ladder == ladder_kind::sglang || s.ladder == ladder_kind::trtllm) {
+    const auto max = static_cast<rungs::rung_t>(s.max_capture_size);
+    const rungs::CaptureSizes sizes = s.ladder == ladder_kind::vllm     ? rungs::CaptureSizes::vllm(max)
+                                      : s.ladder == ladder_kind::sglang ? rungs::CaptureSizes::sglang(max)
+                                                                        : rungs::CaptureSizes::trtllm(max);
+    rungs::ladder l{sizes};
+    log << "CUDA graph capture sizes (" << (s.ladder == ladder_kind::vllm ? "vllm" : s.ladder == ladder_kind::sglang ? "sglang" : "trtllm")
+        << ", tokens per step, " << l.size() << " rungs): [";
+    for (std::size_t i = 0; i < l.size(); ++i) log << (i ? ", " : "") << l[i];
+    log << "]; steps of more tokens run eagerly\n";
+    return {bucket_choice::ladder_space(std::move(l), eng::phase::decode), step_routing::single};
+  }
+  const std::map<std::string, std::string> defaults = demo_bucket_defaults(s);
+  auto getenv = [&](const char* name) -> std::optional<std::string> {
+    if (std::string_view(name) == "VLLM_BUCKETING_FROM_FILE" && s.ladder == ladder_kind::gaudi_file) return s.bucket_file;
+    if (const char* v = std::getenv(name)) return std::string(v);
+    if (auto it = defaults.find(name); it != defaults.end()) return it->second;
+    return std::nullopt;
+  };
+  if (s.ladder == ladder_kind::gaudi_linear) {
+    const gaudi::bucket_plan<2> plan =
+        gaudi::linear_buckets(gaudi::read_bucket_config(s.serving, gaudi::strategy::linear, getenv), s.serving);
+    gaudi::write_log(log, plan);
+    return {eng::gaudi_buckets(plan), step_routing::by_phase};
+  }
+  const gaudi::strategy st = s.ladder == ladder_kind::gaudi_file ? gaudi::strategy::file : gaudi::strategy::exponential;
+  const gaudi::bucket_config config = gaudi::read_bucket_config(s.serving, st, getenv);
+  const gaudi::bucket_plan<3> plan =
+      st == gaudi::strategy::file ? gaudi::file_buckets(config, s.serving) : gaudi::exponential_buckets(config, s.serving);
+  gaudi::write_log(log, plan);
+  return {eng::gaudi_buckets(plan), step_routing::by_phase};
+}
+
+/// The capture order chosen on the command line, as one capture_order policy. The engine sorts
+/// its buckets with the order once, at construction, so one engine type serves every order
+/// (the other policies are types: each combination is its own engine instantiation).
+/// `auto` is Gaudi's pair (prompt min_tokens, decode max_bs) for phased buckets and
+/// largest-first (every CUDA engine's) for a 1-D ladder.
+class chosen_order {
+ public:
+  using alternatives = std::variant<eng::largest_first, eng::max_bs, eng::min_tokens, eng::ladder_order, eng::by_phase<>>;
+
+  chosen_order(order_kind k, step_routing routing) {
+    if (k == order_kind::automatic) k = routing == step_routing::by_phase ? order_kind::by_phase : order_kind::largest_first;
+    switch (k) {
+      case order_kind::largest_first: order_ = eng::largest_first{}; break;
+      case order_kind::max_bs: order_ = eng::max_bs{}; break;
+      case order_kind::min_tokens: order_ = eng::min_tokens{}; break;
+      case order_kind::ladder: order_ = eng::ladder_order{}; break;
+      default: order_ = eng::by_phase<>{}; break;
+    }
+  }
+  bool before(const eng::bucket& a, const eng::bucket& b) const {
+    return std::visit([&](const auto& o) { return static_cast<bool>(o.before(a, b)); }, order_);
+  }
+  std::string name() const {
+    return std::visit([](const auto& o) { return std::string(o.name()); }, order_);
+  }
+
+ private:
+  alternatives order_;
+};
+static_assert(eng::capture_order<chosen_order>);
+
+template <class F>
+decltype(auto) with_timing(const demo_options& o, F&& f) {
+  switch (o.timing) {
+    case timing_kind::delayed: return f(eng::delayed{.largest_at_startup = o.largest_at_startup});
+    case timing_kind::lazy: return f(eng::lazy{.eager_uses = o.eager_uses});
+    case timing_kind::idle: return f(eng::idle{});
+    default: return f(eng::startup{});
+  }
+}
+
+template <class F>
+decltype(auto) with_allocator(allocator_kind k, F&& f) {
+  if (k == allocator_kind::free_list) return f(std::type_identity<rungs::kv::free_list_allocator>{});
+  return f(std::type_identity<rungs::kv::prefix_caching_allocator<>>{});
+}
+
+/// Calls f(space, routing, order, timing, std::type_identity<Allocator>): the bucket space,
+/// timing and allocator as types, the order as a chosen_order value.
+template <class F>
+decltype(auto) with_policies(bucket_choice buckets, const demo_options& o, F&& f) {
+  return std::visit(
+      [&](auto& space) -> decltype(auto) {
+        const chosen_order order(o.order, buckets.routing);
+        return with_timing(o, [&](auto timing) -> decltype(auto) {
+          return with_allocator(o.allocator, [&](auto alloc) -> decltype(auto) {
+            return f(std::move(space), buckets.routing, order, timing, alloc);
+          });
+        });
+      },
+      buckets.space);
+}
+
+inline std::string_view name_of(allocator_kind k) { return k == allocator_kind::free_list ? "free-list" : "prefix-caching"; }
+
+}  // namespace demo

@@ -1,0 +1,252 @@
+// The demo's run, host side: defaults and memory plan (resolve), the configuration lines, the
+// host backend's serving (serve_host) and the check against the plain loop (verify). Compiled
+// once into an object library shared by serve_demo and the serving tests.
+#include "run.hpp"
+
+#include <rungs/engine/host_backend.hpp>
+#include <rungs/serving/workload.hpp>
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "reference_loop.hpp"
+#include "report.hpp"
+
+namespace demo {
+namespace {
+
+/// The host backend's model side: greedy sampling of the engine's rows, KV block copies.
+struct host_runtime {
+  const host_decoder<tiny_model>& model;
+  kv_pools<tiny_model>& pools;
+
+  void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
+    for (const rungs::kv::block_copy& c : copies) pools.copy_block(c.src, c.dst);
+  }
+  void sample(std::span<const float> rows, std::int64_t n, std::span<token_id> out) const {
+    const std::int64_t h = host_decoder<tiny_model>::hidden;
+    for (std::int64_t i = 0; i < n; ++i)
+      out[static_cast<std::size_t>(i)] = model.sample(rows.subspan(static_cast<std::size_t>(i * h), static_cast<std::size_t>(h)));
+  }
+};
+
+std::int64_t round_up(std::int64_t v, std::int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+backend_info host_backend_info(std::uint64_t seed) {
+  backend_info b;
+  b.device = "host (CPU; attention through rungs' paged-attention reference)";
+  b.shape = tiny_model;
+  b.model = model_config{.seed = seed};
+  b.weight_bytes = decoder_dims<tiny_model>::params(b.model) * static_cast<std::int64_t>(sizeof(float));
+  b.default_memory = 6 << 20;
+  b.memory_source = "the host default";
+  return b;
+}
+
+run_setup resolve(const demo_options& o, backend_kind backend, const backend_info& info) {
+  const bool host = backend == backend_kind::host;
+  run_setup s;
+  s.opts = o;
+  s.backend = backend;
+  s.model = info.model;
+  // Workload: the blog's chats (scaled down on the host), or a trace.
+  std::vector<serving::trace_request> rows;
+  if (!o.trace.empty()) {
+    try {
+      rows = serving::read_trace(o.trace);
+    } catch (const std::exception& e) {
+      throw usage_error(std::string("--trace: ") + e.what());
+    }
+  } else {
+    rows = serving::generate_chat({.conversations = o.chats.value_or(host ? 16 : 14),
+                                   .turns = o.turns.value_or(host ? 6 : 10),
+                                   .prompt_tokens = o.input_tokens.value_or(host ? 32 : 150),
+                                   .output_tokens = o.output_tokens.value_or(host ? 64 : 350),
+                                   .jitter = o.jitter,
+                                   .think = o.think,
+                                   .arrival_interval = o.arrival_interval,
+                                   .seed = o.seed});
+  }
+  s.requests = make_requests(rows, s.model.vocab, o.seed);
+  const std::int64_t longest = longest_conversation(rows);
+  const std::int64_t block = info.shape.block_size;
+
+  // Scheduler.
+  s.scheduler.max_model_len = o.max_model_len.value_or(static_cast<std::int32_t>(round_up(longest, 128)));
+  if (s.scheduler.max_model_len < longest)
+    throw usage_error("--max-model-len = " + std::to_string(s.scheduler.max_model_len) + " is shorter than the workload's longest chat (" +
+                      std::to_string(longest) + " tokens)");
+  const ladder_kind ladder = o.ladder.value_or(host ? ladder_kind::gaudi_linear : ladder_kind::vllm);
+  const bool one_d = ladder == ladder_kind::vllm || ladder == ladder_kind::sglang || ladder == ladder_kind::trtllm;
+  s.scheduler.chunked_prefill = o.chunked_prefill.value_or(one_d);
+  s.scheduler.max_num_seqs = o.max_num_seqs.value_or(host ? 16 : 64);
+  s.scheduler.max_num_batched_tokens = o.max_num_batched_tokens.value_or(std::max<std::int32_t>(2048, s.scheduler.max_model_len));
+  if (!s.scheduler.chunked_prefill && s.scheduler.max_num_batched_tokens < s.scheduler.max_model_len)
+    throw usage_error("--max-num-batched-tokens = " + std::to_string(s.scheduler.max_num_batched_tokens) +
+                      " must be at least --max-model-len = " + std::to_string(s.scheduler.max_model_len) +
+                      " without chunked prefill (a whole prompt is computed in one step)");
+
+  // Memory: weights first, then Gaudi's split of the rest between graphs and the KV cache.
+  const bool memory_given = o.memory.has_value();
+  s.memory_total = o.memory.value_or(info.default_memory);
+  s.weight_bytes = info.weight_bytes;
+  if (s.memory_total <= s.weight_bytes)
+    throw usage_error("--memory = " + human_bytes(s.memory_total) + " does not hold the model's weights (" +
+                      human_bytes(s.weight_bytes) + ")");
+  s.memory = eng::memory_plan{.usable_bytes = s.memory_total - s.weight_bytes,
+                              .reserved_fraction = o.graph_memory,
+                              .prompt_ratio = o.prompt_graph_ratio};
+  const std::int64_t fit = s.memory.kv_blocks(info.shape);
+  std::int64_t blocks = fit;
+  if (o.kv_blocks) {
+    if (*o.kv_blocks > fit)
+      throw usage_error("--kv-blocks = " + std::to_string(*o.kv_blocks) + " needs " +
+                        human_bytes(std::int64_t{*o.kv_blocks} * info.shape.block_bytes()) + " of KV cache; --memory = " +
+                        human_bytes(s.memory_total) + " leaves " + human_bytes(s.memory.kv_bytes()) +
+                        " after weights and graphs");
+    blocks = *o.kv_blocks;
+  }
+  if (blocks < 1)
+    throw usage_error("--memory = " + human_bytes(s.memory_total) + " leaves no room for a KV block (" +
+                      human_bytes(info.shape.block_bytes()) + ") after weights and graphs");
+  blocks = std::min<std::int64_t>(blocks, 1 << 30);
+  const std::int64_t watermark = static_cast<std::int64_t>(o.watermark * static_cast<double>(blocks));
+  const std::int64_t need = (longest + block - 1) / block;
+  if (need + watermark > blocks) {
+    const std::string flag = o.kv_blocks ? "--kv-blocks" : memory_given ? "--memory" : "the default --memory";
+    throw usage_error(flag + ": the KV pool holds " + std::to_string(blocks) + " blocks; the longest chat (" +
+                      std::to_string(longest) + " tokens) needs " + std::to_string(need) + " (+" +
+                      std::to_string(watermark) + " watermark): give more memory or shorten the chats");
+  }
+  s.kv = {.num_blocks = static_cast<std::int32_t>(blocks),
+          .block_size = static_cast<std::int32_t>(block),
+          .max_sequences = s.scheduler.max_num_seqs,
+          .max_model_len = s.scheduler.max_model_len,
+          .watermark_blocks = static_cast<std::int32_t>(watermark)};
+
+  // Buckets.
+  s.buckets.ladder = ladder;
+  if (ladder == ladder_kind::gaudi_file && o.bucket_file.empty())
+    throw usage_error("--ladder gaudi-file needs --bucket-file PATH");
+  s.buckets.bucket_file = o.bucket_file;
+  s.buckets.serving = {.max_num_seqs = s.scheduler.max_num_seqs,
+                       .block_size = block,
+                       .max_model_len = s.scheduler.max_model_len,
+                       .max_num_batched_tokens = s.scheduler.max_num_batched_tokens,
+                       .num_blocks = blocks,
+                       .prefix_caching = o.allocator == allocator_kind::prefix_caching};
+  s.buckets.max_capture_size = o.max_capture_size.value_or(
+      std::min({2 * s.scheduler.max_num_seqs, 512, s.scheduler.max_num_batched_tokens}));
+  return s;
+}
+
+void print_setup(std::ostream& log, const run_setup& s, const backend_info& info) {
+  const rungs::engine::model_shape& m = info.shape;
+  log << "rungs serving demo: " << info.device << "\n";
+  log << "Model: " << m.num_layers << " layers, " << m.num_heads << " query heads / " << m.num_kv_heads
+      << " KV heads of " << m.head_size << ", hidden " << std::int64_t{m.num_heads} * m.head_size << ", MLP "
+      << s.model.ffn << ", vocabulary " << s.model.vocab << ", random weights (seed " << s.opts.seed << "), "
+      << human_bytes(s.weight_bytes) << "; KV " << to_string(m.dtype) << ", " << human_bytes(m.kv_bytes_per_token())
+      << " per token\n";
+  log << "Memory: " << human_bytes(s.memory_total) << " (" << (s.opts.memory ? "--memory" : info.memory_source)
+      << "): weights " << human_bytes(s.weight_bytes) << ", " << human_bytes(s.memory.usable_bytes) << " usable, "
+      << human_bytes(s.memory.graph_bytes()) << " reserved for graphs (--graph-memory " << s.opts.graph_memory << "), "
+      << human_bytes(s.memory.kv_bytes()) << " for the KV cache: " << s.kv.num_blocks << " blocks of " << m.block_size
+      << " tokens (" << human_bytes(m.block_bytes()) << " each)\n";
+  std::int64_t prompt = 0, output = 0;
+  std::map<serving::session_id, int> turns;
+  for (const demo_request& r : s.requests) {
+    prompt += r.row.prompt_tokens;
+    output += r.row.output_tokens;
+    if (r.row.conversation != 0) ++turns[r.row.conversation];
+  }
+  log << "Workload: " << s.requests.size() << " requests";
+  if (!turns.empty()) log << " in " << turns.size() << " chats of up to " << std::max_element(turns.begin(), turns.end(),
+                                                                                              [](auto& a, auto& b) { return a.second < b.second; })->second
+                         << " turns";
+  log << ", " << prompt << " prompt and " << output << " output tokens";
+  if (s.opts.trace.empty())
+    log << " (" << s.opts.input_tokens.value_or(s.backend == backend_kind::host ? 32 : 150) << " in / "
+        << s.opts.output_tokens.value_or(s.backend == backend_kind::host ? 64 : 350) << " out per turn, +-"
+        << static_cast<int>(s.opts.jitter * 100) << "%)";
+  log << "; " << (s.opts.arrival_interval > 0 ? "chats start " + std::to_string(s.opts.arrival_interval) + " s apart"
+                                              : std::string("every chat starts at once"))
+      << ", next turn " << s.opts.think << " s after each answer\n";
+  log << "Scheduler: max " << s.scheduler.max_num_seqs << " sequences, " << s.scheduler.max_num_batched_tokens
+      << " tokens per step, " << (s.scheduler.chunked_prefill ? "chunked prefill (mixed steps)" : "separate prefill steps")
+      << ", max_model_len " << s.scheduler.max_model_len << "\n";
+}
+
+bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostream& log) {
+  const host_decoder<tiny_model> model(s.model);
+  std::vector<std::vector<std::size_t>> groups;  // request indices per chat, in turn order
+  std::map<serving::session_id, std::size_t> group_of;
+  for (std::size_t i = 0; i < s.requests.size(); ++i) {
+    const serving::session_id c = s.requests[i].row.conversation;
+    if (c != 0 && group_of.contains(c)) {
+      groups[group_of[c]].push_back(i);
+      continue;
+    }
+    if (c != 0) group_of[c] = groups.size();
+    groups.push_back({i});
+  }
+  std::int64_t turns = 0, tokens = 0;
+  const std::size_t chats = std::min<std::size_t>(groups.size(), static_cast<std::size_t>(n));
+  for (std::size_t g = 0; g < chats; ++g) {
+    std::vector<token_id> conversation;
+    for (std::size_t i : groups[g]) {
+      const demo_request& d = s.requests[i];
+      conversation.insert(conversation.end(), d.prompt.begin(), d.prompt.end());
+      const std::vector<token_id> expected = plain_generate(model, conversation, d.row.output_tokens);
+      const std::vector<token_id>& got = r.turns[i].output;
+      if (got != expected) {
+        std::size_t k = 0;
+        while (k < got.size() && k < expected.size() && got[k] == expected[k]) ++k;
+        log << "verify: request " << i + 1 << " (chat " << d.row.conversation << " turn " << d.row.turn
+            << ") differs from the plain loop at output token " << k << "\n";
+        return false;
+      }
+      conversation.insert(conversation.end(), expected.begin(), expected.end());
+      ++turns;
+      tokens += static_cast<std::int64_t>(expected.size());
+    }
+  }
+  log << "  verified     " << chats << " chats (" << turns << " turns, " << tokens
+      << " tokens) recomputed one at a time by a plain loop (no batching, padding, paging or cache): identical\n";
+  return true;
+}
+
+std::string config_json(const run_setup& s, const backend_info& info) {
+  std::ostringstream os;
+  const auto& m = info.shape;
+  os << "{\"backend\": " << json::quote(s.backend == backend_kind::host ? "host" : "cuda")
+     << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_heads
+     << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_size << ", \"block_size\": " << m.block_size
+     << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes << "}, \"memory_bytes\": "
+     << s.memory_total << ", \"graph_reserved_bytes\": " << s.memory.graph_bytes() << ", \"kv_blocks\": "
+     << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "
+     << s.scheduler.max_num_seqs << ", \"max_num_batched_tokens\": " << s.scheduler.max_num_batched_tokens
+     << ", \"max_model_len\": " << s.scheduler.max_model_len
+     << ", \"chunked_prefill\": " << (s.scheduler.chunked_prefill ? "true" : "false") << "}";
+  return os.str();
+}
+
+serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal) {
+  const host_decoder<tiny_model> model(s.model);
+  kv_pools<tiny_model> pools(s.kv.num_blocks);
+  host_runtime runtime{model, pools};
+  auto make_backend = [&] {
+    rungs::engine::host_backend::options bo;
+    bo.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
+    return rungs::engine::host_backend(
+        [&model, &pools](const rungs::engine::host_step& st) { model.forward(st.batch, pools, st.out, st.workspace); }, bo);
+  };
+  return serve_engine<tiny_model>(s, std::move(buckets), make_backend, runtime, log, terminal);
+}
+
+}  // namespace demo

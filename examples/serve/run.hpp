@@ -1,0 +1,108 @@
+// A run of the demo: every default filled in for the chosen backend, the workload built, the
+// memory plan made (resolve); the engine composed from the chosen policies (serve_engine) and
+// served by a backend: serve_host (run.cpp) or serve_cuda (cuda_serve.cu, compiled by nvcc,
+// so that everything else stays plain C++). The tests call the same functions as main.
+#pragma once
+
+#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_budget.hpp>
+#include <rungs/engine/observer.hpp>
+#include <rungs/kv/paged_allocator.hpp>
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compose.hpp"
+#include "model.hpp"
+#include "options.hpp"
+#include "serve.hpp"
+#include "workload.hpp"
+
+namespace demo {
+
+/// What resolve needs to know about a backend before serving: its model and its memory.
+struct backend_info {
+  std::string device;                 ///< what runs the model
+  rungs::engine::model_shape shape{};
+  model_config model{};
+  std::int64_t weight_bytes = 0;
+  std::int64_t default_memory = 0;    ///< --memory when not given
+  std::string memory_source;          ///< where default_memory comes from
+};
+
+struct run_setup {
+  demo_options opts;
+  backend_kind backend = backend_kind::host;
+  model_config model{};
+  std::vector<demo_request> requests;
+  bucket_settings buckets{};
+  serving::scheduler_options scheduler{};
+  rungs::kv::allocator_config kv{};
+  eng::memory_plan memory{};      ///< usable memory (after weights) split into graphs and KV cache
+  std::int64_t memory_total = 0;  ///< --memory: weights + usable
+  std::int64_t weight_bytes = 0;
+};
+
+/// Composes engine<Shape, Buckets, Order, Timing, Allocator, Backend> from the run's policies,
+/// logs its captures, and serves the workload. `make_backend()` returns the backend (it owns
+/// the forward); `runtime` samples rows and copies KV blocks.
+template <eng::model_shape Shape, class MakeBackend, class Runtime>
+serve_result serve_engine(const run_setup& s, bucket_choice buckets, MakeBackend make_backend, Runtime& runtime,
+                          std::ostream& log, bool terminal) {
+  serve_options so{.scheduler = s.scheduler, .routing = buckets.routing, .status_every = s.opts.status_every};
+  return with_policies(std::move(buckets), s.opts, [&](auto space, step_routing, auto order, auto timing, auto alloc) {
+    using space_t = decltype(space);
+    using order_t = decltype(order);
+    using timing_t = decltype(timing);
+    using allocator_t = typename decltype(alloc)::type;
+    using backend_t = decltype(make_backend());
+    using engine_t = eng::engine<Shape, space_t, order_t, timing_t, allocator_t, backend_t>;
+    log << "Engine: capture order " << order.name() << ", capture timing " << timing.name();
+    if constexpr (std::is_same_v<timing_t, eng::delayed>)
+      if (timing.largest_at_startup) log << " (largest bucket at startup)";
+    if constexpr (std::is_same_v<timing_t, eng::lazy>) log << " (after " << timing.eager_uses << " eager uses)";
+    log << ", allocator " << name_of(s.opts.allocator) << " (" << s.kv.num_blocks << " blocks, watermark "
+        << s.kv.watermark_blocks << ")\n";
+    engine_t e(std::move(space), allocator_t(s.kv), make_backend(),
+               {.order = order,
+                .timing = timing,
+                .budget = s.memory.graphs(),
+                .max_model_len = s.scheduler.max_model_len});
+    e.observe(eng::log_observer(log, terminal));
+    server<engine_t, Runtime> srv(e, runtime, s.requests, so, log);
+    return srv.run();
+  });
+}
+
+/// The host backend: the tiny model on the CPU, 6 MiB of "device memory" by default.
+backend_info host_backend_info(std::uint64_t seed);
+
+/// Fills in the backend's defaults, builds the workload and plans memory. Throws usage_error
+/// naming the flag for anything that cannot work.
+run_setup resolve(const demo_options& o, backend_kind backend, const backend_info& info);
+
+/// The run's configuration, one topic per line (model, memory, workload, scheduler).
+void print_setup(std::ostream& log, const run_setup& s, const backend_info& info);
+
+/// The run's configuration as a JSON object (the "config" of --json).
+std::string config_json(const run_setup& s, const backend_info& info);
+
+/// Serves the run on the host backend: the tiny model, rungs' host engine backend.
+serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal);
+
+/// Recomputes the first `chats` chats of the run with plain_generate and compares every turn's
+/// tokens; returns false (and says where) on the first difference.
+bool verify(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log);
+
+#ifdef RUNGS_DEMO_CUDA
+/// True when a CUDA device is visible.
+bool cuda_device_present();
+/// The CUDA model and the device's free memory (x 0.9, vLLM's gpu_memory_utilization).
+backend_info cuda_backend_info(std::uint64_t seed);
+/// Serves the run on the GPU: the CUDA model, the engine's CUDA backend (graphs).
+serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal);
+#endif
+
+}  // namespace demo

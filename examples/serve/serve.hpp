@@ -1,0 +1,353 @@
+// The serving loop: continuous batching of chat turns through rungs.
+//
+//   arrivals ──► rungs::serving::scheduler ──► rungs::engine::engine ──► greedy sampler
+//                 waiting queue, admission       pads to a bucket, replays    │
+//                 with watermark, preemption     its graph or runs eagerly    │
+//                 by recompute, chat sessions    (backend: host or CUDA)      │
+//                 ▲                                                           │
+//                 └──────────── commit(sampled tokens): first tokens, finished turns
+//
+// Each scheduler step is split by phase when the engine's bucket space has one (Gaudi's prompt
+// and decode buckets): the prefill entries run as one engine step in the prompt buckets, the
+// decode entries as another in the decode buckets. With a 1-D ladder (vLLM's capture sizes,
+// one phase) the whole step is one engine step looked up by its token count, as vLLM v1 pads
+// mixed batches. The engine returns one row per sequence (the final hidden state of its last
+// new token); the runtime turns the rows of sampling entries into tokens.
+//
+// Time: serving time is wall time since the first step, except that a period with nothing to
+// run (every chat is thinking) is skipped rather than slept through: arrivals inside it happen
+// at their scheduled time and the engine is told it is idle (the `idle` capture timing
+// captures then). Latencies (time to first token, inter-token) are in serving time.
+#pragma once
+
+#include <rungs/engine/engine.hpp>
+#include <rungs/engine/observer.hpp>
+#include <rungs/kv/metrics.hpp>
+#include <rungs/serving/scheduler.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "workload.hpp"
+
+namespace demo {
+
+namespace eng = rungs::engine;
+
+/// How a scheduler step reaches the engine.
+enum class step_routing {
+  by_phase,  ///< prefill entries in the prompt buckets, decode entries in the decode buckets
+  single,    ///< the whole step in the space's one phase
+};
+
+struct serve_options {
+  serving::scheduler_options scheduler{};
+  step_routing routing = step_routing::by_phase;
+  eng::phase single_phase = eng::phase::decode;  ///< the phase of a single-phase bucket space
+  double status_every = 0.5;                     ///< seconds of serving time between status lines
+  std::int32_t preemption_lines = 8;             ///< preemption events printed (then only counted)
+};
+
+/// One engine step inside a scheduler step.
+struct engine_run {
+  eng::phase ph = eng::phase::decode;
+  std::int64_t seqs = 0, tokens = 0;
+  std::optional<std::string> bucket{};  // its coordinates, e.g. "(4, 256)"; none: no bucket covers it
+  eng::run_kind run = eng::run_kind::eager;
+  std::optional<eng::eager_reason> reason{};
+  std::int64_t padded_seqs = 0, padded_tokens = 0;  // rows the replay computed for nothing
+  std::optional<std::string> captured{};            // a graph captured during this step
+};
+
+/// What the loop records per scheduler step (the --json series and the plot).
+struct step_record {
+  double t = 0;           ///< serving time at the end of the step
+  double seconds = 0;     ///< the step's duration
+  std::int64_t step = 0;
+  serving::step_phase phase = serving::step_phase::decode;
+  std::int32_t seqs = 0, tokens = 0, sampled = 0, admitted = 0, preempted = 0;
+  std::size_t running = 0, waiting = 0;
+  rungs::kv::kv_metrics kv{};
+  double padded_fraction = 0;  ///< padded tokens / tokens computed by replays so far
+  std::int64_t eager_steps = 0, graphs = 0;
+  std::vector<engine_run> runs;
+};
+
+/// One finished turn.
+struct turn_record {
+  serving::request_id id = 0;
+  serving::session_id conversation = 0;
+  std::int32_t turn = 0;
+  double available = 0, first_token = -1, finished = -1;
+  std::int32_t prompt_tokens = 0;   ///< this turn's new tokens
+  std::int32_t context_tokens = 0;  ///< conversation history and this turn's prompt
+  std::vector<token_id> output;
+  std::vector<double> token_times;
+  std::int32_t preemptions = 0;
+};
+
+struct serve_result {
+  std::vector<step_record> steps;
+  std::vector<turn_record> turns;  ///< in request order
+  serving::scheduler_stats scheduler{};
+  eng::engine_stats engine{};
+  rungs::kv::kv_metrics kv{};
+  double startup_seconds = 0, serving_seconds = 0, idle_seconds = 0;
+  std::int64_t idle_periods = 0, idle_captures = 0;
+  std::size_t peak_waiting = 0;
+  std::int32_t peak_live_blocks = 0;
+};
+
+/// What the loop needs from the model side, besides the engine:
+///   copy_blocks(span<const kv::block_copy>)     copy-on-write of KV blocks before a step
+///   sample(rows, n, span<token_id> out)         greedy token of each of the first n rows
+template <class R, class Rows>
+concept serve_runtime = requires(R& r, const Rows& rows, std::span<const rungs::kv::block_copy> copies,
+                                 std::span<token_id> out) {
+  r.copy_blocks(copies);
+  r.sample(rows, std::int64_t{1}, out);
+};
+
+template <class Engine, class Runtime>
+  requires serve_runtime<Runtime, typename Engine::rows_type>
+class server {
+ public:
+  using allocator = std::remove_reference_t<decltype(std::declval<Engine&>().blocks())>;
+
+  server(Engine& engine, Runtime& runtime, const std::vector<demo_request>& requests, serve_options opts,
+         std::ostream& log)
+      : engine_(engine),
+        runtime_(runtime),
+        requests_(requests),
+        opts_(std::move(opts)),
+        log_(log),
+        scheduler_(engine.blocks(), opts_.scheduler),
+        arrivals_(requests) {}
+
+  serve_result run() {
+    using clock = std::chrono::steady_clock;
+    const auto t_start = clock::now();
+    engine_.start();  // the timing policy's startup captures
+    result_.startup_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+    t0_ = clock::now();
+    result_.turns.resize(requests_.size());
+    double next_status = 0;
+    while (arrivals_.remaining() > 0) {
+      for (std::size_t i : arrivals_.take(now())) submit(i);
+      if (scheduler_.idle()) {
+        idle_until(arrivals_.next());
+        continue;
+      }
+      const double begin = now();
+      const serving::scheduled_step& step = scheduler_.schedule();
+      if (step.empty())
+        throw std::logic_error("serving loop: the scheduler has work but planned an empty step (running " +
+                               std::to_string(scheduler_.running()) + ", waiting " +
+                               std::to_string(scheduler_.waiting()) + ")");
+      step_record rec;
+      rec.step = static_cast<std::int64_t>(result_.steps.size());
+      rec.phase = step.phase;
+      rec.seqs = static_cast<std::int32_t>(step.entries.size());
+      rec.tokens = step.tokens;
+      rec.sampled = step.sampling;
+      rec.admitted = static_cast<std::int32_t>(step.admitted.size());
+      rec.preempted = static_cast<std::int32_t>(step.preempted.size());
+      for (serving::request_id id : step.preempted) note_preemption(id);
+
+      // Copy-on-write before the step's KV writes (none without forks; kept for completeness).
+      if (!engine_.blocks().copies().empty()) {
+        runtime_.copy_blocks(engine_.blocks().copies());
+        engine_.blocks().clear_copies();
+      }
+      execute(step, rec);
+      const serving::step_events& ev = scheduler_.commit(sampled_);
+      const double end = now();
+      record_tokens(step, ev, end);
+
+      const rungs::kv::kv_metrics m = engine_.blocks().metrics();
+      const eng::engine_stats& s = engine_.stats();
+      rec.t = end;
+      rec.seconds = end - begin;
+      rec.running = scheduler_.running();
+      rec.waiting = scheduler_.waiting();
+      rec.kv = m;
+      rec.padded_fraction = padded_fraction(s);
+      rec.eager_steps = s.eager_steps();
+      rec.graphs = s.captures;
+      result_.peak_waiting = std::max(result_.peak_waiting, rec.waiting);
+      result_.peak_live_blocks = std::max(result_.peak_live_blocks, m.live_blocks);
+      result_.steps.push_back(std::move(rec));
+      if (end >= next_status || arrivals_.remaining() == 0) {
+        status(result_.steps.back());
+        while (next_status <= end) next_status += opts_.status_every;
+      }
+    }
+    result_.serving_seconds = now();
+    result_.scheduler = scheduler_.stats();
+    result_.engine = engine_.stats();
+    result_.kv = engine_.blocks().metrics();
+    return std::move(result_);
+  }
+
+  /// Serving time: wall time since the first step plus the idle periods skipped.
+  double now() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() + skipped_;
+  }
+
+  static double padded_fraction(const eng::engine_stats& s) {
+    const std::int64_t all = s.real_tokens + s.padded_tokens;
+    return all ? static_cast<double>(s.padded_tokens) / static_cast<double>(all) : 0.0;
+  }
+
+ private:
+  void submit(std::size_t i) {
+    const demo_request& d = requests_[i];
+    turn_record& t = result_.turns[i];
+    t.id = i + 1;
+    t.conversation = d.row.conversation;
+    t.turn = d.row.turn;
+    t.available = arrivals_.available_at(i);
+    t.prompt_tokens = d.row.prompt_tokens;
+    serving::request r;
+    r.id = i + 1;
+    r.prompt = d.prompt;
+    r.max_output_tokens = d.row.output_tokens;
+    r.session = d.row.conversation;
+    scheduler_.submit(std::move(r));
+    t.context_tokens = static_cast<std::int32_t>(scheduler_.tokens(i + 1).size());
+  }
+
+  // Nothing runnable: skip to the next arrival, telling the engine it is idle.
+  void idle_until(std::optional<double> next) {
+    if (!next) throw std::logic_error("serving loop: requests remain but none is queued, running or due");
+    const double start = now();
+    ++result_.idle_periods;
+    result_.idle_captures += engine_.idle({.max_captures = 1 << 20, .seconds = std::max(0.0, *next - start)});
+    if (*next > now()) skipped_ += *next - now();
+    result_.idle_seconds += now() - start;
+  }
+
+  void execute(const serving::scheduled_step& step, step_record& rec) {
+    sampled_.clear();
+    const std::size_t n = step.entries.size();
+    tokens_.assign(n, 0);
+    if (opts_.routing == step_routing::single) {
+      run_group(step, [](const serving::step_entry&) { return true; }, opts_.single_phase, rec);
+    } else {
+      run_group(step, [](const serving::step_entry& e) { return !e.decode; }, eng::phase::prompt, rec);
+      run_group(step, [](const serving::step_entry& e) { return e.decode; }, eng::phase::decode, rec);
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      if (step.entries[i].samples) sampled_.push_back(tokens_[i]);
+  }
+
+  template <class Pick>
+  void run_group(const serving::scheduled_step& step, Pick pick, eng::phase ph, step_record& rec) {
+    seqs_.clear();
+    index_.clear();
+    std::int64_t tokens = 0;
+    for (std::size_t i = 0; i < step.entries.size(); ++i) {
+      if (!pick(step.entries[i])) continue;
+      const serving::step_sequence& s = step.sequences[i];
+      seqs_.push_back(eng::sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
+      index_.push_back(i);
+      tokens += static_cast<std::int64_t>(s.tokens.size());
+    }
+    if (seqs_.empty()) return;
+    const std::int64_t captures_before = engine_.stats().captures;
+    auto r = engine_.step(seqs_, ph);
+    picked_.resize(seqs_.size());
+    runtime_.sample(r.rows, static_cast<std::int64_t>(seqs_.size()), picked_);
+    for (std::size_t k = 0; k < index_.size(); ++k) tokens_[index_[k]] = picked_[k];
+
+    engine_run run{.ph = ph, .seqs = static_cast<std::int64_t>(seqs_.size()), .tokens = tokens, .run = r.run,
+                   .reason = r.reason};
+    if (r.bucket) {
+      const eng::bucket& b = engine_.at(*r.bucket);
+      run.bucket = to_text(b);
+      if (r.run == eng::run_kind::replay) {
+        run.padded_seqs = b.shape.seqs - run.seqs;
+        run.padded_tokens = b.shape.tokens - tokens;
+      }
+    }
+    if (r.captured && engine_.stats().captures > captures_before) run.captured = to_text(engine_.at(*r.captured));
+    rec.runs.push_back(std::move(run));
+  }
+
+  void record_tokens(const serving::scheduled_step& step, const serving::step_events& ev, double t) {
+    for (std::size_t i = 0; i < step.entries.size(); ++i) {
+      if (!step.entries[i].samples) continue;
+      turn_record& tr = result_.turns[step.entries[i].request - 1];
+      if (tr.first_token < 0) tr.first_token = t;
+      tr.token_times.push_back(t);
+    }
+    for (const serving::finished_request& f : ev.finished) {
+      const std::size_t i = f.id - 1;
+      turn_record& tr = result_.turns[i];
+      tr.finished = t;
+      tr.output = f.output;
+      tr.preemptions = f.preemptions;
+      if (arrivals_.finished(i, t) && f.session != 0) scheduler_.end_session(f.session);
+    }
+  }
+
+  void note_preemption(serving::request_id id) {
+    if (preemptions_shown_ >= opts_.preemption_lines) return;
+    const turn_record& t = result_.turns[id - 1];
+    std::ostringstream os;
+    os << "  preempted request " << id;
+    if (t.conversation != 0) os << " (chat " << t.conversation << " turn " << t.turn << ")";
+    os << ": no free KV block for a running sequence; its blocks are freed and it is requeued first"
+       << " (recompute, with prefix hits on its own cached blocks)";
+    if (++preemptions_shown_ == opts_.preemption_lines) os << "; further preemptions are only counted";
+    log_ << os.str() << "\n";
+  }
+
+  void status(const step_record& r) {
+    const rungs::kv::kv_metrics& m = r.kv;
+    char line[256];
+    std::snprintf(line, sizeof line,
+                  "[%7.2f s] step %5lld | running %3zu  waiting %3zu | KV %5.1f%% (%d/%d blocks, %d cached) | "
+                  "prefix hits %5.1f%% | padded %5.1f%% | eager %lld | graphs %lld",
+                  r.t, static_cast<long long>(r.step), r.running, r.waiting, 100.0 * m.usage(), m.live_blocks,
+                  m.num_blocks, m.cached_blocks, 100.0 * m.prefix_hit_rate(), 100.0 * r.padded_fraction,
+                  static_cast<long long>(r.eager_steps), static_cast<long long>(r.graphs));
+    log_ << line << "\n";
+  }
+
+  static std::string to_text(const eng::bucket& b) {
+    std::ostringstream os;
+    os << b;
+    return os.str();
+  }
+
+  Engine& engine_;
+  Runtime& runtime_;
+  const std::vector<demo_request>& requests_;
+  serve_options opts_;
+  std::ostream& log_;
+  serving::scheduler<allocator> scheduler_;
+  arrivals arrivals_;
+  serve_result result_;
+  std::chrono::steady_clock::time_point t0_{};
+  double skipped_ = 0;
+  std::int32_t preemptions_shown_ = 0;
+  // Per-step scratch, reused.
+  std::vector<eng::sequence> seqs_;
+  std::vector<std::size_t> index_;
+  std::vector<token_id> tokens_, picked_, sampled_;
+};
+
+}  // namespace demo
