@@ -156,8 +156,12 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
   log << "Memory: " << human_bytes(s.memory_total) << " (" << (s.opts.memory ? "--memory" : info.memory_source)
       << "): weights " << human_bytes(s.weight_bytes) << ", " << human_bytes(s.memory.usable_bytes) << " usable, "
       << human_bytes(s.memory.graph_bytes()) << " reserved for graphs (--graph-memory " << s.opts.graph_memory << "), "
-      << human_bytes(s.memory.kv_bytes()) << " for the KV cache: " << s.kv.num_blocks << " blocks of " << m.block_size
-      << " tokens (" << human_bytes(m.block_bytes()) << " each)\n";
+      << human_bytes(s.memory.kv_bytes()) << " for the KV cache: ";
+  if (s.opts.kv_blocks)
+    log << s.kv.num_blocks << " blocks (--kv-blocks; " << s.memory.kv_blocks(m) << " would fit)";
+  else
+    log << s.kv.num_blocks << " blocks";
+  log << " of " << m.block_size << " tokens, " << human_bytes(m.block_bytes()) << " each\n";
   std::int64_t prompt = 0, output = 0;
   std::map<serving::session_id, int> turns;
   for (const demo_request& r : s.requests) {

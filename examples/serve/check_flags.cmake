@@ -1,0 +1,37 @@
+# Runs serve_demo with bad flags and checks the contract: exit status 2, nothing on stdout,
+# exactly one line on stderr, naming the flag. Called by CTest:
+#   cmake -DDEMO=path/to/serve_demo -P check_flags.cmake
+if(NOT DEMO)
+  message(FATAL_ERROR "check_flags.cmake: pass -DDEMO=<serve_demo>")
+endif()
+
+# Each case: the flag the error must name, "|", then the arguments separated by commas.
+set(cases
+  "--capture-timing|--capture-timing,eventually"
+  "--capture-order|--capture-order,random"
+  "--allocator|--allocator,buddy"
+  "--ladder|--ladder,fibonacci"
+  "--kv-blocks|--kv-blocks,0"
+  "--kv-blocks|--kv-blocks,3"
+  "--memory|--memory,1MiB"
+  "--memory|--memory,4KB"
+  "--backend|--backend,tpu"
+  "--unknown|--unknown"
+  "--chats|--chats")
+
+foreach(case IN LISTS cases)
+  string(REPLACE "|" ";" parts "${case}")
+  list(POP_FRONT parts flag)
+  string(REPLACE "," ";" parts "${parts}")
+  execute_process(COMMAND "${DEMO}" ${parts}
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(STRIP "${err}" err_line)
+  string(FIND "${err_line}" "\n" newline)
+  string(FIND "${err_line}" "${flag}" named)
+  if(NOT rc EQUAL 2 OR NOT out STREQUAL "" OR NOT newline EQUAL -1 OR named EQUAL -1
+     OR NOT err_line MATCHES "^serve_demo: error: ")
+    message(FATAL_ERROR "serve_demo ${parts}: expected exit status 2 and one line naming ${flag} on stderr; "
+                        "got status ${rc}, stdout '${out}', stderr '${err}'")
+  endif()
+  message(STATUS "ok: serve_demo ${parts} -> ${err_line}")
+endforeach()

@@ -1,0 +1,203 @@
+// Tests of the serving demo (examples/serve/): the tokens produced through the scheduler, the
+// engine (buckets, padding, replays, eager steps), the paged KV cache (prefix hits, preemption
+// by recompute) equal those of the plain unbatched loop, for several policy combinations,
+// each through the demo's own command-line path; the same seed gives the same tokens; bad
+// flags are reported naming the flag.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "options.hpp"
+#include "reference_loop.hpp"
+#include "report.hpp"
+#include "run.hpp"
+
+using namespace demo;
+
+namespace {
+
+struct served {
+  run_setup setup;
+  serve_result result;
+  std::string log;
+};
+
+// The demo's path from flags to a finished run on the host backend.
+served serve_flags(const std::vector<std::string_view>& args) {
+  const demo_options o = parse_options(args);
+  served s{resolve(o, backend_kind::host, host_backend_info(o.seed)), {}, {}};
+  std::ostringstream log;
+  s.result = serve_host(s.setup, make_buckets(s.setup.buckets, log), log, false);
+  s.log = log.str();
+  return s;
+}
+
+// Every turn's tokens against the plain loop, chat by chat (history = earlier prompts and the
+// plain loop's own answers).
+void require_plain_loop_tokens(const served& s) {
+  const host_decoder<tiny_model> model(s.setup.model);
+  std::map<serving::session_id, std::vector<token_id>> conversations;
+  std::int64_t compared = 0;
+  for (std::size_t i = 0; i < s.setup.requests.size(); ++i) {
+    const demo_request& d = s.setup.requests[i];
+    std::vector<token_id> standalone;
+    std::vector<token_id>& c = d.row.conversation != 0 ? conversations[d.row.conversation] : standalone;
+    c.insert(c.end(), d.prompt.begin(), d.prompt.end());
+    const std::vector<token_id> expected = plain_generate(model, c, d.row.output_tokens);
+    INFO("request " << i + 1 << ", chat " << d.row.conversation << ", turn " << d.row.turn);
+    REQUIRE(s.result.turns[i].output == expected);
+    c.insert(c.end(), expected.begin(), expected.end());
+    compared += static_cast<std::int64_t>(expected.size());
+  }
+  REQUIRE(compared > 0);
+}
+
+// A handful of short chats in a pool too small for them all: admission waits, decodes run out
+// of blocks, the newest running request is preempted and recomputed.
+const std::vector<std::string_view> tight = {"--chats", "4", "--turns", "3", "--input-tokens", "12", "--output-tokens",
+                                             "20", "--kv-blocks", "10", "--max-num-seqs", "4",
+                                             "--max-num-batched-tokens", "256", "--verify", "0"};
+
+std::vector<std::string_view> with(std::vector<std::string_view> base, std::initializer_list<std::string_view> more) {
+  base.insert(base.end(), more);
+  return base;
+}
+
+}  // namespace
+
+TEST_CASE("Gaudi prompt/decode buckets, startup capture, prefix caching: tokens equal the plain loop") {
+  const served s = serve_flags(tight);
+  const eng::engine_stats& e = s.result.engine;
+  CHECK(s.result.scheduler.preemptions > 0);           // the tiny pool forced recompute
+  CHECK(s.result.scheduler.recomputed_tokens > 0);
+  CHECK(s.result.scheduler.prefix_hit_tokens > 0);     // later turns hit their history
+  CHECK(e.replays > 0);
+  CHECK(e.padded_tokens > 0);                          // padded rows ran through the graphs
+  CHECK(s.result.peak_waiting > 0);
+  require_plain_loop_tokens(s);
+}
+
+TEST_CASE("vLLM capture sizes, chunked prefill, lazy capture: tokens equal the plain loop") {
+  // A 24-token step budget splits prompts into chunks; steps above 8 tokens run eagerly.
+  const served s = serve_flags(with(tight, {"--ladder", "vllm", "--chunked-prefill", "--max-num-batched-tokens", "24",
+                                            "--max-capture-size", "8", "--capture-timing", "lazy", "--eager-uses", "1"}));
+  const eng::engine_stats& e = s.result.engine;
+  CHECK(e.eager_steps(eng::eager_reason::above_top) > 0);
+  CHECK(e.eager_steps(eng::eager_reason::not_captured) > 0);  // lazy: first use of a bucket
+  CHECK(e.replays > 0);
+  CHECK(s.result.scheduler.preemptions > 0);
+  bool mixed = false;
+  for (const step_record& r : s.result.steps) mixed |= r.phase == serving::step_phase::mixed;
+  CHECK(mixed);
+  require_plain_loop_tokens(s);
+}
+
+TEST_CASE("free-list allocator, delayed capture with the largest bucket first: tokens equal the plain loop") {
+  const served s =
+      serve_flags(with(tight, {"--allocator", "free-list", "--capture-timing", "delayed", "--largest-at-startup"}));
+  CHECK(s.result.scheduler.prefix_hit_tokens == 0);  // nothing is cached without prefix caching
+  CHECK(s.result.scheduler.preemptions > 0);
+  CHECK(s.result.engine.captures > 0);
+  require_plain_loop_tokens(s);
+}
+
+TEST_CASE("Gaudi exponential buckets, idle capture while chats think: tokens equal the plain loop") {
+  const served s = serve_flags(with(tight, {"--ladder", "gaudi-exponential", "--capture-timing", "idle", "--think",
+                                            "0.05", "--max-model-len", "160"}));
+  CHECK(s.result.idle_periods > 0);
+  CHECK(s.result.idle_captures > 0);
+  CHECK(s.result.engine.eager_steps(eng::eager_reason::not_captured) > 0);  // before the first idle period
+  require_plain_loop_tokens(s);
+}
+
+TEST_CASE("the demo's verify() compares against the plain loop and catches a wrong token") {
+  served s = serve_flags(tight);
+  std::ostringstream log;
+  REQUIRE(verify(s.setup, s.result, 4, log));
+  token_id& t = s.result.turns[5].output.at(3);
+  t = (t + 1) % s.setup.model.vocab;
+  REQUIRE_FALSE(verify(s.setup, s.result, 4, log));
+  CHECK(log.str().find("request 6") != std::string::npos);
+}
+
+TEST_CASE("the tokens depend on the KV cache's content: a changed history changes the answer") {
+  // Guards the comparisons above against a model whose output ignores its context.
+  const host_decoder<tiny_model> model(model_config{.seed = 3});
+  std::vector<token_id> context(40);
+  for (std::size_t i = 0; i < context.size(); ++i) context[i] = static_cast<token_id>(1 + (i * 37) % 500);
+  const std::vector<token_id> a = plain_generate(model, context, 16);
+  context[5] = context[5] + 1;  // one token early in the history
+  const std::vector<token_id> b = plain_generate(model, context, 16);
+  CHECK(a != b);
+}
+
+TEST_CASE("the same seed gives the same token stream; another seed another") {
+  const auto run = [](std::string_view seed) {
+    return make_report(serve_flags(with(tight, {"--seed", seed})).result).digest;
+  };
+  const std::uint64_t a = run("7");
+  CHECK(run("7") == a);
+  CHECK(run("8") != a);
+}
+
+TEST_CASE("bad flags are one error naming the flag") {
+  const auto error_of = [](std::vector<std::string_view> args) -> std::string {
+    try {
+      const demo_options o = parse_options(args);
+      (void)resolve(o, backend_kind::host, host_backend_info(o.seed));
+    } catch (const usage_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const auto mentions = [](const std::string& message, std::string_view flag) {
+    INFO(message);
+    CHECK(message.find(flag) != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+  };
+  mentions(error_of({"--capture-timing", "eventually"}), "--capture-timing");
+  mentions(error_of({"--capture-order", "random"}), "--capture-order");
+  mentions(error_of({"--allocator", "buddy"}), "--allocator");
+  mentions(error_of({"--ladder", "fibonacci"}), "--ladder");
+  mentions(error_of({"--kv-blocks", "0"}), "--kv-blocks");
+  mentions(error_of({"--memory", "1MiB"}), "--memory");                 // the weights alone are 1.63 MiB
+  mentions(error_of({"--memory", "lots"}), "--memory");
+  mentions(error_of({"--kv-blocks", "3"}), "--kv-blocks");              // no room for the longest chat
+  mentions(error_of({"--kv-blocks", "100000"}), "--kv-blocks");         // more than --memory holds
+  mentions(error_of({"--max-model-len", "16"}), "--max-model-len");     // shorter than a chat
+  mentions(error_of({"--chats"}), "--chats");                           // missing value
+  mentions(error_of({"--chats", "-3"}), "--chats");
+  mentions(error_of({"--turns", "two"}), "--turns");
+  mentions(error_of({"--no-such-flag"}), "--no-such-flag");
+  mentions(error_of({"--ladder", "gaudi-file"}), "--bucket-file");
+  mentions(error_of({"--max-num-batched-tokens", "64"}), "--max-num-batched-tokens");  // below max_model_len, no chunking
+  CHECK(error_of({"--chats", "2", "--turns=2"}).empty());
+}
+
+TEST_CASE("arrivals: a chat's next turn comes after the previous answer and the think time") {
+  const std::vector<serving::trace_request> rows = {
+      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 1},
+      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 2, .think = 0.5},
+      {.arrival = 0.25, .prompt_tokens = 4, .output_tokens = 2},
+      {.arrival = 3, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 3, .think = 0}};
+  const std::vector<demo_request> requests = make_requests(rows, 512, 1);
+  arrivals a(requests);
+  CHECK(a.take(0) == std::vector<std::size_t>{0});
+  CHECK(a.next() == 0.25);
+  CHECK(a.take(0.25) == std::vector<std::size_t>{2});
+  CHECK_FALSE(a.next().has_value());        // turn 2 waits for turn 1's answer
+  CHECK_FALSE(a.finished(0, 1.0));          // not the chat's last turn
+  CHECK(a.next() == 1.5);                   // answer at 1.0 + think 0.5
+  CHECK(a.take(1.4).empty());
+  CHECK(a.take(1.5) == std::vector<std::size_t>{1});
+  CHECK(a.available_at(1) == 1.5);
+  CHECK_FALSE(a.finished(1, 2.0));
+  CHECK(a.next() == 3.0);                   // turn 3's own arrival is later than the answer
+  CHECK(a.finished(2, 2.0));                // a standalone request is its own last turn
+  CHECK(a.take(3.0) == std::vector<std::size_t>{3});
+  CHECK(a.finished(3, 4.0));
+  CHECK(a.remaining() == 0);
+}
