@@ -103,6 +103,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                               .prompt_ratio = o.prompt_graph_ratio};
   const std::int64_t fit = s.memory.kv_blocks(info.shape);
   std::int64_t blocks = fit;
+  if (!o.kv_blocks && !memory_given && info.default_kv_blocks > 0) blocks = std::min(fit, info.default_kv_blocks);
   if (o.kv_blocks) {
     if (*o.kv_blocks > fit)
       throw usage_error("--kv-blocks = " + std::to_string(*o.kv_blocks) + " needs " +
@@ -159,6 +160,8 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
       << human_bytes(s.memory.kv_bytes()) << " for the KV cache: ";
   if (s.opts.kv_blocks)
     log << s.kv.num_blocks << " blocks (--kv-blocks; " << s.memory.kv_blocks(m) << " would fit)";
+  else if (s.kv.num_blocks < s.memory.kv_blocks(m))
+    log << s.kv.num_blocks << " blocks (" << info.kv_blocks_source << "; " << s.memory.kv_blocks(m) << " would fit)";
   else
     log << s.kv.num_blocks << " blocks";
   log << " of " << m.block_size << " tokens, " << human_bytes(m.block_bytes()) << " each\n";

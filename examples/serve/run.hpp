@@ -30,6 +30,8 @@ struct backend_info {
   std::int64_t weight_bytes = 0;
   std::int64_t default_memory = 0;    ///< --memory when not given
   std::string memory_source;          ///< where default_memory comes from
+  std::int64_t default_kv_blocks = 0; ///< the pool without --memory or --kv-blocks (0: what memory holds)
+  std::string kv_blocks_source;       ///< why
 };
 
 struct run_setup {

@@ -1,0 +1,522 @@
+// The demo's CUDA backend: the same decoder architecture as the host model (model.hpp), sized
+// like a small production model, on the GPU; rungs' CUDA engine backend captures one graph
+// per bucket and replays it; attention is rungs' paged-attention kernels.
+//
+// Model: hidden 2048 (16 query heads / 4 KV heads of 128), 8 layers, SwiGLU MLP 5632,
+// vocabulary 32000, bf16 weights and KV cache (about 1 GiB of weights), f32 activations.
+//
+// The forward (one call per step, captured into a graph per bucket) reads nothing but the
+// engine's static buffers (token ids, positions, slot mapping, query starts, lengths, block
+// tables: rewritten before every replay) and enqueues, per layer: RMSNorm, the fused QKV
+// product, rotary embedding into bf16 Q/K/V, rungs::attention cache write (slot -1: padded
+// tokens write nothing), rungs::attention prefill/extend over the paged cache, the output
+// product, RMSNorm and the MLP; then the final norm of each sequence's last token into its
+// output row. No allocation, no synchronisation, no host branch on data: graph-safe.
+//
+// Attention uses the prefill/extend kernel for every step, decode steps included: a graph of a
+// 1-D ladder bucket serves mixed steps (several tokens per sequence), and the forward cannot
+// know from the shape alone that a step holds one token per sequence. The attention plan is
+// made on the host for the step's padded shape (FlashInfer's plan/run): the heuristic split-KV
+// plan for bucket shapes, whose workspace is sized at setup from every bucket; an unsplit plan
+// (no workspace) for the live shapes of eager steps.
+//
+// Sampling happens outside the graph, as in vLLM: the engine's rows (final hidden states) go
+// through the LM head and an argmax on the device; the tokens come back with one copy.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <rungs/attention/paged_attention.cuh>
+#include <rungs/cuda/error.cuh>
+#include <rungs/engine/cuda_backend.cuh>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "run.hpp"
+
+namespace demo {
+namespace {
+
+namespace ra = rungs::attention;
+using bf16 = __nv_bfloat16;
+
+constexpr eng::model_shape gpu_model{.dtype = eng::kv_dtype::bf16, .num_heads = 16, .num_kv_heads = 4,
+                                     .head_size = 128, .block_size = 16, .num_layers = 8};
+constexpr int kHidden = gpu_model.num_heads * gpu_model.head_size;
+constexpr int kHead = gpu_model.head_size;
+constexpr int kQCols = kHidden;
+constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_size;
+constexpr int kQkvCols = kQCols + 2 * kKvCols;
+
+model_config gpu_config(std::uint64_t seed) {
+  return model_config{.vocab = 32000, .ffn = 5632, .rope_theta = 10000.0, .norm_eps = 1e-5f, .seed = seed};
+}
+
+// ---- kernels --------------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+
+__device__ __forceinline__ std::uint64_t mix64(std::uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// w[i] = scale * uniform(-1, 1), a function of (seed, i) only.
+__global__ void init_uniform(bf16* w, std::int64_t n, float scale, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t r = mix64(seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1));
+    const float u = static_cast<float>(r >> 40) * 0x1p-23f - 1.0f;
+    w[i] = __float2bfloat16(scale * u);
+  }
+}
+
+__global__ void fill_bf16(bf16* w, std::int64_t n, float v) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n; i += std::int64_t{gridDim.x} * blockDim.x)
+    w[i] = __float2bfloat16(v);
+}
+
+__global__ void embed(const std::int32_t* tokens, const bf16* table, float* x, int vocab) {
+  const std::int64_t t = blockIdx.x;
+  std::int32_t id = tokens[t];
+  id = id < 0 || id >= vocab ? 0 : id;  // padded rows carry 0; nothing else is out of range
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) x[t * kHidden + i] = __bfloat162float(table[std::int64_t{id} * kHidden + i]);
+}
+
+// Sum over a block of 256 threads.
+__device__ float block_sum(float v) {
+  __shared__ float partial[8];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) s += partial[w];
+  __syncthreads();
+  return s;
+}
+
+// y[row] = x[row] / rms(x[row]) * g, one block of 256 threads per row.
+__global__ void rms_norm(const float* x, const bf16* g, float* y, float eps) {
+  const std::int64_t row = blockIdx.x;
+  const float* xr = x + row * kHidden;
+  float ss = 0;
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) ss += xr[i] * xr[i];
+  const float scale = rsqrtf(block_sum(ss) / kHidden + eps);
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) y[row * kHidden + i] = xr[i] * scale * __bfloat162float(g[i]);
+}
+
+// C[M][N] (+)= A[M][K] . W[K][N]: 64 x 64 tiles, 256 threads of 4 x 4 outputs, f32 accumulation.
+template <class TA>
+__global__ void __launch_bounds__(256) gemm(const TA* A, const bf16* W, float* C, int M, int N, int K, bool accumulate) {
+  __shared__ float As[16][64 + 4];
+  __shared__ float Ws[16][64 + 4];
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  const int m0 = blockIdx.y * 64, n0 = blockIdx.x * 64;
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    for (int i = threadIdx.x; i < 64 * 16; i += 256) {
+      const int r = i / 16, c = i % 16, m = m0 + r, k = k0 + c;
+      As[c][r] = m < M && k < K ? to_float(A[std::int64_t{m} * K + k]) : 0.0f;
+    }
+    for (int i = threadIdx.x; i < 16 * 64; i += 256) {
+      const int r = i / 64, c = i % 64, k = k0 + r, n = n0 + c;
+      Ws[r][c] = k < K && n < N ? __bfloat162float(W[std::int64_t{k} * N + n]) : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < 16; ++kk) {
+      float a[4], w[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        a[i] = As[kk][ty * 4 + i];
+        w[i] = Ws[kk][tx * 4 + i];
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * w[j];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int m = m0 + ty * 4 + i, n = n0 + tx * 4 + j;
+      if (m < M && n < N) {
+        float* c = C + std::int64_t{m} * N + n;
+        *c = accumulate ? *c + acc[i][j] : acc[i][j];
+      }
+    }
+}
+
+// Rotary embedding of Q and K (pairs i, i + D/2), and Q, K, V to bf16 for the attention kernels.
+__global__ void rope_split(const float* qkv, const std::int32_t* positions, const float* inv_freq, bf16* q, bf16* k,
+                           bf16* v) {
+  const std::int64_t t = blockIdx.x;
+  const float* row = qkv + t * kQkvCols;
+  const float pos = static_cast<float>(positions[t]);
+  constexpr int half = kHead / 2;
+  constexpr int rotated = (gpu_model.num_heads + gpu_model.num_kv_heads) * half;
+  for (int j = threadIdx.x; j < rotated; j += blockDim.x) {
+    const int head = j / half, i = j % half;
+    float s, c;
+    sincosf(pos * inv_freq[i], &s, &c);
+    const float* src = row + head * kHead;  // query heads, then key heads: contiguous in qkv
+    const float a = src[i], b = src[i + half];
+    bf16* dst = head < gpu_model.num_heads ? q + t * kQCols + head * kHead
+                                           : k + t * kKvCols + (head - gpu_model.num_heads) * kHead;
+    dst[i] = __float2bfloat16(a * c - b * s);
+    dst[i + half] = __float2bfloat16(a * s + b * c);
+  }
+  for (int j = threadIdx.x; j < kKvCols; j += blockDim.x) v[t * kKvCols + j] = __float2bfloat16(row[kQCols + kKvCols + j]);
+}
+
+// act[t][j] = silu(gate[t][j]) * up[t][j], gate and up side by side in mlp[t].
+__global__ void silu_mul(const float* mlp, float* act, int ffn) {
+  const std::int64_t t = blockIdx.x;
+  for (int j = threadIdx.x; j < ffn; j += blockDim.x) {
+    const float g = mlp[t * 2 * ffn + j];
+    act[t * ffn + j] = g / (1.0f + __expf(-g)) * mlp[t * 2 * ffn + ffn + j];
+  }
+}
+
+// out[s] = final norm of the last new token of sequence s; zeros for a padded sequence.
+__global__ void last_token_rows(const float* x, const std::int32_t* query_start, const std::int32_t* seq_lens,
+                                const bf16* g, float* out, float eps) {
+  const std::int64_t s = blockIdx.x;
+  const std::int32_t first = query_start[s], last = query_start[s + 1] - 1;
+  float* o = out + s * kHidden;
+  if (seq_lens[s] <= 0 || last < first) {
+    for (int i = threadIdx.x; i < kHidden; i += blockDim.x) o[i] = 0.0f;
+    return;
+  }
+  const float* xr = x + std::int64_t{last} * kHidden;
+  float ss = 0;
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) ss += xr[i] * xr[i];
+  const float scale = rsqrtf(block_sum(ss) / kHidden + eps);
+  for (int i = threadIdx.x; i < kHidden; i += blockDim.x) o[i] = xr[i] * scale * __bfloat162float(g[i]);
+}
+
+// tokens[r] = argmax over the vocabulary of logits[r] (the first index on a tie).
+__global__ void argmax_rows(const float* logits, int vocab, std::int32_t* tokens) {
+  const std::int64_t r = blockIdx.x;
+  float best = -INFINITY;
+  int index = vocab;
+  for (int v = threadIdx.x; v < vocab; v += blockDim.x) {
+    const float x = logits[r * vocab + v];
+    if (x > best) best = x, index = v;
+  }
+  __shared__ float bv[256];
+  __shared__ int bi[256];
+  bv[threadIdx.x] = best;
+  bi[threadIdx.x] = index;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float o = bv[threadIdx.x + s];
+      const int oi = bi[threadIdx.x + s];
+      if (o > bv[threadIdx.x] || (o == bv[threadIdx.x] && oi < bi[threadIdx.x])) bv[threadIdx.x] = o, bi[threadIdx.x] = oi;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) tokens[r] = bi[0];
+}
+
+// ---- the model --------------------------------------------------------------------------------
+
+std::int64_t align256(std::int64_t n) { return (n + 255) / 256 * 256; }
+
+template <class T>
+T* device_alloc(std::int64_t n) {
+  void* p = nullptr;
+  RUNGS_CUDA_CHECK(cudaMalloc(&p, static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(T)));
+  return static_cast<T*>(p);
+}
+
+/// Weights, KV pools and the sampler's buffers on the device; the forward the engine captures.
+class gpu_decoder {
+ public:
+  using dims = decoder_dims<gpu_model>;
+
+  /// `bucket_shapes`: every (seqs, tokens, width) a graph is captured at; `max_seqs`,
+  /// `max_tokens`: the largest step the scheduler plans (eager steps above every bucket).
+  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes, std::int64_t max_seqs,
+              std::int64_t max_tokens)
+      : c_(c),
+        config_{ra::dtype::bf16,
+                {.num_qo_heads = gpu_model.num_heads, .num_kv_heads = gpu_model.num_kv_heads, .head_dim = kHead,
+                 .block_size = gpu_model.block_size, .num_blocks = num_blocks}},
+        device_(ra::query_device()),
+        bucket_shapes_(std::move(bucket_shapes)),
+        max_seqs_(max_seqs),
+        max_tokens_(max_tokens) {
+    RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // Weights: uniform with variance 1 / fan_in (embeddings 1), norms at 1.
+    std::uint64_t tensor = 0;
+    auto weights = [&](std::int64_t n, std::int64_t fan_in) {
+      bf16* w = device_alloc<bf16>(n);
+      init_uniform<<<1024, 256, 0, stream_>>>(w, n, std::sqrt(3.0f / static_cast<float>(fan_in)),
+                                              c_.seed * 0x100000001b3ull + ++tensor);
+      RUNGS_CUDA_CHECK(cudaGetLastError());
+      owned_.push_back(w);
+      return w;
+    };
+    auto ones = [&](std::int64_t n) {
+      bf16* w = device_alloc<bf16>(n);
+      fill_bf16<<<64, 256, 0, stream_>>>(w, n, 1.0f);
+      RUNGS_CUDA_CHECK(cudaGetLastError());
+      owned_.push_back(w);
+      return w;
+    };
+    const std::int64_t H = kHidden, F = c_.ffn;
+    embed_ = weights(std::int64_t{c_.vocab} * H, 1);
+    for (int l = 0; l < gpu_model.num_layers; ++l) {
+      layer ly;
+      ly.attn_norm = ones(H);
+      ly.mlp_norm = ones(H);
+      ly.wqkv = weights(H * kQkvCols, H);
+      ly.wo = weights(H * H, H);
+      ly.w_gate_up = weights(H * 2 * F, H);
+      ly.w_down = weights(F * H, F);
+      ly.k_cache = device_alloc<bf16>(config_.shape.pool_elements());
+      ly.v_cache = device_alloc<bf16>(config_.shape.pool_elements());
+      owned_.push_back(ly.k_cache);
+      owned_.push_back(ly.v_cache);
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.k_cache, 0, config_.shape.pool_elements() * sizeof(bf16), stream_));
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.v_cache, 0, config_.shape.pool_elements() * sizeof(bf16), stream_));
+      layers_.push_back(ly);
+    }
+    final_norm_ = ones(H);
+    lm_head_ = weights(H * c_.vocab, H);
+    std::vector<float> inv(kHead / 2);
+    for (int i = 0; i < kHead / 2; ++i)
+      inv[static_cast<std::size_t>(i)] = static_cast<float>(std::pow(c_.rope_theta, -2.0 * i / kHead));
+    inv_freq_ = device_alloc<float>(kHead / 2);
+    RUNGS_CUDA_CHECK(cudaMemcpyAsync(inv_freq_, inv.data(), inv.size() * sizeof(float), cudaMemcpyHostToDevice, stream_));
+    logits_ = device_alloc<float>(max_seqs_ * c_.vocab);
+    sampled_ = device_alloc<std::int32_t>(max_seqs_);
+    RUNGS_CUDA_CHECK(cudaMallocHost(&sampled_host_, static_cast<std::size_t>(max_seqs_) * sizeof(std::int32_t)));
+    // The attention workspace every bucket's plan needs (eager live shapes plan no split).
+    for (const auto& [seqs, tokens, width] : bucket_shapes_)
+      attention_workspace_ = std::max<std::int64_t>(attention_workspace_, static_cast<std::int64_t>(plan(seqs, tokens, width, true).workspace.bytes));
+    RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  gpu_decoder(const gpu_decoder&) = delete;
+  gpu_decoder& operator=(const gpu_decoder&) = delete;
+  ~gpu_decoder() {
+    cudaStreamSynchronize(stream_);
+    for (void* p : owned_) cudaFree(p);
+    cudaFree(inv_freq_);
+    cudaFree(logits_);
+    cudaFree(sampled_);
+    cudaFreeHost(sampled_host_);
+    cudaStreamDestroy(stream_);
+  }
+
+  cudaStream_t stream() const { return stream_; }
+
+  /// Workspace of a step: activations for `tokens` rows (at least the scheduler's largest step,
+  /// since eager steps above every bucket share it) and the attention plan's.
+  std::int64_t workspace_bytes(std::int64_t /*seqs*/, std::int64_t tokens) const {
+    const std::int64_t T = std::max(tokens, max_tokens_);
+    return activations(T).end + attention_workspace_;
+  }
+
+  void forward(const eng::cuda_step& st) {
+    const eng::batch_view& b = st.batch;
+    const std::int64_t T = b.tokens, S = b.seqs, H = kHidden, F = c_.ffn;
+    const layout a = activations(T);
+    if (static_cast<std::int64_t>(st.workspace_bytes) < a.end)
+      throw std::runtime_error("gpu model: the workspace holds " + std::to_string(st.workspace_bytes) + " bytes; " +
+                               std::to_string(T) + " tokens need " + std::to_string(a.end));
+    std::byte* ws = st.workspace;
+    float* x = reinterpret_cast<float*>(ws + a.x);
+    float* h = reinterpret_cast<float*>(ws + a.h);
+    float* qkv = reinterpret_cast<float*>(ws + a.qkv);
+    bf16* q = reinterpret_cast<bf16*>(ws + a.q);
+    bf16* k = reinterpret_cast<bf16*>(ws + a.k);
+    bf16* v = reinterpret_cast<bf16*>(ws + a.v);
+    bf16* attn = reinterpret_cast<bf16*>(ws + a.attn);
+    float* mlp = reinterpret_cast<float*>(ws + a.mlp);
+    float* act = reinterpret_cast<float*>(ws + a.act);
+    std::byte* attn_ws = ws + a.end;
+    const std::size_t attn_ws_bytes = st.workspace_bytes - static_cast<std::size_t>(a.end);
+
+    const bool bucket = bucket_shapes_.contains({S, T, b.width});
+    const ra::prefill_plan p = plan(S, T, b.width, bucket);
+    if (p.workspace.bytes > attn_ws_bytes)
+      throw std::runtime_error("gpu model: the attention plan needs " + std::to_string(p.workspace.bytes) +
+                               " bytes of workspace, " + std::to_string(attn_ws_bytes) + " are left");
+    const cudaStream_t s = st.stream;
+    const unsigned rows = static_cast<unsigned>(T);
+    auto product = [&](auto* A, const bf16* W, float* C, std::int64_t N, std::int64_t K, bool accumulate) {
+      const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>((T + 63) / 64));
+      gemm<<<grid, 256, 0, s>>>(A, W, C, static_cast<int>(T), static_cast<int>(N), static_cast<int>(K), accumulate);
+    };
+
+    embed<<<rows, 256, 0, s>>>(b.token_ids, embed_, x, c_.vocab);
+    for (const layer& ly : layers_) {
+      rms_norm<<<rows, 256, 0, s>>>(x, ly.attn_norm, h, c_.norm_eps);
+      product(h, ly.wqkv, qkv, kQkvCols, H, false);
+      rope_split<<<rows, 256, 0, s>>>(qkv, b.positions, inv_freq_, q, k, v);
+      ra::launch_cache_write<rungs::bf16, kHead>(
+          config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
+          s);
+      // Rows of padded tokens are not written by prefill: clear them so the products read zeros.
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(attn, 0, static_cast<std::size_t>(T * H) * sizeof(bf16), s));
+      ra::launch_prefill<rungs::bf16, kHead, ra::dynamic_block_size>(
+          p,
+          {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
+           .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = attn,
+           .workspace = p.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
+          s);
+      product(attn, ly.wo, x, H, H, true);
+      rms_norm<<<rows, 256, 0, s>>>(x, ly.mlp_norm, h, c_.norm_eps);
+      product(h, ly.w_gate_up, mlp, 2 * F, H, false);
+      silu_mul<<<rows, 256, 0, s>>>(mlp, act, static_cast<int>(F));
+      product(act, ly.w_down, x, H, F, true);
+    }
+    last_token_rows<<<static_cast<unsigned>(S), 256, 0, s>>>(x, b.query_start, b.seq_lens, final_norm_, st.out, c_.norm_eps);
+    RUNGS_CUDA_CHECK(cudaGetLastError());
+  }
+
+  /// Greedy tokens of the first n rows: LM head, argmax, one copy back.
+  void sample(const eng::device_rows& r, std::int64_t n, std::span<token_id> out) {
+    if (n > max_seqs_) throw std::logic_error("gpu model: more rows to sample than max_num_seqs");
+    const dim3 grid(static_cast<unsigned>((c_.vocab + 63) / 64), static_cast<unsigned>((n + 63) / 64));
+    gemm<<<grid, 256, 0, stream_>>>(r.data, lm_head_, logits_, static_cast<int>(n), c_.vocab, kHidden, false);
+    argmax_rows<<<static_cast<unsigned>(n), 256, 0, stream_>>>(logits_, c_.vocab, sampled_);
+    RUNGS_CUDA_CHECK(cudaGetLastError());
+    RUNGS_CUDA_CHECK(cudaMemcpyAsync(sampled_host_, sampled_, static_cast<std::size_t>(n) * sizeof(std::int32_t),
+                                     cudaMemcpyDeviceToHost, stream_));
+    RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    std::copy_n(sampled_host_, n, out.begin());
+  }
+
+  /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
+  void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
+    const std::size_t block = static_cast<std::size_t>(gpu_model.num_kv_heads) * gpu_model.block_size * kHead;
+    for (const layer& ly : layers_)
+      for (bf16* pool : {ly.k_cache, ly.v_cache})
+        for (const rungs::kv::block_copy& c : copies)
+          RUNGS_CUDA_CHECK(cudaMemcpyAsync(pool + c.dst * block, pool + c.src * block, block * sizeof(bf16),
+                                           cudaMemcpyDeviceToDevice, stream_));
+  }
+
+ private:
+  struct layer {
+    bf16 *attn_norm, *mlp_norm, *wqkv, *wo, *w_gate_up, *w_down, *k_cache, *v_cache;
+  };
+  struct layout {
+    std::int64_t x, h, qkv, q, k, v, attn, mlp, act, end;
+  };
+
+  layout activations(std::int64_t T) const {
+    const std::int64_t H = kHidden, F = c_.ffn;
+    layout l{};
+    l.x = 0;
+    l.h = l.x + align256(T * H * 4);
+    l.qkv = l.h + align256(T * H * 4);
+    l.q = l.qkv + align256(T * kQkvCols * 4);
+    l.k = l.q + align256(T * kQCols * 2);
+    l.v = l.k + align256(T * kKvCols * 2);
+    l.attn = l.v + align256(T * kKvCols * 2);
+    l.mlp = l.attn + align256(T * H * 2);
+    l.act = l.mlp + align256(T * 2 * F * 4);
+    l.end = l.act + align256(T * F * 4);
+    return l;
+  }
+
+  // The attention plan of a padded shape: a sequence's new tokens fit its context, which is
+  // the shape's block-table width. Bucket shapes get the split-KV heuristic; live shapes of
+  // eager steps an unsplit plan, which needs no workspace.
+  ra::prefill_plan plan(std::int64_t seqs, std::int64_t tokens, std::int64_t width, bool heuristic) const {
+    const auto context = static_cast<int>(width * gpu_model.block_size);
+    const ra::prefill_bucket bucket{.max_batch = static_cast<int>(seqs),
+                                    .max_q_len = static_cast<int>(std::min<std::int64_t>(tokens, context)),
+                                    .max_total_q = static_cast<int>(tokens),
+                                    .max_context = context};
+    ra::plan_options o;
+    if (!heuristic) o.split_tokens = std::max(context, 1);
+    return ra::plan_prefill(config_, bucket, device_, o);
+  }
+
+  model_config c_;
+  ra::attention_config config_;
+  ra::device_info device_;
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes_;
+  std::int64_t max_seqs_, max_tokens_;
+  std::int64_t attention_workspace_ = 0;
+  cudaStream_t stream_ = nullptr;
+  std::vector<void*> owned_;
+  bf16 *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
+  std::vector<layer> layers_;
+  float* inv_freq_ = nullptr;
+  float* logits_ = nullptr;
+  std::int32_t* sampled_ = nullptr;
+  std::int32_t* sampled_host_ = nullptr;
+};
+
+}  // namespace
+
+bool cuda_device_present() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+backend_info cuda_backend_info(std::uint64_t seed) {
+  backend_info b;
+  int device = 0;
+  cudaDeviceProp prop{};
+  RUNGS_CUDA_CHECK(cudaGetDevice(&device));
+  RUNGS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  std::size_t free = 0, total = 0;
+  RUNGS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  b.device = std::string("cuda (") + prop.name + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+             "; rungs' paged-attention kernels, one CUDA graph per bucket)";
+  b.shape = gpu_model;
+  b.model = gpu_config(seed);
+  b.weight_bytes = decoder_dims<gpu_model>::params(b.model) * static_cast<std::int64_t>(sizeof(bf16));
+  b.default_memory = static_cast<std::int64_t>(static_cast<double>(free) * 0.9);
+  b.memory_source = "0.9 of the device's free memory";
+  // The paged-KV blog's pool (7 GiB of 2 MiB blocks = 3584 blocks, 11 chats of 5000 tokens at
+  // once): with the blog's 14 chats, three wait. --memory or --kv-blocks overrides it.
+  b.default_kv_blocks = 3584;
+  b.kv_blocks_source = "the paged-KV blog's 3584-block pool; --kv-blocks or --memory to change";
+  return b;
+}
+
+serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal) {
+  // Every graph shape the engine will capture, as the engine computes it (width: the bucket's
+  // context, or max_model_len, in blocks).
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+  const std::int64_t len = s.scheduler.max_model_len;
+  std::visit(
+      [&](const auto& space) {
+        for (std::size_t i = 0; i < space.size(); ++i) {
+          const eng::graph_shape g = space.at(i).shape;
+          const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
+          shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size)});
+        }
+      },
+      buckets.space);
+  gpu_decoder model(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs,
+                    s.scheduler.max_num_batched_tokens);
+  auto make_backend = [&] {
+    eng::cuda_backend::options o;
+    o.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
+    return eng::cuda_backend([&model](const eng::cuda_step& st) { model.forward(st); }, o, model.stream());
+  };
+  return serve_engine<gpu_model>(s, std::move(buckets), make_backend, model, log, terminal);
+}
+
+}  // namespace demo
