@@ -87,7 +87,7 @@ TEST_CASE("decode plan: bad shapes and buckets name the value and the rule") {
   CHECK(error_of([] { ra::plan_decode(config(32, 8, 128, 16), {70000, 10}, h100); }) ==
         "decode_bucket.max_batch = 70000 must be in [1, 65535] (the grid's z limit)");
   CHECK(error_of([] { ra::plan_decode(config(32, 8, 128, 16), {1, 0}, h100); }) ==
-        "decode_bucket.max_context = 0 must be at least 1");
+        "decode_bucket.max_context = 0 must be in [1, 2^30]");
   CHECK(error_of([] { ra::plan_decode(config(32, 8, 128, 16), {1, 10}, {0}); }) ==
         "device_info.num_sms = 0 must be at least 1 (use query_device())");
   CHECK(error_of([] { ra::plan_decode(config(32, 8, 128, 16), {1, 10}, h100, {.split_tokens = -1}); }) ==

@@ -145,6 +145,9 @@ template <class... Parts>
   throw std::invalid_argument(os.str());
 }
 
+// Token positions and split offsets are int32 in the kernels; 2^30 leaves room for the last split.
+inline constexpr int max_context_limit = 1 << 30;
+
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
@@ -262,7 +265,9 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   if (bucket.max_batch < 1 || bucket.max_batch > 65535) {
     detail::fail("decode_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
   }
-  if (bucket.max_context < 1) detail::fail("decode_bucket.max_context = ", bucket.max_context, " must be at least 1");
+  if (bucket.max_context < 1 || bucket.max_context > detail::max_context_limit) {
+    detail::fail("decode_bucket.max_context = ", bucket.max_context, " must be in [1, 2^30]");
+  }
   decode_plan p;
   p.config = config;
   p.bucket = bucket;
@@ -284,6 +289,9 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
     detail::fail("prefill_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
   }
   if (bucket.max_q_len < 1) detail::fail("prefill_bucket.max_q_len = ", bucket.max_q_len, " must be at least 1");
+  if (bucket.max_context > detail::max_context_limit) {
+    detail::fail("prefill_bucket.max_context = ", bucket.max_context, " must be at most 2^30");
+  }
   if (bucket.max_context < bucket.max_q_len) {
     detail::fail("prefill_bucket.max_context = ", bucket.max_context, " is smaller than max_q_len = ", bucket.max_q_len,
                  " (the context includes the new tokens)");
@@ -302,6 +310,7 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(detail::ceil_div(bucket.max_context, config.shape.block_size));
   const std::int64_t rows = static_cast<std::int64_t>(bucket.max_q_len) * config.shape.group_size();
+  if (rows > INT32_MAX) detail::fail("max_q_len * group_size = ", rows, " query rows per sequence exceed int32");
   p.q_tiles = static_cast<int>(detail::ceil_div(rows, geometry::prefill_rows_per_cta(config.shape.head_dim)));
   detail::choose_splits(static_cast<std::int64_t>(p.q_tiles) * bucket.max_batch * config.shape.num_kv_heads,
                         bucket.max_context, dev, options, p.split_tokens, p.num_splits);
