@@ -40,7 +40,7 @@ struct attention_params {
   float scale_log2;                     ///< sm_scale * log2(e)
 };
 
-constexpr int ilog2(int v) {
+__host__ __device__ constexpr int ilog2(int v) {
   int r = 0;
   while ((1 << r) < v) ++r;
   return r;
@@ -65,7 +65,8 @@ __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(cons
   src.table = p.block_tables + static_cast<std::int64_t>(seq) * p.block_table_stride;
   src.num_kv_heads = p.num_kv_heads;
   src.kv_head = kv_head;
-  src.log2_block = BlockSize > 0 ? ilog2(BlockSize) : p.log2_block_size;
+  constexpr int kStaticLog2 = BlockSize > 0 ? ilog2(BlockSize) : 0;  // a constant for static block sizes
+  src.log2_block = BlockSize > 0 ? kStaticLog2 : p.log2_block_size;
 
   const int kv_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);

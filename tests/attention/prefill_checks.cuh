@@ -1,8 +1,10 @@
-// GPU prefill/extend against the host reference, for both element types, every head dim and
-// block size of the tested set, a few GQA groups (prefill takes the group at run time), with
-// and without KV splits: ragged query lengths (pure prefills, extends, a sequence with no new
-// token), strided queries, padded batch rows, and output rows past the batch's tokens that
-// must stay untouched.
+// GPU prefill/extend against the host reference, for every head dim and block size of the
+// tested set, a few GQA groups (prefill takes the group at run time), with and without KV
+// splits: ragged query lengths (pure prefills, extends, a sequence with no new token),
+// strided queries, padded batch rows, and output rows past the batch's tokens that must stay
+// untouched. Included by one .cu per element type.
+#pragma once
+
 #include <rungs/attention/paged_attention.cuh>
 #include <rungs/attention/reference.hpp>
 
@@ -14,10 +16,7 @@
 #include "gpu_support.hpp"
 #include "paged_problem.hpp"
 
-namespace ra = rungs::attention;
-using namespace rungs_test;
-
-namespace {
+namespace rungs_test {
 
 template <class HostT, class Set>
 void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale) {
@@ -124,12 +123,4 @@ void check_prefill_set() {
   });
 }
 
-}  // namespace
-
-TEST_CASE("prefill f16: every instance of the tested set matches the reference") {
-  check_prefill_set<ra::dtype::f16>();
-}
-
-TEST_CASE("prefill bf16: every instance of the tested set matches the reference") {
-  check_prefill_set<ra::dtype::bf16>();
-}
+}  // namespace rungs_test
