@@ -1,11 +1,13 @@
 // Planning (rungs/attention/plan.hpp): split choice, workspace sizes, argument validation and
 // the per-step metadata writers, with exact expectations.
 #include <rungs/attention/plan.hpp>
+#include <rungs/kv/block_table.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace ra = rungs::attention;
@@ -211,4 +213,26 @@ TEST_CASE("cache write validate") {
   CHECK(error_of([&] { ra::validate(c, a); }) == "cache_write_args.v_cache is null");
   a.num_tokens = 0;  // nothing to write: no buffer is needed
   CHECK_NOTHROW(ra::validate(c, a));
+}
+
+TEST_CASE("rungs::kv block tables and slot mappings feed the attention step as they are") {
+  // The pool's tables keep one persistent row per sequence (rows padded with null_block);
+  // write_decode_step gathers the step's sequences into batch order for the kernel.
+  STATIC_REQUIRE(std::is_same_v<rungs::kv::block_id, std::int32_t>);
+  STATIC_REQUIRE(std::is_same_v<rungs::kv::slot_id, std::int64_t>);  // cache_write_args::slot_mapping
+  STATIC_REQUIRE(rungs::kv::padded_slot == -1);                        // the cache write skips it
+  rungs::kv::block_tables pool_tables(4, 8);
+  pool_tables.row(2)[0] = 5;
+  pool_tables.row(2)[1] = 7;
+  pool_tables.row(0)[0] = 1;
+  const auto plan = ra::plan_decode(config(8, 2, 64, 16, 50), {.max_batch = 3, .max_context = 100}, h100);
+  const std::vector<std::span<const std::int32_t>> batch = {pool_tables.row(2), pool_tables.row(0)};
+  std::vector<std::int32_t> lens(3, -5), tables(3 * 7, -5);
+  ra::write_decode_step(plan, std::vector<std::int32_t>{20, 3}, batch, lens, tables);
+  CHECK(lens == std::vector<std::int32_t>{20, 3, 0});
+  CHECK(tables == std::vector<std::int32_t>{5, 7, -5, -5, -5, -5, -5, 1, -5, -5, -5, -5, -5, -5,
+                                           -5, -5, -5, -5, -5, -5, -5});
+  rungs::kv::slot_id slot = 0;  // the new (20th) token of the first sequence
+  rungs::kv::write_slots(pool_tables.row(2), 16, 19, 1, &slot);
+  CHECK(slot == 7 * 16 + 3);
 }

@@ -26,6 +26,7 @@
 
 #include <rungs/attention/detail/device.cuh>
 #include <rungs/attention/detail/kernels.cuh>
+#include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/plan.hpp>
@@ -48,8 +49,6 @@ inline device_info query_device(int device = -1) {
 
 namespace detail {
 
-inline int log2_block(int block_size) { return ilog2(block_size); }
-
 template <class HostT, int HeadDim, int BlockSize>
 void check_instance(const attention_config& c, const char* op) {
   const attention_shape& s = c.shape;
@@ -61,41 +60,10 @@ void check_instance(const attention_config& c, const char* op) {
   }
 }
 
-inline void launch_merge_for(const split_workspace& w, void* workspace, void* out, const std::int32_t* q_indptr,
-                             int num_seqs, int max_tokens, int num_qo_heads, int num_splits, auto kernel,
-                             cudaStream_t stream) {
-  merge_params m;
-  m.partial_out = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + w.partial_out_offset);
-  m.partial_lse = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + w.partial_lse_offset);
-  m.out = out;
-  m.q_indptr = q_indptr;
-  m.num_seqs = num_seqs;
-  m.max_tokens = max_tokens;
-  m.num_qo_heads = num_qo_heads;
-  m.num_splits = num_splits;
-  const std::int64_t rows = static_cast<std::int64_t>(max_tokens) * num_qo_heads;
-  const auto blocks = static_cast<unsigned>((rows + geometry::merge_warps - 1) / geometry::merge_warps);
-  kernel<<<blocks, 32 * geometry::merge_warps, 0, stream>>>(m);
+template <class Kernel, class Params>
+void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, cudaStream_t stream) {
+  kernel<<<dim3(grid.x, grid.y, grid.z), threads, 0, stream>>>(params);
   RUNGS_CUDA_CHECK(cudaGetLastError());
-}
-
-inline attention_params make_params(const attention_config& c, const split_workspace& w, void* workspace,
-                                    int num_splits, int split_tokens, int max_context) {
-  const attention_shape& s = c.shape;
-  attention_params p{};
-  p.num_qo_heads = s.num_qo_heads;
-  p.num_kv_heads = s.num_kv_heads;
-  p.group_size = s.group_size();
-  p.log2_block_size = log2_block(s.block_size);
-  p.num_splits = num_splits;
-  p.split_tokens = split_tokens;
-  p.max_context = max_context;
-  p.scale_log2 = c.scale() * 1.4426950408889634f;  // log2(e)
-  if (num_splits > 1) {
-    p.partial_out = reinterpret_cast<float*>(static_cast<char*>(workspace) + w.partial_out_offset);
-    p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + w.partial_lse_offset);
-  }
-  return p;
 }
 
 }  // namespace detail
@@ -115,30 +83,11 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
   }
   validate(plan, a);
 
-  detail::attention_params p =
-      detail::make_params(plan.config, plan.workspace, a.workspace, plan.num_splits, plan.split_tokens,
-                          plan.bucket.max_context);
-  p.q = a.q;
-  p.q_stride = a.q_stride != 0 ? a.q_stride : s.q_row_elements();
-  p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
-  p.block_tables = a.block_tables;
-  p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
-  p.kv_lens = a.seq_lens;
-  p.q_indptr = nullptr;
-  p.out = a.out;
-  p.max_q_len = 1;
-  p.max_total_q = plan.bucket.max_batch;
-
-  const dim3 grid(static_cast<unsigned>(plan.num_splits), static_cast<unsigned>(s.num_kv_heads),
-                  static_cast<unsigned>(plan.bucket.max_batch));
-  detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true>
-      <<<grid, geometry::threads, 0, stream>>>(p);
-  RUNGS_CUDA_CHECK(cudaGetLastError());
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true>, detail::decode_grid(plan),
+                 geometry::threads, detail::decode_params(plan, a), stream);
   if (plan.split()) {
-    detail::launch_merge_for(plan.workspace, a.workspace, a.out, nullptr, plan.bucket.max_batch,
-                             plan.bucket.max_batch, s.num_qo_heads, plan.num_splits,
-                             detail::merge_splits_kernel<T, HeadDim>, stream);
+    const detail::merge_params m = detail::decode_merge_params(plan, a);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
   }
 }
 
@@ -148,33 +97,15 @@ void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_
   using T = detail::device_type_t<HostT>;
   using agent = detail::attention_agent<T, HeadDim, geometry::max_rows_per_thread, geometry::thread_rows(HeadDim)>;
   static_assert(agent::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
-  const attention_shape& s = plan.config.shape;
   detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "prefill");
   validate(plan, a);
 
-  detail::attention_params p = detail::make_params(plan.config, plan.workspace, a.workspace, plan.num_splits,
-                                                   plan.split_tokens, plan.bucket.max_context);
-  p.q = a.q;
-  p.q_stride = a.q_stride != 0 ? a.q_stride : s.q_row_elements();
-  p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
-  p.block_tables = a.block_tables;
-  p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
-  p.kv_lens = a.kv_lens;
-  p.q_indptr = a.q_indptr;
-  p.out = a.out;
-  p.max_q_len = plan.bucket.max_q_len;
-  p.max_total_q = plan.bucket.max_total_q;
-
-  const dim3 grid(static_cast<unsigned>(plan.q_tiles * plan.num_splits), static_cast<unsigned>(s.num_kv_heads),
-                  static_cast<unsigned>(plan.bucket.max_batch));
-  detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
-                                 geometry::thread_rows(HeadDim), false><<<grid, geometry::threads, 0, stream>>>(p);
-  RUNGS_CUDA_CHECK(cudaGetLastError());
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
+                                                geometry::thread_rows(HeadDim), false>,
+                 detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
   if (plan.split()) {
-    detail::launch_merge_for(plan.workspace, a.workspace, a.out, a.q_indptr, plan.bucket.max_batch,
-                             plan.bucket.max_total_q, s.num_qo_heads, plan.num_splits,
-                             detail::merge_splits_kernel<T, HeadDim>, stream);
+    const detail::merge_params m = detail::prefill_merge_params(plan, a);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
   }
 }
 
@@ -182,27 +113,12 @@ void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_
 template <class HostT, int HeadDim>
 void launch_cache_write(const attention_config& config, const cache_write_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
-  const attention_shape& s = config.shape;
   detail::check_instance<HostT, HeadDim, dynamic_block_size>(config, "cache_write");
   validate(config, a);
   if (a.num_tokens == 0) return;
-  detail::cache_write_params p;
-  p.k = a.k;
-  p.v = a.v;
-  p.k_stride = a.k_stride != 0 ? a.k_stride : s.kv_row_elements();
-  p.v_stride = a.v_stride != 0 ? a.v_stride : s.kv_row_elements();
-  p.slot_mapping = a.slot_mapping;
-  p.num_tokens = a.num_tokens;
-  p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
-  p.num_kv_heads = s.num_kv_heads;
-  p.log2_block_size = detail::log2_block(s.block_size);
-  p.num_slots = s.num_slots();
-  const std::int64_t vectors = a.num_tokens * s.num_kv_heads * (HeadDim / geometry::vector_elements);
-  const std::int64_t wanted = (vectors + geometry::cache_write_threads - 1) / geometry::cache_write_threads;
-  const auto blocks = static_cast<unsigned>(wanted < 8192 ? wanted : 8192);  // grid-stride beyond
-  detail::cache_write_kernel<T, HeadDim><<<blocks, geometry::cache_write_threads, 0, stream>>>(p);
-  RUNGS_CUDA_CHECK(cudaGetLastError());
+  const detail::cache_write_params p = detail::make_cache_write_params(config, a);
+  detail::launch(detail::cache_write_kernel<T, HeadDim>, detail::cache_write_grid(p, HeadDim),
+                 geometry::cache_write_threads, p, stream);
 }
 
 /// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows

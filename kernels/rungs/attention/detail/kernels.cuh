@@ -1,11 +1,12 @@
 // The __global__ entry points of rungs' paged attention (CUB's "kernels" layer): cache write,
 // attention (decode and prefill share one kernel template and agent), and the split merge.
-// Each reads a small parameter struct by value; everything that changes per step is read from
-// device memory, so a captured launch stays valid.
+// Each reads a small parameter struct (params.cuh) by value; everything that changes per step is
+// read from device memory, so a captured launch stays valid.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
 #include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/geometry.hpp>
 
 #include <cub/warp/warp_reduce.cuh>
@@ -15,36 +16,6 @@
 #include <cstdint>
 
 namespace rungs::attention::detail {
-
-struct attention_params {
-  const void* q;
-  std::int64_t q_stride;                ///< elements between query token rows
-  const void* k_cache;
-  const void* v_cache;
-  const std::int32_t* block_tables;
-  std::int64_t block_table_stride;
-  const std::int32_t* kv_lens;          ///< decode: seq_lens
-  const std::int32_t* q_indptr;         ///< prefill only
-  void* out;
-  float* partial_out;                   ///< split plans only
-  float* partial_lse;
-  int num_qo_heads;
-  int num_kv_heads;
-  int group_size;
-  int log2_block_size;
-  int num_splits;
-  int split_tokens;
-  int max_context;                      ///< lengths are clamped to the bucket: no read past a table row
-  int max_q_len;                        ///< prefill: q lengths are clamped to the bucket
-  int max_total_q;                      ///< prefill: packed query rows in q and out
-  float scale_log2;                     ///< sm_scale * log2(e)
-};
-
-__host__ __device__ constexpr int ilog2(int v) {
-  int r = 0;
-  while ((1 << r) < v) ++r;
-  return r;
-}
 
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
 template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode>
@@ -110,17 +81,6 @@ __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(cons
   }
 }
 
-struct merge_params {
-  const float* partial_out;
-  const float* partial_lse;
-  void* out;
-  const std::int32_t* q_indptr;  ///< prefill: rows are q_indptr[num_seqs] tokens; null for decode
-  int num_seqs;
-  int max_tokens;                ///< decode: max_batch; prefill: max_total_q
-  int num_qo_heads;
-  int num_splits;
-};
-
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
 /// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
 template <class T, int HeadDim>
@@ -173,20 +133,6 @@ __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kerne
         from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
   }
 }
-
-struct cache_write_params {
-  const void* k;
-  const void* v;
-  std::int64_t k_stride;
-  std::int64_t v_stride;
-  const std::int64_t* slot_mapping;
-  std::int64_t num_tokens;
-  void* k_cache;
-  void* v_cache;
-  int num_kv_heads;
-  int log2_block_size;
-  std::int64_t num_slots;
-};
 
 /// Copies token t's K and V rows into slot slot_mapping[t], one 16-byte vector per thread and
 /// step. Negative slots (padding) write nothing; so do slots past the pool, which
