@@ -1,0 +1,53 @@
+// block_tables: every sequence's block ids in one preallocated row-major int32 buffer
+// [max_sequences, max_blocks_per_sequence] (the layout of vLLM's block_table tensor), so the
+// engine uploads one contiguous array per step and a sequence's row never moves.
+// write_slots: the slot mapping of a run of positions, `block_id * block_size + offset`.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <rungs/kv/types.hpp>
+
+namespace rungs::kv {
+
+class block_tables {
+ public:
+  block_tables(std::int32_t rows, std::int32_t stride)
+      : rows_(rows),
+        stride_(stride),
+        ids_(static_cast<std::size_t>(rows) * static_cast<std::size_t>(stride), null_block) {}
+
+  std::span<block_id> row(std::uint32_t r) {
+    return {ids_.data() + static_cast<std::size_t>(r) * stride_, static_cast<std::size_t>(stride_)};
+  }
+  std::span<const block_id> row(std::uint32_t r) const {
+    return {ids_.data() + static_cast<std::size_t>(r) * stride_, static_cast<std::size_t>(stride_)};
+  }
+  block_table_view view() const { return {ids_.data(), rows_, stride_}; }
+  std::int32_t rows() const { return rows_; }
+  std::int32_t stride() const { return stride_; }
+
+ private:
+  std::int32_t rows_, stride_;
+  std::vector<block_id> ids_;
+};
+
+/// Writes the slots of positions [first, first + count) of a sequence whose block ids are
+/// `row` to out[0, count). The positions must lie inside the row's blocks.
+inline void write_slots(std::span<const block_id> row, std::int32_t block_size, std::int32_t first,
+                        std::int32_t count, slot_id* out) {
+  std::int32_t block = first / block_size, offset = first % block_size;
+  while (count > 0) {
+    const slot_id base = static_cast<slot_id>(row[block]) * block_size;
+    const std::int32_t run = count < block_size - offset ? count : block_size - offset;
+    for (std::int32_t i = 0; i < run; ++i) out[i] = base + offset + i;
+    out += run;
+    count -= run;
+    offset = 0;
+    ++block;
+  }
+}
+
+}  // namespace rungs::kv

@@ -1,0 +1,428 @@
+// paged_allocator<Cache, Eviction>: the block allocator an inference engine calls every step.
+//
+// It owns a block_pool, an optional prefix cache, and one preallocated block-table row per
+// sequence. Every per-step call is O(blocks touched), allocates no memory and never throws;
+// when it cannot do what was asked (out of blocks, stale id, finished sequence) it returns an
+// errc and leaves every piece of state as it was, so a scheduler can preempt and retry.
+//
+// A sequence's life:
+//   create(prompt, params)   reuses the longest cached prefix (capped one token short of the
+//                            prompt), checks the whole prompt fits (keeping the watermark
+//                            free), returns {id, cached_tokens}; no other block is taken yet.
+//   append(seq, tokens, k)   the step's new tokens (a prefill chunk, or the last sampled token)
+//                            plus k lookahead slots for draft tokens. A block is allocated only
+//                            when the last one is full; a shared block about to be written is
+//                            copied first (copy-on-write, reported by copies()).
+//   fork(seq)                a child sharing every block (parallel sampling, beam search).
+//   finish(seq)              no more appends; blocks stay until free (an asynchronous engine
+//                            frees once the last step that reads them has completed).
+//   free(seq)                blocks released tail first; cached ones stay reusable.
+//
+// Aliases: free_list_allocator (no caching, LIFO free list) and
+// prefix_caching_allocator<Hasher, Eviction> (defaults wyhash64 and lru).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <rungs/config.hpp>
+#include <rungs/kv/allocator.hpp>
+#include <rungs/kv/assert.hpp>
+#include <rungs/kv/block_pool.hpp>
+#include <rungs/kv/block_table.hpp>
+#include <rungs/kv/detail/block_divider.hpp>
+#include <rungs/kv/eviction.hpp>
+#include <rungs/kv/free_stack.hpp>
+#include <rungs/kv/hash.hpp>
+#include <rungs/kv/lru.hpp>
+#include <rungs/kv/metrics.hpp>
+#include <rungs/kv/prefix_cache.hpp>
+#include <rungs/kv/result.hpp>
+#include <rungs/kv/types.hpp>
+#include <rungs/kv/wyhash.hpp>
+
+namespace rungs::kv {
+
+struct allocator_config {
+  std::int32_t num_blocks = 0;
+  std::int32_t block_size = 16;
+  std::int32_t max_sequences = 256;    // block-table rows
+  std::int32_t max_model_len = 8192;   // tokens of one sequence, lookahead slots included
+  std::int32_t watermark_blocks = 0;   // admission keeps this many blocks unused (vLLM v0: 1%)
+};
+
+template <prefix_cache_policy Cache = prefix_cache<>, eviction_policy Eviction = lru>
+class paged_allocator {
+ public:
+  using cache_type = Cache;
+  using eviction_type = Eviction;
+  using pool_type = block_pool<Eviction>;
+
+  /// Throws std::invalid_argument naming the first field that is out of range.
+  explicit paged_allocator(const allocator_config& config)
+      : config_(validated(config)),
+        div_(config_.block_size),
+        pool_(config_.num_blocks),
+        cache_(config_.num_blocks, config_.block_size, config_.max_sequences),
+        tables_(config_.max_sequences, blocks_for(config_.max_model_len)),
+        seqs_(static_cast<std::size_t>(config_.max_sequences)) {
+    free_rows_.reserve(seqs_.size());
+    for (std::int32_t r = config_.max_sequences - 1; r >= 0; --r)
+      free_rows_.push_back(static_cast<std::uint32_t>(r));
+    copies_.reserve(static_cast<std::size_t>(config_.num_blocks));
+  }
+
+  std::int32_t block_size() const { return config_.block_size; }
+  std::int32_t num_blocks() const { return config_.num_blocks; }
+  std::int32_t max_sequences() const { return config_.max_sequences; }
+  std::int32_t max_model_len() const { return config_.max_model_len; }
+  const allocator_config& config() const { return config_; }
+  const pool_type& pool() const { return pool_; }
+
+  // ---- admission -------------------------------------------------------------------------
+
+  /// Whether a sequence of `num_tokens` tokens fits now without counting prefix hits
+  /// (conservative), keeping the watermark free. create() makes the exact check.
+  bool can_admit(std::int32_t num_tokens) const {
+    if (num_tokens < 0 || num_tokens > config_.max_model_len || free_rows_.empty()) return false;
+    return blocks_for(num_tokens) + config_.watermark_blocks <= pool_.num_unused();
+  }
+
+  result<sequence_start> create(std::span<const token_id> prompt,
+                                const sequence_params& params = {}) {
+    if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;
+    if (RUNGS_UNLIKELY(prompt.size() > static_cast<std::size_t>(config_.max_model_len)))
+      return errc::sequence_too_long;
+    const std::uint32_t r = free_rows_.back();
+    const std::span<block_id> row = tables_.row(r);
+    std::int32_t hits = 0, evictable_hits = 0;
+    [[maybe_unused]] chain_type chain{};
+    if constexpr (Cache::enabled) {
+      chain = cache_.root(params.adapter_id, params.cache_salt);
+      // The row is unused: it doubles as scratch for the hit ids until the admission check.
+      if (!prompt.empty()) hits = cache_.match(chain, prompt.first(prompt.size() - 1), row);
+      for (std::int32_t i = 0; i < hits; ++i) evictable_hits += pool_.ref_count(row[i]) == 0;
+    }
+    const std::int32_t needed = blocks_for(static_cast<std::int32_t>(prompt.size())) - hits;
+    if (needed + evictable_hits + config_.watermark_blocks > pool_.num_unused()) {
+      std::fill_n(row.begin(), hits, null_block);
+      return errc::out_of_blocks;
+    }
+    free_rows_.pop_back();
+    for (std::int32_t i = 0; i < hits; ++i) {
+      [[maybe_unused]] const errc e = pool_.share(row[i], params.priority);
+      RUNGS_KV_ASSERT(e == errc::ok, "a prefix hit is a live or evictable cached block");
+    }
+    sequence_state& s = seqs_[r];
+    ++s.generation;
+    s.active = true;
+    s.finished = false;
+    s.priority = params.priority;
+    s.num_blocks = hits;
+    s.num_tokens = hits * config_.block_size;
+    if constexpr (Cache::enabled) cache_.start(r, chain);
+    prefix_query_tokens_ += prompt.size();
+    prefix_hit_tokens_ += static_cast<std::uint64_t>(s.num_tokens);
+    return sequence_start{sequence_id{r, s.generation}, s.num_tokens};
+  }
+
+  // ---- per step --------------------------------------------------------------------------
+
+  errc append(sequence_id id, std::span<const token_id> tokens, std::int32_t lookahead = 0) {
+    sequence_state* s = find(id);
+    if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+    if (RUNGS_UNLIKELY(s->finished)) return errc::sequence_finished;
+    if (RUNGS_UNLIKELY(lookahead < 0)) return errc::invalid_range;
+    const std::int64_t written = static_cast<std::int64_t>(tokens.size()) + lookahead;
+    const std::int64_t end = s->num_tokens + written;
+    if (RUNGS_UNLIKELY(end > config_.max_model_len)) return errc::sequence_too_long;
+    const std::span<block_id> row = tables_.row(id.slot);
+    const std::int32_t needed = blocks_for(static_cast<std::int32_t>(end));
+    const std::int32_t grow = std::max(0, needed - s->num_blocks);
+    // Existing blocks this step writes into: the partial last block and reserved lookahead
+    // blocks. A shared one (fork) gets a private copy before the write.
+    const std::int32_t first_written = div_.quot(s->num_tokens);
+    const std::int32_t last_existing = written > 0 ? std::min(needed, s->num_blocks) : 0;
+    std::int32_t shared = 0;
+    for (std::int32_t k = first_written; k < last_existing; ++k)
+      shared += pool_.ref_count(row[k]) > 1;
+    if (RUNGS_UNLIKELY(grow + shared > pool_.num_unused())) return errc::out_of_blocks;
+    if (RUNGS_UNLIKELY(copies_.size() + shared > copies_.capacity()))
+      return errc::buffer_too_small;  // the engine never called clear_copies()
+
+    for (std::int32_t k = first_written; shared > 0 && k < last_existing; ++k) {
+      if (pool_.ref_count(row[k]) <= 1) continue;
+      const block_id dst = take_block(s->priority);
+      copies_.push_back(block_copy{row[k], dst});
+      [[maybe_unused]] const errc e = pool_.release(row[k]);
+      RUNGS_KV_ASSERT(e == errc::ok, "a shared block has users to release");
+      row[k] = dst;
+      ++cow_copies_;
+      --shared;
+    }
+    for (std::int32_t k = s->num_blocks; k < needed; ++k) row[k] = take_block(s->priority);
+    s->num_blocks += grow;
+    if constexpr (Cache::enabled) cache_.append(id.slot, s->num_tokens, tokens, row.data(), pool_);
+    s->num_tokens += static_cast<std::int32_t>(tokens.size());
+    return errc::ok;
+  }
+
+  result<sequence_id> fork(sequence_id parent) {
+    const sequence_state* p = find(parent);
+    if (RUNGS_UNLIKELY(p == nullptr)) return errc::unknown_sequence;
+    if (RUNGS_UNLIKELY(p->finished)) return errc::sequence_finished;
+    if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;
+    const std::uint32_t r = free_rows_.back();
+    free_rows_.pop_back();
+    const std::span<const block_id> from = tables_.row(parent.slot);
+    const std::span<block_id> to = tables_.row(r);
+    for (std::int32_t k = 0; k < p->num_blocks; ++k) {
+      to[k] = from[k];
+      [[maybe_unused]] const errc e = pool_.share(from[k], p->priority);
+      RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+    }
+    sequence_state& c = seqs_[r];
+    ++c.generation;
+    c.active = true;
+    c.finished = false;
+    c.priority = p->priority;
+    c.num_blocks = p->num_blocks;
+    c.num_tokens = p->num_tokens;
+    if constexpr (Cache::enabled) cache_.fork(parent.slot, r, p->num_tokens);
+    return sequence_id{r, c.generation};
+  }
+
+  errc finish(sequence_id id) {
+    sequence_state* s = find(id);
+    if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+    if (RUNGS_UNLIKELY(s->finished)) return errc::sequence_finished;
+    s->finished = true;
+    return errc::ok;
+  }
+
+  /// Releases the blocks tail first (so the tail of a cached chain is evicted before its
+  /// head) and retires the id; cached blocks keep their hashes (a preempted sequence can hit
+  /// its own prefix when it is readmitted).
+  errc free(sequence_id id) {
+    sequence_state* s = find(id);
+    if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+    const std::span<block_id> row = tables_.row(id.slot);
+    for (std::int32_t k = s->num_blocks - 1; k >= 0; --k) {
+      [[maybe_unused]] const errc e = pool_.release(row[k]);
+      RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+      row[k] = null_block;
+    }
+    s->active = false;
+    s->num_blocks = s->num_tokens = 0;
+    free_rows_.push_back(id.slot);
+    return errc::ok;
+  }
+
+  // ---- what the device reads -------------------------------------------------------------
+
+  result<std::span<const block_id>> block_table(sequence_id id) const {
+    const sequence_state* s = find(id);
+    if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+    return tables_.row(id.slot).first(static_cast<std::size_t>(s->num_blocks));
+  }
+  block_table_view block_tables() const { return tables_.view(); }
+
+  /// Writes the slots of every range, in order, to `out` and pads the rest of `out` with
+  /// padded_slot (-1): the step's slot mapping for a CUDA-graph bucket of out.size() tokens.
+  /// Returns the number of real slots; on error writes nothing.
+  result<std::int32_t> slot_mapping(std::span<const slot_range> ranges,
+                                    std::span<slot_id> out) const {
+    std::int64_t total = 0;
+    for (const slot_range& r : ranges) {
+      const sequence_state* s = find(r.seq);
+      if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+      if (RUNGS_UNLIKELY(r.first < 0 || r.count < 0 ||
+                         std::int64_t{r.first} + r.count >
+                             std::int64_t{s->num_blocks} * config_.block_size))
+        return errc::invalid_range;
+      total += r.count;
+    }
+    if (RUNGS_UNLIKELY(total > static_cast<std::int64_t>(out.size()))) return errc::buffer_too_small;
+    slot_id* o = out.data();
+    for (const slot_range& r : ranges) {
+      write_slots(tables_.row(r.seq.slot), config_.block_size, r.first, r.count, o);
+      o += r.count;
+    }
+    std::fill(o, out.data() + out.size(), padded_slot);
+    return static_cast<std::int32_t>(total);
+  }
+
+  /// Copy-on-write pairs since the last clear_copies(), in the order they were made: the
+  /// engine copies them on the device before the step's KV writes, then clears.
+  std::span<const block_copy> copies() const { return copies_; }
+  void clear_copies() { copies_.clear(); }
+
+  // ---- queries ---------------------------------------------------------------------------
+
+  result<std::int32_t> num_tokens(sequence_id id) const {
+    const sequence_state* s = find(id);
+    if (s == nullptr) return errc::unknown_sequence;
+    return s->num_tokens;
+  }
+  bool contains(sequence_id id) const { return find(id) != nullptr; }
+
+  kv_metrics metrics() const {
+    kv_metrics m;
+    m.num_blocks = config_.num_blocks;
+    m.live_blocks = pool_.num_live();
+    m.cached_blocks = pool_.num_evictable();
+    m.free_blocks = pool_.num_free();
+    m.sequences = config_.max_sequences - static_cast<std::int32_t>(free_rows_.size());
+    m.prefix_query_tokens = prefix_query_tokens_;
+    m.prefix_hit_tokens = prefix_hit_tokens_;
+    m.evictions = pool_.evictions();
+    m.cow_copies = cow_copies_;
+    return m;
+  }
+
+  /// Empty when consistent; otherwise the first broken invariant: free + cached + live == N,
+  /// every ref count equals the block's occurrences in live block tables, a block appears at
+  /// most once per table, rows past a sequence's blocks are null, the prefix index holds
+  /// exactly the cached blocks. O(N + table size), allocates: for tests and debug builds.
+  std::string check_consistency() const {
+    if (std::string e = pool_.check_consistency(); !e.empty()) return "pool: " + e;
+    const kv_metrics m = metrics();
+    if (m.live_blocks + m.cached_blocks + m.free_blocks != m.num_blocks)
+      return "live + cached + free != num_blocks";
+    std::vector<std::int32_t> users(static_cast<std::size_t>(config_.num_blocks), 0);
+    std::vector<std::int32_t> last_row(users.size(), -1);
+    std::int32_t active = 0;
+    for (std::uint32_t r = 0; r < seqs_.size(); ++r) {
+      const sequence_state& s = seqs_[r];
+      const std::span<const block_id> row = tables_.row(r);
+      const std::string where = "row " + std::to_string(r);
+      const std::int32_t n = s.active ? s.num_blocks : 0;
+      active += s.active;
+      if (s.active && (s.num_tokens < 0 || s.num_tokens > n * config_.block_size))
+        return where + ": " + std::to_string(s.num_tokens) + " tokens in " + std::to_string(n) +
+               " blocks";
+      for (std::int32_t k = 0; k < tables_.stride(); ++k) {
+        const block_id b = row[k];
+        if (k >= n) {
+          if (b != null_block) return where + ": entry " + std::to_string(k) + " past its blocks";
+          continue;
+        }
+        if (!pool_.in_range(b)) return where + ": block id " + std::to_string(b) + " out of range";
+        if (last_row[b] == static_cast<std::int32_t>(r))
+          return where + ": block " + std::to_string(b) + " twice in one table";
+        last_row[b] = static_cast<std::int32_t>(r);
+        ++users[b];
+      }
+    }
+    if (active + static_cast<std::int32_t>(free_rows_.size()) != config_.max_sequences)
+      return "active rows + free rows != max_sequences";
+    std::int32_t cached = 0;
+    for (block_id b = 0; b < config_.num_blocks; ++b) {
+      if (users[b] != pool_.ref_count(b))
+        return "block " + std::to_string(b) + ": ref_count " + std::to_string(pool_.ref_count(b)) +
+               " but " + std::to_string(users[b]) + " block-table entries";
+      if constexpr (Cache::enabled) {
+        if (pool_.cached(b) != cache_.indexed(b))
+          return "block " + std::to_string(b) + (pool_.cached(b) ? ": cached but not indexed"
+                                                                 : ": indexed but not cached");
+        cached += pool_.cached(b);
+      } else if (pool_.cached(b)) {
+        return "block " + std::to_string(b) + ": cached without a prefix cache";
+      }
+    }
+    if constexpr (Cache::enabled) {
+      if (cached != cache_.size())
+        return "prefix index holds " + std::to_string(cache_.size()) + " digests for " +
+               std::to_string(cached) + " cached blocks";
+    }
+    return {};
+  }
+
+ private:
+  template <class C, bool = C::enabled>
+  struct chain_of {
+    using type = char;  // no prefix cache: nothing to chain
+  };
+  template <class C>
+  struct chain_of<C, true> {
+    using type = typename C::digest_type;
+  };
+  using chain_type = typename chain_of<Cache>::type;
+
+  struct sequence_state {
+    std::uint32_t generation = 0;
+    std::int32_t num_tokens = 0;
+    std::int32_t num_blocks = 0;
+    std::uint8_t priority = 0;
+    bool active = false;
+    bool finished = false;
+  };
+
+  static allocator_config validated(const allocator_config& c) {
+    auto fail = [](const std::string& what) {
+      throw std::invalid_argument("allocator_config: " + what);
+    };
+    if (c.num_blocks <= 0) fail("num_blocks = " + std::to_string(c.num_blocks) + " must be positive");
+    if (c.num_blocks > INT32_MAX - 64)
+      fail("num_blocks = " + std::to_string(c.num_blocks) + " must be below 2^31 - 64");
+    if (c.block_size <= 0) fail("block_size = " + std::to_string(c.block_size) + " must be positive");
+    if (c.max_sequences <= 0)
+      fail("max_sequences = " + std::to_string(c.max_sequences) + " must be positive");
+    if (c.max_model_len <= 0)
+      fail("max_model_len = " + std::to_string(c.max_model_len) + " must be positive");
+    if (c.watermark_blocks < 0 || c.watermark_blocks >= c.num_blocks)
+      fail("watermark_blocks = " + std::to_string(c.watermark_blocks) +
+           " must be in [0, num_blocks)");
+    const std::int64_t stride = (std::int64_t{c.max_model_len} + c.block_size - 1) / c.block_size;
+    if (stride * c.max_sequences > (std::int64_t{1} << 30))
+      fail("max_sequences * ceil(max_model_len / block_size) = " +
+           std::to_string(stride * c.max_sequences) + " block-table entries exceeds 2^30");
+    return c;
+  }
+
+  /// ceil(tokens / block_size), for tokens in [0, max_model_len].
+  std::int32_t blocks_for(std::int32_t tokens) const { return div_.ceil(tokens); }
+
+  sequence_state* find(sequence_id id) {
+    if (id.slot >= seqs_.size()) return nullptr;
+    sequence_state& s = seqs_[id.slot];
+    return s.active && s.generation == id.generation ? &s : nullptr;
+  }
+  const sequence_state* find(sequence_id id) const {
+    return const_cast<paged_allocator*>(this)->find(id);
+  }
+
+  /// Only after checking that enough blocks are unused.
+  block_id take_block(std::uint8_t priority) {
+    const result<block_id> b = pool_.allocate(priority, [this](block_id evicted) {
+      if constexpr (Cache::enabled) cache_.forget(evicted);
+    });
+    RUNGS_KV_ASSERT(b.has_value(), "an allocation checked against num_unused() succeeds");
+    return *b;
+  }
+
+  allocator_config config_;
+  detail::block_divider div_;
+  pool_type pool_;
+  Cache cache_;
+  kv::block_tables tables_;  // qualified: the member function block_tables() hides the type
+  std::vector<sequence_state> seqs_;
+  std::vector<std::uint32_t> free_rows_;
+  std::vector<block_copy> copies_;
+  std::uint64_t prefix_query_tokens_ = 0;
+  std::uint64_t prefix_hit_tokens_ = 0;
+  std::uint64_t cow_copies_ = 0;
+};
+
+using free_list_allocator = paged_allocator<no_prefix_cache, free_stack>;
+template <block_hasher Hasher = wyhash64, eviction_policy Eviction = lru>
+using prefix_caching_allocator = paged_allocator<prefix_cache<Hasher>, Eviction>;
+
+static_assert(check_block_allocator<free_list_allocator>());
+static_assert(check_block_allocator<prefix_caching_allocator<>>());
+
+}  // namespace rungs::kv

@@ -1,0 +1,158 @@
+// Prefix-caching policies for paged_allocator, and the concept they satisfy.
+//
+//   no_prefix_cache       nothing is hashed; every unused block is simply free.
+//   prefix_cache<Hasher>  full blocks are named by chained digests (hash.hpp) and indexed, so
+//                         a new sequence reuses the longest run of cached blocks that starts
+//                         its prompt, capped one token short of the prompt: the last prompt
+//                         token must be computed to produce the first output's logits.
+//
+// Blocks are registered when they become full, i.e. in the step that computes their last
+// token; a sequence admitted later can only hit blocks whose KV is written by then (the KV
+// write of a layer precedes that layer's attention within one step). If a digest is already
+// indexed (two sequences computed the same block concurrently), the second block is left
+// unregistered and returns to the free list when released. The index is a fixed-capacity
+// table: registering and evicting allocate nothing.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <rungs/kv/detail/block_divider.hpp>
+#include <rungs/kv/detail/block_hash_map.hpp>
+#include <rungs/kv/hash.hpp>
+#include <rungs/kv/types.hpp>
+#include <rungs/kv/wyhash.hpp>
+
+namespace rungs::kv {
+
+/// Constructed as C(num_blocks, block_size, max_sequences). C::enabled == false means no
+/// caching (nothing else is needed); otherwise C provides what paged_allocator calls:
+///   start/match at admission, append as tokens arrive, fork, forget on eviction, lookup for
+///   consistency checks.
+template <class C>
+concept prefix_cache_policy =
+    std::constructible_from<C, std::int32_t, std::int32_t, std::int32_t> &&
+    requires { { C::enabled } -> std::convertible_to<bool>; } &&
+    (!C::enabled || requires(C c, const C cc, std::uint32_t slot, std::span<const token_id> tokens,
+                             std::span<block_id> out, std::int32_t n, block_id b) {
+      typename C::digest_type;
+      { cc.root(std::uint64_t{}, std::string_view{}) } -> std::same_as<typename C::digest_type>;
+      { cc.match(std::declval<typename C::digest_type&>(), tokens, out) } -> std::same_as<std::int32_t>;
+      c.start(slot, std::declval<const typename C::digest_type&>());
+      c.fork(slot, slot, n);
+      c.forget(b);
+      { cc.indexed(b) } -> std::same_as<bool>;
+      { cc.size() } -> std::same_as<std::int32_t>;
+    });
+
+struct no_prefix_cache {
+  static constexpr bool enabled = false;
+  no_prefix_cache(std::int32_t, std::int32_t, std::int32_t) {}
+};
+
+template <block_hasher Hasher = wyhash64>
+class prefix_cache {
+ public:
+  static constexpr bool enabled = true;
+  using hasher_type = Hasher;
+  using digest_type = typename Hasher::digest_type;
+
+  prefix_cache(std::int32_t num_blocks, std::int32_t block_size, std::int32_t max_sequences)
+      : block_size_(block_size),
+        div_(block_size),
+        index_(num_blocks),
+        digest_(static_cast<std::size_t>(num_blocks)),
+        chain_(static_cast<std::size_t>(max_sequences)),
+        tail_(static_cast<std::size_t>(max_sequences) * static_cast<std::size_t>(block_size)) {}
+
+  /// The digest a new sequence's first block chains from.
+  digest_type root(std::uint64_t adapter_id, std::string_view cache_salt) const {
+    return hasher_.root(adapter_id, cache_salt);
+  }
+
+  /// Walks the full blocks of `prompt` from `chain`, writing cached block ids to `out`, until a
+  /// miss or `out` is full; returns how many hit. `chain` ends as the digest of the last hit.
+  std::int32_t match(digest_type& chain, std::span<const token_id> prompt,
+                     std::span<block_id> out) const {
+    std::int32_t hits = 0;
+    const std::size_t limit = std::min(out.size(), prompt.size() / block_size_);
+    for (std::size_t i = 0; i < limit; ++i) {
+      const digest_type d = hasher_.chain(chain, prompt.subspan(i * block_size_, block_size_));
+      const block_id b = index_.find(d);
+      if (b == null_block) break;
+      out[i] = b;
+      chain = d;
+      ++hits;
+    }
+    return hits;
+  }
+
+  /// A sequence in row `slot` starts with its chain at `chain` and no partial block.
+  void start(std::uint32_t slot, const digest_type& chain) { chain_[slot] = chain; }
+
+  /// Feeds `tokens`, positions [num_tokens, num_tokens + size) of the sequence in `slot`
+  /// whose block ids are `row`. Each block completed gets its digest and is registered
+  /// (`pool.mark_cached`) unless the digest is indexed already.
+  template <class Pool>
+  void append(std::uint32_t slot, std::int32_t num_tokens, std::span<const token_id> tokens,
+              const block_id* row, Pool& pool) {
+    token_id* tail = tail_.data() + static_cast<std::size_t>(slot) * block_size_;
+    std::int32_t fill = div_.rem(num_tokens);
+    std::int32_t block = div_.quot(num_tokens);
+    while (!tokens.empty()) {
+      const std::int32_t take = std::min<std::int32_t>(block_size_ - fill,
+                                                       static_cast<std::int32_t>(tokens.size()));
+      std::span<const token_id> full;
+      if (fill == 0 && take == block_size_) {
+        full = tokens.first(block_size_);  // a whole block in the input: hash it in place
+      } else {
+        std::copy_n(tokens.data(), take, tail + fill);
+        if (fill + take == block_size_) full = std::span<const token_id>(tail, block_size_);
+      }
+      tokens = tokens.subspan(take);
+      fill += take;
+      if (fill < block_size_) break;
+      chain_[slot] = hasher_.chain(chain_[slot], full);
+      const block_id b = row[block];
+      if (index_.find(chain_[slot]) == null_block) {
+        index_.insert(chain_[slot], b);
+        digest_[b] = chain_[slot];
+        (void)pool.mark_cached(b);
+      }
+      fill = 0;
+      ++block;
+    }
+  }
+
+  /// Row `child` continues exactly where row `parent` stands (num_tokens tokens).
+  void fork(std::uint32_t parent, std::uint32_t child, std::int32_t num_tokens) {
+    chain_[child] = chain_[parent];
+    const std::size_t bs = static_cast<std::size_t>(block_size_);
+    std::copy_n(tail_.data() + parent * bs, div_.rem(num_tokens), tail_.data() + child * bs);
+  }
+
+  /// Block b is being reused: its digest leaves the index.
+  void forget(block_id b) { index_.erase(digest_[b], b); }
+
+  /// Whether b is the block indexed under its digest (consistency checks).
+  bool indexed(block_id b) const { return index_.find(digest_[b]) == b; }
+  std::int32_t size() const { return index_.size(); }
+
+ private:
+  std::int32_t block_size_;
+  detail::block_divider div_;
+  [[no_unique_address]] Hasher hasher_;
+  detail::block_hash_map<digest_type, Hasher> index_;
+  std::vector<digest_type> digest_;  // per block: its digest while registered
+  std::vector<digest_type> chain_;   // per row: digest of the sequence's last full block
+  std::vector<token_id> tail_;       // per row: tokens of the partial last block
+};
+
+static_assert(prefix_cache_policy<no_prefix_cache>);
+static_assert(prefix_cache_policy<prefix_cache<>>);
+
+}  // namespace rungs::kv

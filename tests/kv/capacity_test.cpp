@@ -1,0 +1,74 @@
+#include <rungs/kv/capacity.hpp>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <stdexcept>
+
+using namespace rungs::kv;
+
+namespace {
+constexpr std::int64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
+}
+
+TEST_CASE("the paged-KV blog's Mistral-7B figures") {
+  // 32 layers, 8 KV heads (the only count that gives the blog's 0.125 MB), head dim 128, fp16.
+  const kv_shape mistral{.layers = 32, .kv_heads = 8, .head_dim = 128,
+                         .bytes_per_element = bytes_per_element(kv_dtype::fp16)};
+  CHECK(bytes_per_token(mistral) == 128 * KiB);  // 0.125 MiB
+  CHECK(bytes_per_block(mistral, 16) == 2 * MiB);
+  const std::int64_t blocks = blocks_for_memory(7 * GiB, bytes_per_block(mistral, 16));
+  CHECK(blocks == 3584);
+  const std::int64_t per_chat = blocks_per_request(10 * (150 + 350), 16);
+  CHECK(per_chat == 313);
+  CHECK(concurrent_requests(blocks, per_chat) == 11);
+  CHECK(naive_concurrent_requests(7 * GiB, 8192, bytes_per_token(mistral)) == 7);
+}
+
+TEST_CASE("the Gaudi rule: 79.16 GiB free, utilization 0.5, 0.4 for graphs -> 1519 blocks") {
+  // 128 KiB per token (e.g. Llama-3-8B in bf16: 2*32*8*128*2), 128-token blocks: 16 MiB.
+  const kv_shape llama3_8b{.layers = 32, .kv_heads = 8, .head_dim = 128,
+                           .bytes_per_element = bytes_per_element(kv_dtype::bf16)};
+  const std::int64_t block = bytes_per_block(llama3_8b, 128);
+  CHECK(block == 16 * MiB);
+  const auto free_mem = static_cast<std::int64_t>(std::llround(79.16 * double(GiB)));
+  const std::int64_t kv =
+      kv_memory(gaudi_memory{.free_bytes = free_mem, .gpu_memory_utilization = 0.5,
+                             .graph_reserved_mem = 0.4});
+  CHECK(kv == static_cast<std::int64_t>(std::floor(double(free_mem) * 0.5 * 0.6)));
+  CHECK(blocks_for_memory(kv, block) == 1519);
+  // The log's rounded "23.75 GiB for KV" would give 1520: the rule starts from free memory.
+  CHECK(blocks_for_memory(static_cast<std::int64_t>(23.75 * double(GiB)), block) == 1520);
+  // With the defaults (0.9, 0.1): 79.16 * 0.81 GiB.
+  CHECK(blocks_for_memory(kv_memory(gaudi_memory{.free_bytes = free_mem}), block) == 4103);
+}
+
+TEST_CASE("the vLLM rule subtracts what the profiling run measured") {
+  const std::int64_t kv = kv_memory(vllm_memory{.total_bytes = 80 * GiB,
+                                                .gpu_memory_utilization = 0.9,
+                                                .weights_bytes = 15 * GiB,
+                                                .peak_activation_bytes = GiB,
+                                                .non_torch_bytes = GiB / 2});
+  CHECK(kv == 72 * GiB - 15 * GiB - GiB - GiB / 2);
+  CHECK(blocks_for_memory(kv, 2 * MiB) == 28416);
+  CHECK_THROWS_WITH(kv_memory(vllm_memory{.total_bytes = 16 * GiB, .weights_bytes = 15 * GiB}),
+                    Catch::Contains("no memory left for the KV cache"));
+}
+
+TEST_CASE("fp8 and fp32 element sizes; bad shapes are configuration errors") {
+  CHECK(bytes_per_element(kv_dtype::fp8) == 1);
+  CHECK(bytes_per_element(kv_dtype::fp32) == 4);
+  CHECK(parse_kv_dtype("bf16") == kv_dtype::bf16);
+  CHECK_FALSE(parse_kv_dtype("int4").has_value());
+  CHECK_THROWS_WITH(bytes_per_token(kv_shape{.layers = 0, .kv_heads = 8, .head_dim = 128}),
+                    "layers = 0 must be positive");
+  CHECK_THROWS_WITH(bytes_per_block(kv_shape{.layers = 1, .kv_heads = 1, .head_dim = 1}, 0),
+                    "block_size = 0 must be positive");
+  CHECK_THROWS_WITH(kv_memory(gaudi_memory{.free_bytes = GiB, .graph_reserved_mem = 1.0}),
+                    "graph_reserved_mem = 1 must be in [0, 1)");
+  CHECK_THROWS_WITH(kv_memory(gaudi_memory{.free_bytes = GiB, .gpu_memory_utilization = 1.5}),
+                    "gpu_memory_utilization = 1.5 must be in (0, 1]");
+  CHECK_THROWS_AS(bytes_per_token(kv_shape{.layers = std::int64_t{1} << 40,
+                                           .kv_heads = std::int64_t{1} << 20, .head_dim = 128}),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(blocks_for_memory(-1, 16), std::invalid_argument);
+}

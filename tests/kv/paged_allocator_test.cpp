@@ -1,0 +1,237 @@
+// Scripted scenarios with exact block ids: allocation order, reuse after frees, lookahead,
+// slot mapping, fork and copy-on-write, finish/free, admission, and rejected calls leaving
+// the allocator exactly as it was.
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/kv/priority_lru.hpp>
+
+#include <catch2/catch.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace rungs::kv;
+
+using namespace kv_test;
+using slots = std::vector<slot_id>;
+
+TEST_CASE("free list: blocks only when the last one is full, LIFO reuse, tail-first free") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id s0 = admit(a, tokens(6)).id;
+  CHECK(table(a, s0) == ids{0, 1});
+  const sequence_id s1 = admit(a, tokens(3)).id;
+  CHECK(table(a, s1) == ids{2});
+  CHECK(a.append(s0, tokens(2)) == errc::ok);  // 8 tokens: block 1 now full, no new block
+  CHECK(table(a, s0) == ids{0, 1});
+  CHECK(a.append(s0, tokens(1)) == errc::ok);  // the 9th token opens a block
+  CHECK(table(a, s0) == ids{0, 1, 3});
+  CHECK(a.free(s1) == errc::ok);
+  const sequence_id s2 = admit(a, tokens(9)).id;
+  CHECK(table(a, s2) == ids{2, 4, 5});  // 2 freed last: reused first
+  CHECK(a.free(s0) == errc::ok);        // releases 3, 1, 0: 0 is on top
+  CHECK(a.append(s2, tokens(8)) == errc::ok);
+  CHECK(table(a, s2) == ids{2, 4, 5, 0, 1});
+  const kv_metrics m = a.metrics();
+  CHECK(m.live_blocks == 5);
+  CHECK(m.free_blocks == 3);
+  CHECK(m.cached_blocks == 0);
+  CHECK(m.sequences == 1);
+  CHECK(m.usage() == Approx(5.0 / 8));
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("slot mapping: block_id * block_size + offset, padded rows -1") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id x = admit(a, tokens(2)).id;  // [0]
+  const sequence_id y = admit(a, tokens(6)).id;  // [1, 2]
+  CHECK(a.append(x, tokens(3)) == errc::ok);  // x: [0, 3], 5 tokens
+  slots out(12, 99);
+  const slot_range step[] = {{x, 2, 3}, {y, 3, 3}};
+  const result<std::int32_t> n = a.slot_mapping(step, out);
+  REQUIRE(n.has_value());
+  CHECK(*n == 6);
+  // x positions 2,3 in block 0, 4 in block 3; y positions 3 in block 1, 4,5 in block 2.
+  CHECK(out == slots{2, 3, 12, 7, 8, 9, -1, -1, -1, -1, -1, -1});
+  const block_table_view v = a.block_tables();
+  CHECK(v.rows == 4);
+  CHECK(v.stride == 8);
+  CHECK(ids(v.data, v.data + 10) == ids{0, 3, -1, -1, -1, -1, -1, -1, 1, 2});
+}
+
+TEST_CASE("slot mapping rejects bad ranges and small buffers without writing") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id x = admit(a, tokens(5)).id;  // 2 blocks: positions 0..7 have slots
+  slots out(4, 99);
+  const slot_range past[] = {{x, 6, 3}};
+  CHECK(a.slot_mapping(past, out).error() == errc::invalid_range);
+  const slot_range negative[] = {{x, -1, 2}};
+  CHECK(a.slot_mapping(negative, out).error() == errc::invalid_range);
+  const slot_range big[] = {{x, 0, 5}};
+  CHECK(a.slot_mapping(big, out).error() == errc::buffer_too_small);
+  const slot_range stale[] = {{sequence_id{3, 0}, 0, 1}};
+  CHECK(a.slot_mapping(stale, out).error() == errc::unknown_sequence);
+  CHECK(out == slots(4, 99));
+  const slot_range reserved[] = {{x, 5, 3}};  // beyond the tokens, inside the blocks
+  CHECK(a.slot_mapping(reserved, out).value() == 3);
+  CHECK(out == slots{5, 6, 7, -1});
+}
+
+TEST_CASE("lookahead slots for speculative decoding") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 2, .max_model_len = 16});
+  const sequence_id s = admit(a, tokens(3)).id;
+  CHECK(table(a, s) == ids{0});
+  // Last sampled token + 3 drafts: positions 3..6, one more block.
+  CHECK(a.append(s, tokens(1), 3) == errc::ok);
+  CHECK(table(a, s) == ids{0, 1});
+  CHECK(a.num_tokens(s).value() == 4);
+  slots out(4);
+  const slot_range verify[] = {{s, 3, 4}};
+  CHECK(a.slot_mapping(verify, out).value() == 4);
+  CHECK(out == slots{3, 4, 5, 6});
+  // Two drafts accepted (+ bonus token): 3 tokens committed, 3 new drafts need block 2.
+  CHECK(a.append(s, tokens(3), 3) == errc::ok);
+  CHECK(a.num_tokens(s).value() == 7);
+  CHECK(table(a, s) == ids{0, 1, 2});
+  // A shorter lookahead keeps the reserved block.
+  CHECK(a.append(s, tokens(1), 0) == errc::ok);
+  CHECK(table(a, s) == ids{0, 1, 2});
+  CHECK(a.append(s, {}, 9) == errc::sequence_too_long);  // 8 + 9 > 16
+  CHECK(a.append(s, {}, -1) == errc::invalid_range);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("fork shares every block; the first write to a shared block copies it") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id parent = admit(a, tokens(6)).id;  // [0, 1]
+  const sequence_id child = a.fork(parent).value();
+  CHECK(table(a, child) == ids{0, 1});
+  CHECK(a.pool().ref_count(0) == 2);
+  CHECK(a.pool().ref_count(1) == 2);
+  CHECK(a.copies().empty());
+  CHECK(a.append(child, tokens(1)) == errc::ok);  // writes position 6 of shared block 1
+  CHECK(table(a, child) == ids{0, 2});
+  CHECK(table(a, parent) == ids{0, 1});
+  CHECK(std::vector<block_copy>(a.copies().begin(), a.copies().end()) ==
+        std::vector<block_copy>{{1, 2}});
+  CHECK(a.append(parent, tokens(1)) == errc::ok);  // block 1 is private again: no copy
+  CHECK(a.copies().size() == 1);
+  a.clear_copies();
+  const sequence_id child2 = a.fork(parent).value();
+  CHECK(a.append(parent, tokens(2)) == errc::ok);  // position 7 (shared block 1), 8 (new)
+  CHECK(table(a, parent) == ids{0, 3, 4});
+  CHECK(table(a, child2) == ids{0, 1});
+  CHECK(std::vector<block_copy>(a.copies().begin(), a.copies().end()) ==
+        std::vector<block_copy>{{1, 3}});
+  CHECK(a.metrics().cow_copies == 2);
+  // Full shared blocks are never written, so they are never copied.
+  CHECK(a.pool().ref_count(0) == 3);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("fork copies reserved lookahead blocks each sharer writes") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id p = admit(a, tokens(4)).id;      // [0], full
+  CHECK(a.append(p, tokens(1), 4) == errc::ok);  // 5 tokens + 4 drafts: [0, 1, 2]
+  const sequence_id c = a.fork(p).value();
+  CHECK(a.append(c, tokens(1), 4) == errc::ok);  // writes positions 5..9: blocks 1, 2 shared
+  CHECK(table(a, c) == ids{0, 3, 4});
+  CHECK(std::vector<block_copy>(a.copies().begin(), a.copies().end()) ==
+        std::vector<block_copy>{{1, 3}, {2, 4}});
+  CHECK(a.append(p, tokens(1), 4) == errc::ok);  // its blocks are private now
+  CHECK(a.copies().size() == 2);
+}
+
+TEST_CASE("finish stops appends, free releases; stale ids are errors") {
+  free_list_allocator a({.num_blocks = 4, .block_size = 4, .max_sequences = 2, .max_model_len = 16});
+  const sequence_id s = admit(a, tokens(5)).id;
+  CHECK(a.finish(s) == errc::ok);
+  CHECK(a.append(s, tokens(1)) == errc::sequence_finished);
+  CHECK(a.fork(s).error() == errc::sequence_finished);
+  CHECK(a.finish(s) == errc::sequence_finished);
+  CHECK(table(a, s) == ids{0, 1});  // still readable until freed
+  CHECK(a.free(s) == errc::ok);
+  CHECK(a.free(s) == errc::unknown_sequence);
+  CHECK(a.append(s, tokens(1)) == errc::unknown_sequence);
+  CHECK(a.block_table(s).error() == errc::unknown_sequence);
+  const sequence_id t = admit(a, tokens(1)).id;
+  CHECK(t.slot == s.slot);  // the row is reused under a new generation
+  CHECK(a.free(s) == errc::unknown_sequence);
+  CHECK(a.contains(t));
+  CHECK(a.free(sequence_id{}) == errc::unknown_sequence);
+  CHECK(a.free(sequence_id{77, 1}) == errc::unknown_sequence);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("rejected calls leave the allocator exactly as it was") {
+  prefix_caching_allocator<> a(
+      {.num_blocks = 6, .block_size = 4, .max_sequences = 3, .max_model_len = 24});
+  const sequence_id s0 = admit(a, tokens(9)).id;  // 3 blocks
+  const sequence_id s1 = a.fork(s0).value();
+  const sequence_id done = admit(a, tokens(2, 100)).id;
+  CHECK(a.finish(done) == errc::ok);
+  const snapshot before = observe(a);
+
+  // 22 tokens need 3 more blocks and a private copy of shared block 2; 2 are unused.
+  CHECK(a.append(s0, tokens(13), 0) == errc::out_of_blocks);
+  CHECK(a.append(s1, tokens(1), 20) == errc::sequence_too_long);
+  CHECK(a.append(done, tokens(1)) == errc::sequence_finished);
+  CHECK(a.create(tokens(3)).error() == errc::too_many_sequences);
+  CHECK(a.fork(s0).error() == errc::too_many_sequences);
+  CHECK(a.free(sequence_id{s0.slot, s0.generation + 1}) == errc::unknown_sequence);
+  CHECK(a.finish(sequence_id{9, 1}) == errc::unknown_sequence);
+  CHECK(before == observe(a));
+  CHECK(a.check_consistency().empty());
+
+  CHECK(a.free(done) == errc::ok);
+  const snapshot after_free = observe(a);
+  CHECK(a.create(tokens(25)).error() == errc::sequence_too_long);
+  CHECK(a.create(tokens(20, 500)).error() == errc::out_of_blocks);  // 5 blocks, 3 unused
+  CHECK(after_free == observe(a));
+}
+
+TEST_CASE("admission: can_admit and create keep the watermark free") {
+  free_list_allocator a({.num_blocks = 10, .block_size = 4, .max_sequences = 4,
+                         .max_model_len = 64, .watermark_blocks = 2});
+  CHECK(a.can_admit(32));   // 8 blocks + 2 watermark = 10
+  CHECK_FALSE(a.can_admit(33));
+  CHECK_FALSE(a.can_admit(65));  // longer than max_model_len
+  CHECK(a.create(tokens(33)).error() == errc::out_of_blocks);
+  const sequence_id s = admit(a, tokens(32)).id;
+  CHECK(a.metrics().free_blocks == 2);
+  CHECK(a.can_admit(0));
+  CHECK_FALSE(a.can_admit(1));
+  // Running sequences may dip into the watermark: it guards admission only.
+  CHECK(a.append(s, tokens(8)) == errc::ok);
+  CHECK(a.metrics().free_blocks == 0);
+}
+
+TEST_CASE("a configuration out of range is rejected with the field's name") {
+  using A = free_list_allocator;
+  CHECK_THROWS_WITH(A({.num_blocks = 0}), "allocator_config: num_blocks = 0 must be positive");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .block_size = 0}),
+                    "allocator_config: block_size = 0 must be positive");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .max_sequences = -1}),
+                    "allocator_config: max_sequences = -1 must be positive");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .max_model_len = 0}),
+                    "allocator_config: max_model_len = 0 must be positive");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .watermark_blocks = 8}),
+                    "allocator_config: watermark_blocks = 8 must be in [0, num_blocks)");
+  CHECK_THROWS_WITH(
+      A({.num_blocks = 8, .block_size = 1, .max_sequences = 1 << 20, .max_model_len = 1 << 20}),
+      "allocator_config: max_sequences * ceil(max_model_len / block_size) = 1099511627776 "
+      "block-table entries exceeds 2^30");
+}
+
+TEST_CASE("priority eviction keeps the prefix of a high-priority sequence") {
+  prefix_caching_allocator<wyhash64, priority_lru<4>> a(
+      {.num_blocks = 4, .block_size = 2, .max_sequences = 4, .max_model_len = 8});
+  const std::vector<token_id> system{1, 2, 3, 4, 5};
+  const std::vector<token_id> chat{7, 8, 9, 10, 11};
+  const sequence_id important = admit(a, system, {.priority = 3}).id;  // [0, 1, 2]
+  CHECK(a.free(important) == errc::ok);  // 0 and 1 cached at priority 3, 2 free
+  const sequence_id other = admit(a, chat, {.priority = 0}).id;
+  // Free block 2 first, then 3, then the LRU block of level 3: the chain's tail, 1.
+  CHECK(table(a, other) == ids{2, 3, 1});
+  CHECK(a.free(other) == errc::ok);
+  CHECK(a.create(system).value().cached_tokens == 2);  // block 0 survived
+}

@@ -1,0 +1,124 @@
+// Prefix caching through the allocator: exact hit blocks, the one-token cap, lazy LRU
+// eviction tail first, tenant isolation by salt and adapter, both hashers.
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/kv/sha256.hpp>
+
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "support.hpp"
+
+using namespace rungs::kv;
+
+using namespace kv_test;
+
+TEST_CASE("prefix hits, the one-token cap, duplicates, and lazy LRU eviction tail first") {
+  prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 8,
+                                .max_model_len = 32});
+  const sequence_start s0 = admit(a, tokens(10));  // [0, 1, 2]; blocks 0 and 1 are full
+  CHECK(s0.cached_tokens == 0);
+  CHECK(table(a, s0.id) == ids{0, 1, 2});
+  CHECK(a.pool().cached(0));
+  CHECK(a.pool().cached(1));
+  CHECK_FALSE(a.pool().cached(2));
+  CHECK(a.free(s0.id) == errc::ok);
+  kv_metrics m = a.metrics();
+  CHECK(m.cached_blocks == 2);
+  CHECK(m.free_blocks == 6);
+  CHECK(m.live_blocks == 0);
+
+  // Same 8-token start, different tail: both full blocks hit; the tail goes to block 2, the
+  // free block at the front of the list.
+  const sequence_start s1 = admit(a, concat(tokens(8), {99, 100, 101}));
+  CHECK(s1.cached_tokens == 8);
+  CHECK(table(a, s1.id) == ids{0, 1, 2});
+
+  // An 8-token prompt may hit only 7 tokens' worth: one block. Its second block repeats
+  // block 1's contents; the digest is indexed already, so block 3 stays unregistered.
+  const sequence_start s2 = admit(a, tokens(8));
+  CHECK(s2.cached_tokens == 4);
+  CHECK(table(a, s2.id) == ids{0, 3});
+  CHECK_FALSE(a.pool().cached(3));
+  CHECK(a.pool().ref_count(0) == 2);
+
+  const std::vector<token_id> other = tokens(16, 200);
+  const sequence_start s3 = admit(a, other);  // the last 4 blocks, all registered
+  CHECK(table(a, s3.id) == ids{4, 5, 6, 7});
+  CHECK(a.metrics().free_blocks == 0);
+  CHECK(a.free(s3.id) == errc::ok);  // releases 7, 6, 5, 4: the chain's tail is evicted first
+  CHECK(a.free(s1.id) == errc::ok);  // 2 (free: front), 1 (cached: back); 0 is still used by s2
+  m = a.metrics();
+  CHECK(m.live_blocks == 2);
+  CHECK(m.cached_blocks == 5);
+  CHECK(m.free_blocks == 1);
+  CHECK(m.evictions == 0);
+
+  const sequence_start s4 = admit(a, tokens(13, 300));
+  CHECK(table(a, s4.id) == ids{2, 7, 6, 5});
+  CHECK(a.metrics().evictions == 3);
+
+  // s3's first block (4) survived, its second (5) did not.
+  const std::vector<token_id> other_head(other.begin(), other.begin() + 5);
+  // The whole 16-token prompt would hit block 4 (evictable) and need 3 more: 2 are unused.
+  const kv_metrics before = a.metrics();
+  CHECK(a.create(other).error() == errc::out_of_blocks);
+  // 9 tokens: hit block 4 and need 2 more. 2 blocks are unused, but one of them is block 4
+  // itself, so admitting would leave the prefill a block short.
+  CHECK(a.create(std::vector<token_id>(other.begin(), other.begin() + 9)).error() ==
+        errc::out_of_blocks);
+  CHECK(a.metrics() == before);
+  const sequence_start s5 = admit(a, other_head);
+  CHECK(s5.cached_tokens == 4);
+  CHECK(table(a, s5.id) == ids{4, 1});
+
+  m = a.metrics();
+  CHECK(m.prefix_query_tokens == 10 + 11 + 8 + 16 + 13 + 5);
+  CHECK(m.prefix_hit_tokens == 8 + 4 + 4);
+  CHECK(m.evictions == 4);  // block 1 was evicted for s5's second block
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("a preempted sequence hits its own prefix when readmitted") {
+  prefix_caching_allocator<> a({.num_blocks = 16, .block_size = 4, .max_model_len = 64});
+  const std::vector<token_id> prompt = tokens(14);
+  const sequence_start s = admit(a, prompt);
+  std::vector<token_id> generated{501, 502, 503};
+  CHECK(a.append(s.id, generated) == errc::ok);
+  const ids held = table(a, s.id);  // 5 blocks, the 4th completed while decoding
+  CHECK(a.free(s.id) == errc::ok);  // preemption by recompute
+  const std::vector<token_id> resumed = concat(prompt, generated);  // 17 tokens
+  const sequence_start again = admit(a, resumed);
+  CHECK(again.cached_tokens == 16);
+  const ids now = table(a, again.id);
+  CHECK(ids(now.begin(), now.begin() + 4) == ids(held.begin(), held.begin() + 4));
+}
+
+TEMPLATE_TEST_CASE("tenants with different salts or adapters never share blocks", "", wyhash64,
+                   sha256_hasher) {
+  prefix_caching_allocator<TestType> a({.num_blocks = 32, .block_size = 4, .max_model_len = 64});
+  const std::vector<token_id> prompt = tokens(21);
+  const sequence_start alice = admit(a, prompt, {.cache_salt = "alice"});
+  CHECK(alice.cached_tokens == 0);
+  CHECK(admit(a, prompt, {.cache_salt = "bob"}).cached_tokens == 0);
+  CHECK(admit(a, prompt).cached_tokens == 0);                                 // no salt
+  CHECK(admit(a, prompt, {.adapter_id = 3, .cache_salt = "alice"}).cached_tokens == 0);
+  const sequence_start alice2 = admit(a, prompt, {.cache_salt = "alice"});
+  CHECK(alice2.cached_tokens == 20);
+  const ids first = table(a, alice.id);
+  const ids second = table(a, alice2.id);
+  CHECK(ids(second.begin(), second.begin() + 5) == ids(first.begin(), first.begin() + 5));
+  // Every block of the other tenants is their own.
+  const kv_metrics m = a.metrics();
+  CHECK(m.live_blocks == 4 * 6 + 1);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("blocks completed during decoding are registered and hit by later prompts") {
+  prefix_caching_allocator<sha256_hasher> a({.num_blocks = 8, .block_size = 4, .max_model_len = 32});
+  const sequence_start s = admit(a, tokens(3));  // nothing full yet
+  CHECK(a.metrics().cached_blocks == 0);
+  for (token_id t = 4; t <= 9; ++t) CHECK(a.append(s.id, std::vector<token_id>{t}) == errc::ok);
+  CHECK(a.pool().cached(table(a, s.id)[0]));
+  CHECK(a.pool().cached(table(a, s.id)[1]));
+  CHECK(admit(a, tokens(9)).cached_tokens == 8);
+}

@@ -1,0 +1,125 @@
+// `rungs-plan kv`, run in-process: exact output and exit codes.
+#include <catch2/catch.hpp>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "command.hpp"
+
+namespace {
+struct outcome {
+  int status;
+  std::string out, err;
+};
+outcome run(std::vector<std::string_view> args) {
+  args.insert(args.begin(), "kv");
+  std::ostringstream out, err;
+  const int status = rungs::plan::run(args, out, err);
+  return {status, out.str(), err.str()};
+}
+const std::vector<std::string_view> mistral = {"--layers", "32", "--kv-heads", "8", "--head-dim",
+                                               "128", "--dtype", "fp16", "--block-size", "16"};
+std::vector<std::string_view> with(std::vector<std::string_view> base,
+                                   std::initializer_list<std::string_view> more) {
+  base.insert(base.end(), more);
+  return base;
+}
+}  // namespace
+
+TEST_CASE("rungs-plan kv: the blog's Mistral-7B chat figures") {
+  const outcome r = run(with(mistral, {"--kv-memory", "7GiB", "--tokens-per-request", "5000",
+                                       "--max-model-len", "8192"}));
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out ==
+        "bytes_per_token: 131072\n"
+        "block_size: 16\n"
+        "bytes_per_block: 2097152\n"
+        "kv_memory_bytes: 7516192768\n"
+        "num_blocks: 3584\n"
+        "token_capacity: 57344\n"
+        "tokens_per_request: 5000\n"
+        "blocks_per_request: 313\n"
+        "concurrent_requests: 11\n"
+        "max_model_len: 8192\n"
+        "blocks_per_max_model_len: 512\n"
+        "concurrent_requests_at_max_model_len: 7\n"
+        "naive_concurrent_requests: 7\n");
+}
+
+TEST_CASE("rungs-plan kv: sizes in decimal and binary units, or plain bytes") {
+  const auto blocks = [](std::string_view size) {
+    const outcome r = run(with(mistral, {"--kv-memory", size}));
+    REQUIRE(r.status == 0);
+    const auto at = r.out.find("num_blocks: ");
+    return r.out.substr(at + 12, r.out.find('\n', at) - at - 12);
+  };
+  CHECK(blocks("7GiB") == "3584");
+  CHECK(blocks("7GB") == "3337");  // 7e9 / 2 MiB
+  CHECK(blocks("7516192768") == "3584");
+  CHECK(blocks("7168MiB") == "3584");
+  CHECK(blocks("2097152B") == "1");
+  CHECK(blocks("2MB") == "0");  // 2e6 bytes < one 2 MiB block
+  CHECK(blocks("0.5TiB") == "262144");
+}
+
+TEST_CASE("rungs-plan kv: the Gaudi rule from free memory") {
+  const outcome r = run({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype",
+                         "bf16", "--block-size", "128", "--free-memory", "79.16GiB",
+                         "--memory-utilization", "0.5", "--graph-reserved", "0.4"});
+  CHECK(r.status == 0);
+  CHECK(r.out ==
+        "bytes_per_token: 131072\n"
+        "block_size: 128\n"
+        "bytes_per_block: 16777216\n"
+        "kv_memory_bytes: 25499220836\n"
+        "num_blocks: 1519\n"
+        "token_capacity: 194432\n");
+}
+
+TEST_CASE("rungs-plan kv: bad input is one line on stderr and exit status 2") {
+  const auto error = [](std::vector<std::string_view> args) {
+    const outcome r = run(std::move(args));
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    return r.err;
+  };
+  CHECK(error(with(mistral, {})) ==
+        "rungs-plan: error: kv: give exactly one of --kv-memory and --free-memory\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--free-memory", "80GiB"})) ==
+        "rungs-plan: error: kv: give exactly one of --kv-memory and --free-memory\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7XB"})) ==
+        "rungs-plan: error: --kv-memory = '7XB' is not a size (bytes, or a number with B, KB, MB, "
+        "GB, TB, KiB, MiB, GiB, TiB)\n");
+  CHECK(error(with(mistral, {"--kv-memory", "-7GiB"})) ==
+        "rungs-plan: error: --kv-memory = '-7GiB' is not a size (bytes, or a number with B, KB, "
+        "MB, GB, TB, KiB, MiB, GiB, TiB)\n");
+  CHECK(error(with(mistral, {"--kv-memory", "0GiB"})) ==
+        "rungs-plan: error: --kv-memory = '0GiB' must be positive\n");
+  CHECK(error({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype", "int4",
+               "--block-size", "16", "--kv-memory", "7GiB"}) ==
+        "rungs-plan: error: --dtype = 'int4' is not one of fp16, bf16, fp8, fp32\n");
+  CHECK(error({"--kv-heads", "8", "--head-dim", "128", "--dtype", "fp16", "--block-size", "16",
+               "--kv-memory", "7GiB"}) == "rungs-plan: error: kv: --layers is required\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--block-size", "32"})) ==
+        "rungs-plan: error: kv: --block-size given twice\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--turbo", "1"})) ==
+        "rungs-plan: error: kv: unknown option '--turbo' (try 'rungs-plan --help')\n");
+  CHECK(error(with(mistral, {"--kv-memory"})) ==
+        "rungs-plan: error: kv: --kv-memory needs a value\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--tokens-per-request", "0"})) ==
+        "rungs-plan: error: --tokens-per-request = 0 must be positive\n");
+  CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--graph-reserved", "0.1"})) ==
+        "rungs-plan: error: kv: --memory-utilization and --graph-reserved need --free-memory\n");
+  CHECK(error(with(mistral, {"--free-memory", "80GiB", "--graph-reserved", "1.5"})) ==
+        "rungs-plan: error: graph_reserved_mem = 1.5 must be in [0, 1)\n");
+}
+
+TEST_CASE("rungs-plan kv: --name=value works too") {
+  const outcome r = run({"--layers=32", "--kv-heads=8", "--head-dim=128", "--dtype=fp8",
+                         "--block-size=16", "--kv-memory=7GiB"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("bytes_per_token: 65536\n") != std::string::npos);
+  CHECK(r.out.find("num_blocks: 7168\n") != std::string::npos);
+}
