@@ -167,7 +167,7 @@ TEST_CASE("Gaudi's walk: prompt within its share, all decode, then prompt spill-
   std::vector<std::int64_t> seq1024, seq2048;
   for (std::int64_t s = 128; s <= 1024; s += 128) seq1024.push_back(s);
   for (std::int64_t s = 128; s <= 2048; s += 128) seq2048.push_back(s);
-  engine<model_shape{.dtype = kv_dtype::f32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 128, .num_layers = 1},
+  engine<model_shape{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 128, .num_layers = 1},
          space, by_phase<>, startup, counting_pool, host_backend>
       e(space(grid{phase::prompt, {1, 2, 4}, seq1024}, grid{phase::decode, {1, 2, 4}, seq2048}), counting_pool(64, 128), host_backend(std::ref(model), sim),
         {.budget = {.bytes = 11000 * MiB, .prompt_ratio = 0.55}, .max_model_len = 2048});
