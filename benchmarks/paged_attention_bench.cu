@@ -1,0 +1,232 @@
+// Paged-attention decode bandwidth against the GPU's copy bandwidth, measured in one run
+// (GPU only; scripts/gpu-check runs it).
+//
+//   paged_attention_bench [--quick] [--csv]
+//
+// Per shape (bf16, head dim 128, block size 16; batch {1, 16, 64, 256} x context {512, 4096,
+// 16384} x heads {32q/8kv, 32q/32kv}; shapes that do not fit in memory are skipped): the
+// median time of a decode run (attention plus split merge, as planned for the shape's bucket),
+// the bytes it must move (K and V once, Q, O, block tables, lengths; docs/kernels.md), the
+// achieved GB/s, and its ratio to the copy ceiling: the better of cudaMemcpy device-to-device
+// and a 16-byte copy kernel over 2 GiB (bytes read plus written). Block tables are a random
+// permutation of the pool; the data is random. Shapes whose K and V fit in twice the L2 are
+// marked: they measure cache, not memory. A last section times the static block-size
+// instance against the dynamic one on the target shape.
+#include <rungs/attention/paged_attention.cuh>
+#include <rungs/cuda/error.cuh>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace ra = rungs::attention;
+
+namespace {
+
+__global__ void fill_random(__nv_bfloat16* p, std::size_t n, std::uint64_t seed) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    std::uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;  // splitmix64
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    p[i] = __float2bfloat16(static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f);
+  }
+}
+
+__global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    dst[i] = src[i];
+  }
+}
+
+template <class T>
+struct device_array {
+  T* p = nullptr;
+  explicit device_array(std::size_t n) {
+    if (n) RUNGS_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+  }
+  ~device_array() {
+    if (p) cudaFree(p);
+  }
+  device_array(const device_array&) = delete;
+  device_array& operator=(const device_array&) = delete;
+};
+
+struct timer {
+  cudaEvent_t start{}, stop{};
+  timer() {
+    RUNGS_CUDA_CHECK(cudaEventCreate(&start));
+    RUNGS_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~timer() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  // Median milliseconds of `runs` timed calls of f after `warmup` untimed ones.
+  template <class F>
+  double median_ms(F&& f, int warmup, int runs) {
+    for (int i = 0; i < warmup; ++i) f();
+    std::vector<double> ms;
+    for (int i = 0; i < runs; ++i) {
+      RUNGS_CUDA_CHECK(cudaEventRecord(start));
+      f();
+      RUNGS_CUDA_CHECK(cudaEventRecord(stop));
+      RUNGS_CUDA_CHECK(cudaEventSynchronize(stop));
+      float t = 0;
+      RUNGS_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+      ms.push_back(t);
+    }
+    std::nth_element(ms.begin(), ms.begin() + runs / 2, ms.end());
+    return ms[static_cast<std::size_t>(runs / 2)];
+  }
+};
+
+double copy_ceiling_gbs(int runs, double& memcpy_gbs, double& kernel_gbs) {
+  const std::size_t bytes = std::size_t{2} << 30;
+  device_array<uint4> a(bytes / 16), b(bytes / 16);
+  RUNGS_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
+  timer t;
+  const double ms_memcpy = t.median_ms([&] { RUNGS_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 3, runs);
+  int sms = 0;
+  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const double ms_kernel = t.median_ms([&] { copy16<<<sms * 8, 512>>>(a.p, b.p, bytes / 16); }, 3, runs);
+  RUNGS_CUDA_CHECK(cudaGetLastError());
+  memcpy_gbs = 2.0 * bytes / (ms_memcpy * 1e6);
+  kernel_gbs = 2.0 * bytes / (ms_kernel * 1e6);
+  return std::max(memcpy_gbs, kernel_gbs);
+}
+
+struct shape {
+  int batch, context, qo_heads, kv_heads;
+};
+
+struct result {
+  double ms = 0;
+  double bytes = 0;
+  int splits = 0;
+};
+
+// One decode shape; Launch(plan, args) runs one instance.
+template <class Launch>
+bool run_shape(const shape& sh, int runs, std::mt19937_64& rng, result& r, Launch&& launch) {
+  constexpr int kHeadDim = 128, kBlock = 16;
+  const std::int64_t blocks_per_seq = (sh.context + kBlock - 1) / kBlock;
+  const std::int64_t num_blocks = sh.batch * blocks_per_seq;
+  const ra::attention_shape s{.num_qo_heads = sh.qo_heads, .num_kv_heads = sh.kv_heads, .head_dim = kHeadDim,
+                              .block_size = kBlock, .num_blocks = num_blocks};
+  const std::size_t pool = static_cast<std::size_t>(s.pool_elements());
+  std::size_t free = 0, total = 0;
+  RUNGS_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  if (2.0 * pool * sizeof(__nv_bfloat16) > 0.85 * static_cast<double>(free)) return false;
+
+  const ra::attention_config config{ra::dtype::bf16, s};
+  const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = sh.batch, .max_context = sh.context}, ra::query_device());
+  device_array<__nv_bfloat16> k(pool), v(pool), q(static_cast<std::size_t>(sh.batch * s.q_row_elements())),
+      out(static_cast<std::size_t>(sh.batch * s.q_row_elements()));
+  device_array<std::int32_t> tables(static_cast<std::size_t>(num_blocks)), lens(static_cast<std::size_t>(sh.batch));
+  device_array<std::byte> workspace(plan.workspace.bytes);
+  fill_random<<<1024, 256>>>(k.p, pool, rng());
+  fill_random<<<1024, 256>>>(v.p, pool, rng());
+  fill_random<<<256, 256>>>(q.p, static_cast<std::size_t>(sh.batch * s.q_row_elements()), rng());
+  RUNGS_CUDA_CHECK(cudaGetLastError());
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const std::vector<std::int32_t> seq_lens(static_cast<std::size_t>(sh.batch), sh.context);
+  RUNGS_CUDA_CHECK(cudaMemcpy(tables.p, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  RUNGS_CUDA_CHECK(cudaMemcpy(lens.p, seq_lens.data(), seq_lens.size() * 4, cudaMemcpyHostToDevice));
+
+  const ra::decode_args args{.q = q.p, .k_cache = k.p, .v_cache = v.p, .block_tables = tables.p, .seq_lens = lens.p,
+                             .out = out.p, .workspace = workspace.p, .workspace_bytes = plan.workspace.bytes};
+  timer t;
+  r.ms = t.median_ms([&] { launch(plan, args); }, 5, runs);
+  r.splits = plan.num_splits;
+  r.bytes = 2.0 * sh.batch * sh.context * s.kv_row_elements() * 2  // K and V, once
+            + 2.0 * sh.batch * s.q_row_elements() * 2               // Q in, O out
+            + 4.0 * (num_blocks + sh.batch);                        // block tables, lengths
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool quick = false, csv = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) quick = true;
+    else if (!std::strcmp(argv[i], "--csv")) csv = true;
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--csv]\n", argv[0]);
+      return 2;
+    }
+  }
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("paged_attention_bench: no CUDA device; nothing measured\n");
+    return 0;
+  }
+  try {
+    cudaDeviceProp prop{};
+    RUNGS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    const int runs = quick ? 10 : 50;
+    double memcpy_gbs = 0, kernel_gbs = 0;
+    const double ceiling = copy_ceiling_gbs(runs, memcpy_gbs, kernel_gbs);
+    std::printf("# %s, %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (cudaMemcpy D2D %.0f, copy kernel %.0f; read + written)\n",
+                prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, ceiling, memcpy_gbs, kernel_gbs);
+    if (csv) std::printf("batch,context,qo_heads,kv_heads,splits,time_us,bytes,gb_s,ratio,note\n");
+    else
+      std::printf("%6s %8s %7s %6s %10s %12s %8s %6s  %s\n", "batch", "context", "heads", "splits", "time_us", "MB moved",
+                  "GB/s", "ratio", "note");
+
+    std::mt19937_64 rng(2026);
+    auto dynamic = [](int group) {
+      return [group](const ra::decode_plan& plan, const ra::decode_args& args) {
+        if (group == 4) ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, nullptr);
+        else ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 1>(plan, args, nullptr);
+      };
+    };
+    for (int batch : {1, 16, 64, 256}) {
+      for (int context : {512, 4096, 16384}) {
+        for (int kv_heads : {8, 32}) {
+          const shape sh{batch, context, 32, kv_heads};
+          result r;
+          const bool ran = run_shape(sh, runs, rng, r, dynamic(32 / kv_heads));
+          const double kv_bytes = 4.0 * batch * context * kv_heads * 128;
+          const char* note = !ran ? "skipped: exceeds memory" : kv_bytes < 2.0 * prop.l2CacheSize ? "fits in L2: latency, not bandwidth" : "";
+          const double gbs = ran ? r.bytes / (r.ms * 1e6) : 0;
+          if (csv) {
+            std::printf("%d,%d,%d,%d,%d,%.2f,%.0f,%.1f,%.3f,%s\n", batch, context, 32, kv_heads, r.splits, r.ms * 1e3,
+                        r.bytes, gbs, gbs / ceiling, note);
+          } else {
+            std::printf("%6d %8d %4d/%-2d %6d %10.1f %12.1f %8.0f %6.3f  %s\n", batch, context, 32, kv_heads, r.splits,
+                        r.ms * 1e3, r.bytes / 1e6, gbs, gbs / ceiling, note);
+          }
+          std::fflush(stdout);
+        }
+      }
+    }
+
+    // Static against dynamic block size, on the target shape (batch 64, context 4096, 32q/8kv).
+    const shape target{64, 4096, 32, 8};
+    result stat, dyn;
+    run_shape(target, runs, rng, stat, [](const ra::decode_plan& plan, const ra::decode_args& args) {
+      ra::launch_decode<rungs::bf16, 128, 16, 4>(plan, args, nullptr);
+    });
+    run_shape(target, runs, rng, dyn, dynamic(4));
+    std::printf("# block size 16, batch 64, context 4096, 32q/8kv: static instance %.1f us, dynamic instance %.1f us "
+                "(static/dynamic time %.3f)\n",
+                stat.ms * 1e3, dyn.ms * 1e3, stat.ms / dyn.ms);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "paged_attention_bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

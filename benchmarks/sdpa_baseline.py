@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""PyTorch SDPA (FLASH backend) decode on contiguous KV: the baseline for
+benchmarks/paged_attention_bench.cu, on the same shapes (bf16, head dim 128, one query token,
+batch {1, 16, 64, 256} x context {512, 4096, 16384} x heads {32q/8kv, 32q/32kv}).
+
+Prints the median time per shape and the GB/s over the same byte count the paged benchmark
+uses (K and V once, Q, O; no block tables), so the two can be compared row by row. Needs a
+CUDA build of PyTorch; without one it says so and exits 0. scripts/gpu-check runs it when
+`python3 -c "import torch"` works.
+
+    python3 benchmarks/sdpa_baseline.py [--quick] [--csv]
+"""
+import argparse
+import sys
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10 timed runs per shape instead of 50")
+    parser.add_argument("--csv", action="store_true", help="machine-readable output")
+    args = parser.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print(f"sdpa_baseline: PyTorch with torch.nn.attention is not installed ({e}); nothing measured")
+        return 0
+    if not torch.cuda.is_available():
+        print("sdpa_baseline: no CUDA device; nothing measured")
+        return 0
+
+    runs = 10 if args.quick else 50
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    print(f"# {props.name}, torch {torch.__version__}, SDPA FLASH backend, enable_gqa=True, contiguous KV")
+    if args.csv:
+        print("batch,context,qo_heads,kv_heads,time_us,bytes,gb_s,note")
+    else:
+        print(f"{'batch':>6} {'context':>8} {'heads':>7} {'time_us':>10} {'MB moved':>12} {'GB/s':>8}  note")
+
+    head_dim = 128
+    for batch in (1, 16, 64, 256):
+        for context in (512, 4096, 16384):
+            for kv_heads in (8, 32):
+                qo_heads = 32
+                kv_bytes = 2 * batch * kv_heads * context * head_dim * 2
+                free, _ = torch.cuda.mem_get_info()
+                note = ""
+                if kv_bytes > 0.85 * free:
+                    note = "skipped: exceeds memory"
+                    time_us = 0.0
+                else:
+                    q = torch.randn(batch, qo_heads, 1, head_dim, device=dev, dtype=torch.bfloat16)
+                    k = torch.randn(batch, kv_heads, context, head_dim, device=dev, dtype=torch.bfloat16)
+                    v = torch.randn_like(k)
+                    try:
+                        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                            fn = lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+                            for _ in range(5):
+                                fn()
+                            times = []
+                            for _ in range(runs):
+                                start = torch.cuda.Event(enable_timing=True)
+                                stop = torch.cuda.Event(enable_timing=True)
+                                start.record()
+                                fn()
+                                stop.record()
+                                stop.synchronize()
+                                times.append(start.elapsed_time(stop))
+                        times.sort()
+                        time_us = times[len(times) // 2] * 1e3
+                    except RuntimeError as e:
+                        note = f"failed: {str(e).splitlines()[0][:60]}"
+                        time_us = 0.0
+                    del q, k, v
+                    torch.cuda.empty_cache()
+                bytes_moved = kv_bytes + 2 * batch * qo_heads * head_dim * 2
+                gbs = bytes_moved / (time_us * 1e3) if time_us > 0 else 0.0
+                if args.csv:
+                    print(f"{batch},{context},{qo_heads},{kv_heads},{time_us:.2f},{bytes_moved},{gbs:.1f},{note}")
+                else:
+                    print(f"{batch:6d} {context:8d} {qo_heads:4d}/{kv_heads:<2d} {time_us:10.1f} "
+                          f"{bytes_moved / 1e6:12.1f} {gbs:8.0f}  {note}")
+                sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+// Run-time values to kernel instantiations for rungs' paged attention, in plain C++ so the
+// rules and their error messages are tested on any machine.
+//
+// Two layers of "supported":
+//  * the contract: what the kernels are written for (check_shape below): element types f16
+//    and bf16, head dims 64, 80, 96, 128, 256, block sizes 8, 16, 32, 64, 128, GQA groups
+//    1-8 and 16 for decode (any group for prefill, which flattens heads into rows);
+//  * an instantiation set: which template instances a build compiles. rungs is header-only,
+//    so the set is a template argument of the launch API; the dispatcher rejects a value the
+//    set lacks with rungs::unsupported_value listing what the set has.
+//
+// Block size is compile-time-capable: a set lists either static block sizes (the kernel's
+// token -> block arithmetic uses constants) or dynamic_block_size (one instance for every
+// block size, whose arithmetic is a shift and a mask by a run-time log2). Both cost the same
+// two integer instructions per token, so the default set uses the dynamic instance; the full
+// set compiles each static one (see docs/kernels.md, "Instantiation sets").
+#pragma once
+
+#include <cstddef>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+
+#include <rungs/attention/geometry.hpp>
+#include <rungs/attention/layout.hpp>
+#include <rungs/dispatch.hpp>
+
+namespace rungs::attention {
+
+/// A compile-time list of values (head dims, block sizes, group sizes).
+template <auto... V>
+struct values {
+  static constexpr std::size_t size = sizeof...(V);
+  template <class T>
+  static constexpr bool contains(const T& v) {
+    return ((v == V) || ...);
+  }
+  static std::string list() { return rungs::detail::supported_list<V...>(); }
+};
+
+/// A compile-time list of element types.
+template <dtype... D>
+struct dtypes {
+  static constexpr bool contains(dtype t) { return ((t == D) || ...); }
+  static std::string list() {
+    std::string s;
+    ((s += (s.empty() ? "" : ", "), s += name(D)), ...);
+    return s;
+  }
+};
+
+/// Block-size entry meaning "one instance for every supported block size".
+inline constexpr int dynamic_block_size = 0;
+
+// The contract.
+using supported_dtypes = dtypes<dtype::f16, dtype::bf16>;
+using supported_head_dims = values<64, 80, 96, 128, 256>;
+using supported_block_sizes = values<8, 16, 32, 64, 128>;
+using supported_decode_groups = values<1, 2, 3, 4, 5, 6, 7, 8, 16>;
+
+namespace detail {
+template <class List, class Within>
+struct all_within;
+template <auto... V, class Within>
+struct all_within<values<V...>, Within> : std::bool_constant<(Within::contains(V) && ...)> {};
+template <dtype... D, class Within>
+struct all_within<dtypes<D...>, Within> : std::bool_constant<(Within::contains(D) && ...)> {};
+
+template <auto... V>
+constexpr bool block_entries_valid(values<V...>) {
+  return ((V == dynamic_block_size || supported_block_sizes::contains(V)) && ...);
+}
+template <auto... G>
+constexpr bool groups_fit(values<G...>, int head_dim) {
+  return (geometry::decode_group_fits(head_dim, G) && ...);
+}
+template <class Groups, auto... D>
+constexpr bool groups_fit_all(values<D...>) {
+  return (groups_fit(Groups{}, D) && ...);
+}
+}  // namespace detail
+
+/// The template instances a build compiles: element types x head dims x block sizes (static
+/// values and/or dynamic_block_size) x decode group sizes. Prefill and cache writes do not
+/// depend on the group (prefill flattens it into rows), so they instantiate dtypes x head dims
+/// x block sizes and dtypes x head dims.
+template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups>
+struct instantiation_set {
+  using dtype_list = Dtypes;
+  using head_dims = HeadDims;
+  using block_sizes = BlockSizes;
+  using decode_groups = DecodeGroups;
+
+  static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
+                "rungs::attention::instantiation_set: an element type is outside the supported f16, bf16");
+  static_assert(detail::all_within<HeadDims, supported_head_dims>::value,
+                "rungs::attention::instantiation_set: a head dim is outside the supported 64, 80, 96, 128, 256");
+  static_assert(detail::block_entries_valid(BlockSizes{}),
+                "rungs::attention::instantiation_set: block sizes must be among 8, 16, 32, 64, 128 or "
+                "dynamic_block_size");
+  static_assert(detail::all_within<DecodeGroups, supported_decode_groups>::value,
+                "rungs::attention::instantiation_set: a decode group size is outside the supported 1-8, 16");
+  static_assert(detail::groups_fit_all<DecodeGroups>(HeadDims{}),
+                "rungs::attention::instantiation_set: a decode group size does not fit the kernel geometry");
+};
+
+/// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
+/// whole contract with the dynamic block size. 2 x 5 x 9 = 90 decode kernels, 10 prefill,
+/// 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture).
+using default_instantiations = instantiation_set<supported_dtypes, supported_head_dims,
+                                                 values<dynamic_block_size>, supported_decode_groups>;
+
+/// The default set plus a static instance for every block size: 2 x 5 x 6 x 9 = 540 decode
+/// and 60 prefill kernels. Built by the cuda-full preset (-DRUNGS_KERNEL_INSTANTIATIONS=full)
+/// to measure what static block sizes buy and to keep them compiling.
+using full_instantiations =
+    instantiation_set<supported_dtypes, supported_head_dims,
+                      values<8, 16, 32, 64, 128, dynamic_block_size>, supported_decode_groups>;
+
+namespace detail {
+
+// A callable for dispatch that only checks membership.
+struct accept_value {
+  template <int>
+  void operator()() const {}
+};
+
+template <auto... V, class F>
+decltype(auto) dispatch_in(values<V...>, std::string_view parameter, int value, F&& f) {
+  return rungs::dispatch<V...>(parameter, value, std::forward<F>(f));
+}
+
+template <class R, dtype First, dtype... Rest, class F, class Fail>
+R dispatch_dtype_one(dtype value, F& f, Fail& fail) {
+  if (value == First) return f.template operator()<host_type<First>>();
+  if constexpr (sizeof...(Rest) > 0) {
+    return dispatch_dtype_one<R, Rest...>(value, f, fail);
+  } else {
+    fail();  // throws
+    throw;   // unreachable
+  }
+}
+
+template <dtype... D, class F>
+decltype(auto) dispatch_dtype(dtypes<D...>, dtype value, F&& f) {
+  using R = decltype(f.template operator()<host_type<rungs::detail::first_value<D...>>>());
+  auto fail = [&] {
+    throw unsupported_value("dtype = " + std::string(name(value)) +
+                            " is not supported by this build; supported: " + dtypes<D...>::list());
+  };
+  return dispatch_dtype_one<R, D...>(value, f, fail);
+}
+
+// A static block size when the set has it, else the dynamic instance when the set has that.
+template <auto... V, class F>
+decltype(auto) dispatch_block(values<V...>, int block_size, F&& f) {
+  constexpr bool has_dynamic = ((V == dynamic_block_size) || ...);
+  if constexpr (has_dynamic) {
+    if (!((block_size == V && V != dynamic_block_size) || ...)) {
+      return f.template operator()<dynamic_block_size>();
+    }
+  }
+  return rungs::dispatch<V...>("block_size", block_size, std::forward<F>(f));
+}
+
+}  // namespace detail
+
+/// Throws std::invalid_argument or rungs::unsupported_value when a shape is outside the
+/// contract (for any instantiation set): the message names the value and the rule.
+inline void check_shape(const attention_shape& s) {
+  auto fail = [](auto&&... parts) {
+    std::ostringstream os;
+    (os << ... << parts);
+    throw std::invalid_argument(os.str());
+  };
+  if (s.num_kv_heads < 1) fail("num_kv_heads = ", s.num_kv_heads, " must be at least 1");
+  if (s.num_kv_heads > 65535) fail("num_kv_heads = ", s.num_kv_heads, " exceeds 65535 (the grid's y limit)");
+  if (s.num_qo_heads < 1) fail("num_qo_heads = ", s.num_qo_heads, " must be at least 1");
+  if (s.num_qo_heads % s.num_kv_heads != 0) {
+    fail("num_qo_heads = ", s.num_qo_heads, " must be a multiple of num_kv_heads = ", s.num_kv_heads,
+         " (each KV head serves a whole group of query heads)");
+  }
+  if (s.num_blocks < 1) fail("num_blocks = ", s.num_blocks, " must be at least 1");
+  (void)detail::dispatch_in(supported_head_dims{}, "head_dim", s.head_dim, detail::accept_value{});
+  (void)detail::dispatch_in(supported_block_sizes{}, "block_size", s.block_size, detail::accept_value{});
+}
+
+/// check_shape plus the decode-only rule on the group size.
+inline void check_decode_shape(const attention_shape& s) {
+  check_shape(s);
+  (void)detail::dispatch_in(supported_decode_groups{}, "group_size", s.group_size(), detail::accept_value{});
+}
+
+/// Calls f.template operator()<T, HeadDim, BlockSize, Group>() with T the host element type
+/// (rungs::f16 or rungs::bf16) and BlockSize a static block size or dynamic_block_size.
+template <class Set, class F>
+decltype(auto) dispatch_decode(dtype type, const attention_shape& s, F&& f) {
+  check_decode_shape(s);
+  return detail::dispatch_dtype(typename Set::dtype_list{}, type, [&]<class T>() -> decltype(auto) {
+    return detail::dispatch_in(typename Set::head_dims{}, "head_dim", s.head_dim, [&]<int D>() -> decltype(auto) {
+      return detail::dispatch_block(typename Set::block_sizes{}, s.block_size, [&]<int B>() -> decltype(auto) {
+        return detail::dispatch_in(typename Set::decode_groups{}, "group_size", s.group_size(),
+                                   [&]<int G>() -> decltype(auto) { return f.template operator()<T, D, B, G>(); });
+      });
+    });
+  });
+}
+
+/// Calls f.template operator()<T, HeadDim, BlockSize>().
+template <class Set, class F>
+decltype(auto) dispatch_prefill(dtype type, const attention_shape& s, F&& f) {
+  check_shape(s);
+  return detail::dispatch_dtype(typename Set::dtype_list{}, type, [&]<class T>() -> decltype(auto) {
+    return detail::dispatch_in(typename Set::head_dims{}, "head_dim", s.head_dim, [&]<int D>() -> decltype(auto) {
+      return detail::dispatch_block(typename Set::block_sizes{}, s.block_size,
+                                    [&]<int B>() -> decltype(auto) { return f.template operator()<T, D, B>(); });
+    });
+  });
+}
+
+/// Calls f.template operator()<T, HeadDim>() (cache writes only move 16-byte vectors; the
+/// block size enters as a run-time shift).
+template <class Set, class F>
+decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f) {
+  check_shape(s);
+  return detail::dispatch_dtype(typename Set::dtype_list{}, type, [&]<class T>() -> decltype(auto) {
+    return detail::dispatch_in(typename Set::head_dims{}, "head_dim", s.head_dim,
+                               [&]<int D>() -> decltype(auto) { return f.template operator()<T, D>(); });
+  });
+}
+
+}  // namespace rungs::attention

@@ -1,0 +1,58 @@
+// Launch geometry of rungs' paged-attention kernels, as constexpr host code: the planner
+// (pure C++) sizes grids and workspaces with it, and the kernels static_assert against it, so
+// the two can never disagree.
+//
+// A CTA has 128 threads. Each thread owns one 16-byte vector (8 elements) of a head-dim row,
+// so a row of D elements takes D/8 lanes, padded to a power of two so that the dot-product
+// reduction is a butterfly of shuffles: 8 lanes for D 64, 16 for 80, 96 and 128, 32 for 256.
+// The CTA is then 128 / lanes "thread rows"; each thread row processes 4-token chunks of a
+// KV tile staged in shared memory by a 3-stage cp.async pipeline. A tile holds 4 tokens per
+// thread row, which keeps a stage at <= 16 KiB (K and V) and the whole pipeline within the
+// 48 KiB of static shared memory.
+#pragma once
+
+namespace rungs::attention::geometry {
+
+inline constexpr int threads = 128;           ///< threads per CTA
+inline constexpr int vector_elements = 8;     ///< elements per 16-byte vector (2-byte types)
+inline constexpr int chunk_tokens = 4;        ///< tokens per online-softmax update
+inline constexpr int stages = 3;              ///< cp.async pipeline depth
+inline constexpr int max_rows_per_thread = 8; ///< query rows one thread accumulates
+
+constexpr int next_pow2(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+
+/// Lanes that share one head-dim row (a power of two, at most 32).
+constexpr int lanes_per_row(int head_dim) { return next_pow2(head_dim / vector_elements); }
+/// Thread rows of a CTA: 128 / lanes_per_row.
+constexpr int thread_rows(int head_dim) { return threads / lanes_per_row(head_dim); }
+/// KV tokens per pipeline stage.
+constexpr int tile_tokens(int head_dim) { return chunk_tokens * thread_rows(head_dim); }
+
+/// Decode: a CTA owns all query heads of one GQA group. Groups of up to 8 are held by every
+/// thread (rows_per_thread = group); larger groups (multiples of 8) are split over row groups
+/// of 8 heads, each still reading the KV tile from shared memory, so a KV byte is fetched
+/// from global memory once per group.
+constexpr int decode_rows_per_thread(int group) {
+  return group <= max_rows_per_thread ? group : max_rows_per_thread;
+}
+constexpr int decode_row_groups(int group) { return group / decode_rows_per_thread(group); }
+constexpr bool decode_group_fits(int head_dim, int group) {
+  return group >= 1 && (group <= max_rows_per_thread || group % max_rows_per_thread == 0) &&
+         decode_row_groups(group) <= thread_rows(head_dim) &&
+         (tile_tokens(head_dim) / (thread_rows(head_dim) / decode_row_groups(group))) % chunk_tokens == 0;
+}
+
+/// Prefill: query rows are (token, head-in-group) pairs flattened; every thread row owns
+/// max_rows_per_thread of them, so a CTA covers this many rows of one (sequence, KV head).
+constexpr int prefill_rows_per_cta(int head_dim) { return max_rows_per_thread * thread_rows(head_dim); }
+
+/// Warps per CTA of the split-merge kernel (one warp per output row).
+inline constexpr int merge_warps = 4;
+/// Threads per CTA of the cache-write kernel (one 16-byte vector per thread and step).
+inline constexpr int cache_write_threads = 256;
+
+}  // namespace rungs::attention::geometry

@@ -1,0 +1,445 @@
+// Planning for rungs' paged-attention kernels: plain C++, no CUDA.
+//
+// Plan, then run (after FlashInfer). A plan is made once per bucket (max batch, max context):
+// it fixes the grid, the KV split size and the workspace, from the shape and the GPU's SM
+// count alone. The run (rungs::attention::decode / prefill in kernels/rungs/attention/
+// paged_attention.cuh) is then a fixed launch that reads everything that changes per step
+// (sequence lengths, block tables, query offsets) from device buffers the caller owns. Under
+// CUDA graphs the run is captured once per bucket; each step the caller writes new metadata
+// into the same buffers (write_decode_step / write_prefill_step fill a host staging copy) and
+// replays. Sequences shorter than the bucket make the CTAs of their unused splits return
+// early; rows of a padded batch have length 0 and produce zero outputs.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include <rungs/attention/dispatch.hpp>
+#include <rungs/attention/geometry.hpp>
+#include <rungs/attention/layout.hpp>
+
+namespace rungs::attention {
+
+/// What the planner needs to know about the GPU (rungs::attention::query_device fills it).
+struct device_info {
+  int num_sms = 0;
+};
+
+/// One attention layer's configuration.
+struct attention_config {
+  dtype type = dtype::bf16;
+  attention_shape shape{};
+  float sm_scale = 0.0f;  ///< softmax scale; 0 means 1/sqrt(head_dim)
+
+  float scale() const { return sm_scale != 0.0f ? sm_scale : 1.0f / std::sqrt(static_cast<float>(shape.head_dim)); }
+};
+
+/// Planner knobs. The defaults are the heuristic; split_tokens forces a split size (tests use
+/// it to exercise many and empty splits).
+struct plan_options {
+  int split_tokens = 0;        ///< KV tokens per split; 0: chosen from the SM count
+  int min_split_tokens = 256;  ///< smallest split the heuristic picks (amortises the merge)
+  int ctas_per_sm = 2;         ///< CTAs per SM the heuristic aims to keep busy
+};
+
+/// A decode bucket: the largest batch and context one captured launch serves.
+struct decode_bucket {
+  int max_batch = 0;
+  int max_context = 0;
+};
+
+/// A prefill/extend bucket. Query tokens of all sequences are packed (ragged, by q_indptr).
+struct prefill_bucket {
+  int max_batch = 0;
+  int max_q_len = 0;     ///< most new tokens of one sequence
+  int max_total_q = 0;   ///< most new tokens of the batch; 0 means max_batch * max_q_len
+  int max_context = 0;   ///< most tokens (cached + new) of one sequence
+};
+
+/// Where the split-KV partial results live in the caller's workspace: per output row
+/// (token * num_qo_heads + head), num_splits partial outputs of head_dim floats, then
+/// num_splits log2-sum-exp values.
+struct split_workspace {
+  std::size_t partial_out_offset = 0;  ///< bytes; float[rows][num_splits][head_dim]
+  std::size_t partial_lse_offset = 0;  ///< bytes; float[rows][num_splits]
+  std::size_t bytes = 0;               ///< 0 when the plan does not split
+};
+
+struct decode_plan {
+  attention_config config{};
+  decode_bucket bucket{};
+  int max_blocks_per_seq = 0;  ///< blocks of the longest sequence: the minimum table row length
+  int split_tokens = 0;        ///< KV tokens per split
+  int num_splits = 1;          ///< splits per (sequence, KV head); 1: no merge pass
+  split_workspace workspace{};
+  bool split() const { return num_splits > 1; }
+};
+
+struct prefill_plan {
+  attention_config config{};
+  prefill_bucket bucket{};
+  int max_blocks_per_seq = 0;
+  int q_tiles = 0;             ///< CTAs along the flattened (token, head-in-group) rows
+  int split_tokens = 0;
+  int num_splits = 1;
+  split_workspace workspace{};
+  bool split() const { return num_splits > 1; }
+};
+
+/// Device buffers of one decode run. Pointers stay fixed for a captured bucket; their
+/// contents change per step.
+struct decode_args {
+  const void* q = nullptr;               ///< [max_batch][num_qo_heads][head_dim]
+  std::int64_t q_stride = 0;             ///< elements between sequences' queries; 0: num_qo_heads*head_dim
+  const void* k_cache = nullptr;         ///< pool, see layout.hpp
+  const void* v_cache = nullptr;
+  const std::int32_t* block_tables = nullptr;  ///< [max_batch][block_table_stride] block ids
+  std::int64_t block_table_stride = 0;   ///< ints per table row; 0: plan.max_blocks_per_seq
+  const std::int32_t* seq_lens = nullptr;      ///< [max_batch]; 0 for padded rows
+  void* out = nullptr;                   ///< [max_batch][num_qo_heads][head_dim]
+  void* workspace = nullptr;             ///< plan.workspace.bytes (none when not split)
+  std::size_t workspace_bytes = 0;
+};
+
+/// Device buffers of one prefill/extend run. The new tokens' K and V must already be in the
+/// cache (cache_write), so a sequence's kv_len counts its cached and new tokens.
+struct prefill_args {
+  const void* q = nullptr;               ///< [total_q][num_qo_heads][head_dim], packed by q_indptr
+  std::int64_t q_stride = 0;             ///< elements between tokens; 0: num_qo_heads*head_dim
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const std::int32_t* block_tables = nullptr;
+  std::int64_t block_table_stride = 0;
+  const std::int32_t* q_indptr = nullptr;  ///< [max_batch + 1]; sequence b's tokens are q_indptr[b] .. q_indptr[b+1]
+  const std::int32_t* kv_lens = nullptr;   ///< [max_batch]
+  void* out = nullptr;                   ///< [max_total_q][num_qo_heads][head_dim]
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+/// Device buffers of one cache write: this step's keys and values go to the slots of
+/// slot_mapping. Slots are int64 (vLLM's convention) so that slot * row size never overflows;
+/// a negative slot (-1: a padded row) writes nothing.
+struct cache_write_args {
+  const void* k = nullptr;               ///< [num_tokens][num_kv_heads][head_dim], rows k_stride apart
+  const void* v = nullptr;
+  std::int64_t k_stride = 0;             ///< elements between tokens; 0: num_kv_heads*head_dim
+  std::int64_t v_stride = 0;
+  const std::int64_t* slot_mapping = nullptr;  ///< [num_tokens]
+  std::int64_t num_tokens = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+};
+
+namespace detail {
+
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream os;
+  (os << ... << parts);
+  throw std::invalid_argument(os.str());
+}
+
+// Token positions and split offsets are int32 in the kernels; 2^30 leaves room for the last split.
+inline constexpr int max_context_limit = 1 << 30;
+
+constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
+
+inline void choose_splits(std::int64_t ctas_without_split, int max_context, const device_info& dev,
+                          const plan_options& opt, int& split_tokens, int& num_splits) {
+  if (opt.split_tokens < 0) fail("plan_options.split_tokens = ", opt.split_tokens, " must be 0 (choose) or positive");
+  if (opt.split_tokens > 0) {
+    split_tokens = opt.split_tokens;
+  } else {
+    if (opt.ctas_per_sm < 1) fail("plan_options.ctas_per_sm = ", opt.ctas_per_sm, " must be at least 1");
+    if (opt.min_split_tokens < 1) fail("plan_options.min_split_tokens = ", opt.min_split_tokens, " must be at least 1");
+    const std::int64_t target = static_cast<std::int64_t>(dev.num_sms) * opt.ctas_per_sm;
+    const std::int64_t wanted = ctas_without_split >= target ? 1 : ceil_div(target, ctas_without_split);
+    // Splits are whole multiples of 128 tokens: block-aligned for every block size and a
+    // whole number of pipeline tiles for every head dim.
+    std::int64_t tokens = round_up(ceil_div(max_context, wanted), 128);
+    if (tokens < opt.min_split_tokens) tokens = opt.min_split_tokens;
+    split_tokens = static_cast<int>(tokens < max_context ? tokens : max_context);
+  }
+  num_splits = static_cast<int>(ceil_div(max_context, split_tokens));
+}
+
+inline split_workspace make_split_workspace(std::int64_t rows, int num_splits, int head_dim) {
+  split_workspace w;
+  if (num_splits <= 1) return w;
+  const auto per_row = static_cast<std::size_t>(num_splits);
+  w.partial_out_offset = 0;
+  const std::size_t out_bytes = static_cast<std::size_t>(rows) * per_row * static_cast<std::size_t>(head_dim) * sizeof(float);
+  w.partial_lse_offset = static_cast<std::size_t>(round_up(static_cast<std::int64_t>(out_bytes), 256));
+  w.bytes = w.partial_lse_offset + static_cast<std::size_t>(rows) * per_row * sizeof(float);
+  return w;
+}
+
+inline void check_device(const device_info& dev) {
+  if (dev.num_sms < 1) fail("device_info.num_sms = ", dev.num_sms, " must be at least 1 (use query_device())");
+}
+
+inline void check_pointer(const void* p, const char* name, bool needed = true) {
+  if (!needed) return;
+  if (p == nullptr) fail(name, " is null");
+  if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) {
+    fail(name, " = ", p, " is not 16-byte aligned (the kernels move 16-byte vectors)");
+  }
+}
+
+inline std::int64_t check_row_stride(std::int64_t stride, std::int64_t dense, const char* name) {
+  if (stride == 0) return dense;
+  if (stride < dense) fail(name, " = ", stride, " is smaller than a dense row (", dense, " elements)");
+  if (stride % geometry::vector_elements != 0) {
+    fail(name, " = ", stride, " must be a multiple of 8 elements (16-byte vectors)");
+  }
+  return stride;
+}
+
+inline std::int64_t check_table_stride(std::int64_t stride, int max_blocks_per_seq) {
+  if (stride == 0) return max_blocks_per_seq;
+  if (stride < max_blocks_per_seq) {
+    fail("block_table_stride = ", stride, " is shorter than the plan's max_blocks_per_seq = ", max_blocks_per_seq,
+         " (a row must hold the blocks of the bucket's longest sequence)");
+  }
+  return stride;
+}
+
+inline void check_workspace(const split_workspace& w, const void* p, std::size_t bytes) {
+  if (w.bytes == 0) return;
+  check_pointer(p, "workspace");
+  if (bytes < w.bytes) fail("workspace_bytes = ", bytes, " is smaller than the plan's workspace.bytes = ", w.bytes);
+}
+
+inline void check_config(const attention_config& c) {
+  if (!(c.sm_scale >= 0.0f) || std::isinf(c.sm_scale)) {
+    fail("sm_scale = ", c.sm_scale, " must be finite and non-negative (0 means 1/sqrt(head_dim))");
+  }
+}
+
+// Shared by write_decode_step and write_prefill_step: copies the block ids of each sequence
+// into its table row, checking that they cover the sequence and exist in the pool.
+inline void write_tables(const attention_shape& s, int max_batch, int max_blocks_per_seq,
+                         std::span<const std::int32_t> kv_lens,
+                         std::span<const std::span<const std::int32_t>> block_ids,
+                         std::span<std::int32_t> tables_out, std::int64_t table_stride) {
+  const std::int64_t stride = check_table_stride(table_stride, max_blocks_per_seq);
+  if (block_ids.size() != kv_lens.size()) {
+    fail("block_ids has ", block_ids.size(), " rows for ", kv_lens.size(), " sequences");
+  }
+  if (static_cast<std::int64_t>(tables_out.size()) < max_batch * stride) {
+    fail("block_tables_out has ", tables_out.size(), " entries; the plan needs max_batch * stride = ",
+         max_batch * stride);
+  }
+  for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+    const std::int64_t needed = ceil_div(kv_lens[b], s.block_size);
+    if (static_cast<std::int64_t>(block_ids[b].size()) < needed) {
+      fail("sequence ", b, ": ", kv_lens[b], " tokens need ", needed, " blocks of ", s.block_size, ", got ",
+           block_ids[b].size());
+    }
+    for (std::int64_t i = 0; i < needed; ++i) {
+      const std::int32_t id = block_ids[b][static_cast<std::size_t>(i)];
+      if (id < 0 || id >= s.num_blocks) {
+        fail("sequence ", b, ": block id ", id, " at position ", i, " is outside the pool [0, ", s.num_blocks, ")");
+      }
+      tables_out[static_cast<std::size_t>(static_cast<std::int64_t>(b) * stride + i)] = id;
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Plans decode for a bucket. Throws std::invalid_argument / rungs::unsupported_value for
+/// shapes outside the contract, naming the value and the rule.
+inline decode_plan plan_decode(const attention_config& config, decode_bucket bucket, const device_info& dev,
+                               const plan_options& options = {}) {
+  check_decode_shape(config.shape);
+  detail::check_config(config);
+  detail::check_device(dev);
+  if (bucket.max_batch < 1 || bucket.max_batch > 65535) {
+    detail::fail("decode_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
+  }
+  if (bucket.max_context < 1 || bucket.max_context > detail::max_context_limit) {
+    detail::fail("decode_bucket.max_context = ", bucket.max_context, " must be in [1, 2^30]");
+  }
+  decode_plan p;
+  p.config = config;
+  p.bucket = bucket;
+  p.max_blocks_per_seq = static_cast<int>(detail::ceil_div(bucket.max_context, config.shape.block_size));
+  detail::choose_splits(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_kv_heads, bucket.max_context,
+                        dev, options, p.split_tokens, p.num_splits);
+  p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
+                                             p.num_splits, config.shape.head_dim);
+  return p;
+}
+
+/// Plans prefill/extend for a bucket.
+inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket bucket, const device_info& dev,
+                                 const plan_options& options = {}) {
+  check_shape(config.shape);
+  detail::check_config(config);
+  detail::check_device(dev);
+  if (bucket.max_batch < 1 || bucket.max_batch > 65535) {
+    detail::fail("prefill_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
+  }
+  if (bucket.max_q_len < 1) detail::fail("prefill_bucket.max_q_len = ", bucket.max_q_len, " must be at least 1");
+  if (bucket.max_context > detail::max_context_limit) {
+    detail::fail("prefill_bucket.max_context = ", bucket.max_context, " must be at most 2^30");
+  }
+  if (bucket.max_context < bucket.max_q_len) {
+    detail::fail("prefill_bucket.max_context = ", bucket.max_context, " is smaller than max_q_len = ", bucket.max_q_len,
+                 " (the context includes the new tokens)");
+  }
+  const std::int64_t all_q = static_cast<std::int64_t>(bucket.max_batch) * bucket.max_q_len;
+  if (bucket.max_total_q == 0) {
+    if (all_q > INT32_MAX) detail::fail("max_batch * max_q_len = ", all_q, " exceeds int32; set max_total_q");
+    bucket.max_total_q = static_cast<int>(all_q);
+  }
+  if (bucket.max_total_q < bucket.max_q_len || bucket.max_total_q > all_q) {
+    detail::fail("prefill_bucket.max_total_q = ", bucket.max_total_q, " must be in [max_q_len, max_batch * max_q_len] = [",
+                 bucket.max_q_len, ", ", all_q, "]");
+  }
+  prefill_plan p;
+  p.config = config;
+  p.bucket = bucket;
+  p.max_blocks_per_seq = static_cast<int>(detail::ceil_div(bucket.max_context, config.shape.block_size));
+  const std::int64_t rows = static_cast<std::int64_t>(bucket.max_q_len) * config.shape.group_size();
+  if (rows > INT32_MAX) detail::fail("max_q_len * group_size = ", rows, " query rows per sequence exceed int32");
+  p.q_tiles = static_cast<int>(detail::ceil_div(rows, geometry::prefill_rows_per_cta(config.shape.head_dim)));
+  detail::choose_splits(static_cast<std::int64_t>(p.q_tiles) * bucket.max_batch * config.shape.num_kv_heads,
+                        bucket.max_context, dev, options, p.split_tokens, p.num_splits);
+  if (static_cast<std::int64_t>(p.q_tiles) * p.num_splits > INT32_MAX) {
+    detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
+                 " exceeds the grid's x limit; use larger splits");
+  }
+  p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
+                                             p.num_splits, config.shape.head_dim);
+  return p;
+}
+
+/// Checks a decode run's buffers against its plan (host values only: pointers, alignment,
+/// strides, workspace size). Throws std::invalid_argument naming the field and the rule.
+inline void validate(const decode_plan& plan, const decode_args& a) {
+  const attention_shape& s = plan.config.shape;
+  detail::check_pointer(a.q, "decode_args.q");
+  detail::check_pointer(a.k_cache, "decode_args.k_cache");
+  detail::check_pointer(a.v_cache, "decode_args.v_cache");
+  detail::check_pointer(a.out, "decode_args.out");
+  if (a.block_tables == nullptr) detail::fail("decode_args.block_tables is null");
+  if (a.seq_lens == nullptr) detail::fail("decode_args.seq_lens is null");
+  detail::check_row_stride(a.q_stride, s.q_row_elements(), "decode_args.q_stride");
+  detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
+  detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
+}
+
+inline void validate(const prefill_plan& plan, const prefill_args& a) {
+  const attention_shape& s = plan.config.shape;
+  detail::check_pointer(a.q, "prefill_args.q");
+  detail::check_pointer(a.k_cache, "prefill_args.k_cache");
+  detail::check_pointer(a.v_cache, "prefill_args.v_cache");
+  detail::check_pointer(a.out, "prefill_args.out");
+  if (a.block_tables == nullptr) detail::fail("prefill_args.block_tables is null");
+  if (a.q_indptr == nullptr) detail::fail("prefill_args.q_indptr is null");
+  if (a.kv_lens == nullptr) detail::fail("prefill_args.kv_lens is null");
+  detail::check_row_stride(a.q_stride, s.q_row_elements(), "prefill_args.q_stride");
+  detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
+  detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
+}
+
+inline void validate(const attention_config& config, const cache_write_args& a) {
+  check_shape(config.shape);
+  const attention_shape& s = config.shape;
+  if (a.num_tokens < 0) detail::fail("cache_write_args.num_tokens = ", a.num_tokens, " must not be negative");
+  const bool any = a.num_tokens > 0;
+  detail::check_pointer(a.k, "cache_write_args.k", any);
+  detail::check_pointer(a.v, "cache_write_args.v", any);
+  detail::check_pointer(a.k_cache, "cache_write_args.k_cache", any);
+  detail::check_pointer(a.v_cache, "cache_write_args.v_cache", any);
+  if (any && a.slot_mapping == nullptr) detail::fail("cache_write_args.slot_mapping is null");
+  detail::check_row_stride(a.k_stride, s.kv_row_elements(), "cache_write_args.k_stride");
+  detail::check_row_stride(a.v_stride, s.kv_row_elements(), "cache_write_args.v_stride");
+}
+
+/// Fills one decode step's metadata into caller-owned host buffers (copy them to the device
+/// buffers the run reads, e.g. with one cudaMemcpyAsync each, then launch or replay).
+/// seq_lens and block_ids describe the step's batch (at most the bucket's max_batch); rows
+/// from the batch size up to max_batch are padding and get length 0. Only the entries a
+/// sequence uses are written. Throws when the batch, a length or a block id does not fit the
+/// plan, naming it.
+inline void write_decode_step(const decode_plan& plan, std::span<const std::int32_t> seq_lens,
+                              std::span<const std::span<const std::int32_t>> block_ids,
+                              std::span<std::int32_t> seq_lens_out, std::span<std::int32_t> block_tables_out,
+                              std::int64_t block_table_stride = 0) {
+  const int max_batch = plan.bucket.max_batch;
+  if (static_cast<std::int64_t>(seq_lens.size()) > max_batch) {
+    detail::fail("batch = ", seq_lens.size(), " exceeds the plan's max_batch = ", max_batch,
+                 " (plan a larger bucket)");
+  }
+  if (static_cast<std::int64_t>(seq_lens_out.size()) < max_batch) {
+    detail::fail("seq_lens_out has ", seq_lens_out.size(), " entries; the plan needs max_batch = ", max_batch);
+  }
+  for (std::size_t b = 0; b < seq_lens.size(); ++b) {
+    if (seq_lens[b] < 0 || seq_lens[b] > plan.bucket.max_context) {
+      detail::fail("sequence ", b, ": seq_len = ", seq_lens[b], " is outside [0, max_context = ",
+                   plan.bucket.max_context, "]");
+    }
+  }
+  detail::write_tables(plan.config.shape, max_batch, plan.max_blocks_per_seq, seq_lens, block_ids, block_tables_out,
+                       block_table_stride);
+  for (int b = 0; b < max_batch; ++b) {
+    seq_lens_out[static_cast<std::size_t>(b)] = b < static_cast<int>(seq_lens.size()) ? seq_lens[static_cast<std::size_t>(b)] : 0;
+  }
+}
+
+/// Fills one prefill step's metadata: q_indptr (max_batch + 1 entries), kv_lens (max_batch)
+/// and block-table rows. Padded sequences get no query tokens and length 0.
+inline void write_prefill_step(const prefill_plan& plan, std::span<const std::int32_t> q_lens,
+                               std::span<const std::int32_t> kv_lens,
+                               std::span<const std::span<const std::int32_t>> block_ids,
+                               std::span<std::int32_t> q_indptr_out, std::span<std::int32_t> kv_lens_out,
+                               std::span<std::int32_t> block_tables_out, std::int64_t block_table_stride = 0) {
+  const prefill_bucket& bk = plan.bucket;
+  if (q_lens.size() != kv_lens.size()) {
+    detail::fail("q_lens has ", q_lens.size(), " entries but kv_lens has ", kv_lens.size());
+  }
+  if (static_cast<std::int64_t>(q_lens.size()) > bk.max_batch) {
+    detail::fail("batch = ", q_lens.size(), " exceeds the plan's max_batch = ", bk.max_batch, " (plan a larger bucket)");
+  }
+  if (static_cast<std::int64_t>(q_indptr_out.size()) < bk.max_batch + 1 ||
+      static_cast<std::int64_t>(kv_lens_out.size()) < bk.max_batch) {
+    detail::fail("q_indptr_out / kv_lens_out need max_batch + 1 = ", bk.max_batch + 1, " / max_batch = ", bk.max_batch,
+                 " entries");
+  }
+  std::int64_t total = 0;
+  for (std::size_t b = 0; b < q_lens.size(); ++b) {
+    if (q_lens[b] < 0 || q_lens[b] > bk.max_q_len) {
+      detail::fail("sequence ", b, ": q_len = ", q_lens[b], " is outside [0, max_q_len = ", bk.max_q_len, "]");
+    }
+    if (kv_lens[b] < q_lens[b] || kv_lens[b] > bk.max_context) {
+      detail::fail("sequence ", b, ": kv_len = ", kv_lens[b], " must be in [q_len = ", q_lens[b],
+                   ", max_context = ", bk.max_context, "] (the context includes the new tokens)");
+    }
+    total += q_lens[b];
+  }
+  if (total > bk.max_total_q) {
+    detail::fail("the batch has ", total, " query tokens; the plan's max_total_q is ", bk.max_total_q);
+  }
+  detail::write_tables(plan.config.shape, bk.max_batch, plan.max_blocks_per_seq, kv_lens, block_ids, block_tables_out,
+                       block_table_stride);
+  std::int32_t offset = 0;
+  for (int b = 0; b < bk.max_batch; ++b) {
+    const bool real = b < static_cast<int>(q_lens.size());
+    q_indptr_out[static_cast<std::size_t>(b)] = offset;
+    offset += real ? q_lens[static_cast<std::size_t>(b)] : 0;
+    kv_lens_out[static_cast<std::size_t>(b)] = real ? kv_lens[static_cast<std::size_t>(b)] : 0;
+  }
+  q_indptr_out[static_cast<std::size_t>(bk.max_batch)] = offset;
+}
+
+}  // namespace rungs::attention

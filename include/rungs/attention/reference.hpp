@@ -1,0 +1,225 @@
+// Host reference for rungs' paged attention: the three operations of the CUDA kernels
+// (cache write, decode, prefill/extend) on the same paged layout (layout.hpp), written to be
+// obviously correct rather than fast: one query row at a time, float64 accumulation, a
+// two-pass softmax. Element types: rungs::f16, rungs::bf16, float or double, for the cache,
+// the queries and (independently) the outputs. Tests compare the kernels with it; an engine's
+// host backend can run it as is.
+//
+// Conventions shared with the kernels:
+//  * queries and outputs are [tokens][num_qo_heads][head_dim]; query head h reads KV head
+//    h / group_size;
+//  * block tables are int32 rows, `stride` entries apart; token p of sequence b is in block
+//    tables[b * stride + p / block_size] at position p % block_size;
+//  * prefill's causal mask is aligned to the end of the context: query i of a sequence's q_len
+//    new tokens sees keys 0 .. kv_len - q_len + i;
+//  * a query row that sees no key (a sequence of length 0) produces zeros.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include <rungs/attention/layout.hpp>
+#include <rungs/numeric/float16.hpp>
+
+namespace rungs::attention::reference {
+
+/// Int32 block-table rows `stride` entries apart (stride 0: the rows are as long as the span
+/// allows for the given batch, see row()).
+struct block_table_view {
+  std::span<const std::int32_t> ids;
+  std::int64_t stride = 0;
+};
+
+namespace detail {
+
+template <class... Parts>
+[[noreturn]] void fail(const Parts&... parts) {
+  std::ostringstream os;
+  os << "rungs::attention::reference: ";
+  (os << ... << parts);
+  throw std::invalid_argument(os.str());
+}
+
+inline void check_shape(const attention_shape& s) {
+  if (s.num_kv_heads < 1 || s.num_qo_heads < 1 || s.group_size() == 0) {
+    fail("num_qo_heads = ", s.num_qo_heads, " must be a positive multiple of num_kv_heads = ", s.num_kv_heads);
+  }
+  if (s.head_dim < 1 || s.block_size < 1 || s.num_blocks < 1) {
+    fail("head_dim, block_size and num_blocks must be positive (", s.head_dim, ", ", s.block_size, ", ",
+         s.num_blocks, ")");
+  }
+}
+
+template <class T>
+void check_pool(const attention_shape& s, std::span<T> k_cache, std::span<T> v_cache) {
+  if (static_cast<std::int64_t>(k_cache.size()) != s.pool_elements() ||
+      static_cast<std::int64_t>(v_cache.size()) != s.pool_elements()) {
+    fail("K/V pools hold ", k_cache.size(), "/", v_cache.size(), " elements; the shape needs ", s.pool_elements());
+  }
+}
+
+// Offset of sequence b's token p in a pool, with every index checked.
+inline std::int64_t token_offset(const attention_shape& s, const block_table_view& t, std::int64_t b, int p,
+                                 int kv_head) {
+  const std::int64_t entry = b * t.stride + p / s.block_size;
+  if (p / s.block_size >= t.stride || entry >= static_cast<std::int64_t>(t.ids.size())) {
+    fail("sequence ", b, ": token ", p, " needs block-table entry ", p / s.block_size, " beyond the row (stride ",
+         t.stride, ", ", t.ids.size(), " ids)");
+  }
+  const std::int32_t block = t.ids[static_cast<std::size_t>(entry)];
+  if (block < 0 || block >= s.num_blocks) {
+    fail("sequence ", b, ": block id ", block, " is outside the pool [0, ", s.num_blocks, ")");
+  }
+  return s.kv_offset(block, kv_head, p % s.block_size);
+}
+
+// One query row against keys [0, visible) of sequence b: softmax(q.k * scale) . v in double.
+template <class T, class Q>
+void attend_row(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache,
+                const block_table_view& tables, std::int64_t b, int kv_head, int visible, const Q* q, double scale,
+                std::vector<double>& scores, double* out) {
+  const int d = s.head_dim;
+  std::fill(out, out + d, 0.0);
+  if (visible <= 0) return;
+  scores.assign(static_cast<std::size_t>(visible), 0.0);
+  double max_score = -std::numeric_limits<double>::infinity();
+  for (int p = 0; p < visible; ++p) {
+    const T* k = k_cache.data() + token_offset(s, tables, b, p, kv_head);
+    double dot = 0.0;
+    for (int i = 0; i < d; ++i) dot += to_double(q[i]) * to_double(k[i]);
+    scores[static_cast<std::size_t>(p)] = dot * scale;
+    max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
+  }
+  double sum = 0.0;
+  for (double& x : scores) {
+    x = std::exp(x - max_score);
+    sum += x;
+  }
+  for (int p = 0; p < visible; ++p) {
+    const T* v = v_cache.data() + token_offset(s, tables, b, p, kv_head);
+    const double w = scores[static_cast<std::size_t>(p)] / sum;
+    for (int i = 0; i < d; ++i) out[i] += w * to_double(v[i]);
+  }
+}
+
+inline double default_scale(const attention_shape& s, double sm_scale) {
+  return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(static_cast<double>(s.head_dim));
+}
+
+}  // namespace detail
+
+/// Writes token t's keys and values (row t of k and v, each num_kv_heads x head_dim elements,
+/// rows k_stride / v_stride elements apart; 0: dense) into slot slot_mapping[t] of the pools.
+/// A negative slot (-1: a padded row) writes nothing; a slot beyond the pool throws.
+template <storage_element T>
+void cache_write(const attention_shape& s, std::span<T> k_cache, std::span<T> v_cache, std::span<const T> k,
+                 std::span<const T> v, std::span<const std::int64_t> slot_mapping, std::int64_t k_stride = 0,
+                 std::int64_t v_stride = 0) {
+  detail::check_shape(s);
+  detail::check_pool(s, k_cache, v_cache);
+  const std::int64_t row = s.kv_row_elements();
+  if (k_stride == 0) k_stride = row;
+  if (v_stride == 0) v_stride = row;
+  const auto tokens = static_cast<std::int64_t>(slot_mapping.size());
+  auto need = [&](std::span<const T> x, std::int64_t stride, const char* name) {
+    if (tokens > 0 && static_cast<std::int64_t>(x.size()) < (tokens - 1) * stride + row) {
+      detail::fail(name, " holds ", x.size(), " elements; ", tokens, " rows of stride ", stride, " need ",
+                   (tokens - 1) * stride + row);
+    }
+  };
+  need(k, k_stride, "k");
+  need(v, v_stride, "v");
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const std::int64_t slot = slot_mapping[static_cast<std::size_t>(t)];
+    if (slot < 0) continue;
+    if (slot >= s.num_slots()) detail::fail("token ", t, ": slot ", slot, " is outside the pool [0, ", s.num_slots(), ")");
+    for (int h = 0; h < s.num_kv_heads; ++h) {
+      const std::int64_t dst = s.slot_offset(slot, h);
+      const std::int64_t src_k = t * k_stride + static_cast<std::int64_t>(h) * s.head_dim;
+      const std::int64_t src_v = t * v_stride + static_cast<std::int64_t>(h) * s.head_dim;
+      std::copy_n(k.begin() + src_k, s.head_dim, k_cache.begin() + dst);
+      std::copy_n(v.begin() + src_v, s.head_dim, v_cache.begin() + dst);
+    }
+  }
+}
+
+/// Prefill/extend: sequence b's new tokens are query rows q_indptr[b] .. q_indptr[b+1] of q
+/// ([tokens][num_qo_heads][head_dim]); its context (cached + new, already in the pools) has
+/// kv_lens[b] tokens. Query i of the sequence's q_len tokens sees keys 0 .. kv_len - q_len + i.
+/// Writes the matching rows of out. sm_scale 0 means 1/sqrt(head_dim).
+template <storage_element T, storage_element Q, storage_element O>
+void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
+             std::span<const std::int32_t> q_indptr, std::span<const std::int32_t> kv_lens, block_table_view tables,
+             double sm_scale, std::span<O> out) {
+  detail::check_shape(s);
+  detail::check_pool(s, k_cache, v_cache);
+  if (q_indptr.size() != kv_lens.size() + 1) {
+    detail::fail("q_indptr has ", q_indptr.size(), " entries for ", kv_lens.size(), " sequences (needs batch + 1)");
+  }
+  const std::int64_t row = s.q_row_elements();
+  const std::int64_t tokens = kv_lens.empty() ? 0 : q_indptr.back();
+  if (static_cast<std::int64_t>(q.size()) < tokens * row || static_cast<std::int64_t>(out.size()) < tokens * row) {
+    detail::fail("q/out hold ", q.size(), "/", out.size(), " elements; ", tokens, " tokens need ", tokens * row);
+  }
+  if (tables.stride == 0 && !kv_lens.empty()) {
+    tables.stride = static_cast<std::int64_t>(tables.ids.size()) / static_cast<std::int64_t>(kv_lens.size());
+  }
+  const double scale = detail::default_scale(s, sm_scale);
+  const int group = s.group_size();
+  std::vector<double> scores;
+  std::vector<double> acc(static_cast<std::size_t>(s.head_dim));
+  for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+    const std::int32_t begin = q_indptr[b];
+    const std::int32_t q_len = q_indptr[b + 1] - begin;
+    if (q_len < 0 || kv_lens[b] < q_len) {
+      detail::fail("sequence ", b, ": q_len = ", q_len, " and kv_len = ", kv_lens[b], " need 0 <= q_len <= kv_len");
+    }
+    for (std::int32_t i = 0; i < q_len; ++i) {
+      const int visible = kv_lens[b] - q_len + i + 1;
+      for (int h = 0; h < s.num_qo_heads; ++h) {
+        const std::int64_t offset = (static_cast<std::int64_t>(begin) + i) * row + static_cast<std::int64_t>(h) * s.head_dim;
+        detail::attend_row(s, k_cache, v_cache, tables, static_cast<std::int64_t>(b), h / group, visible,
+                           q.data() + offset, scale, scores, acc.data());
+        for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
+      }
+    }
+  }
+}
+
+/// Decode: one query token per sequence (row b of q) against its seq_lens[b] cached tokens
+/// (the new token's K and V included). A length of 0 produces a zero row.
+template <storage_element T, storage_element Q, storage_element O>
+void decode(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
+            std::span<const std::int32_t> seq_lens, block_table_view tables, double sm_scale, std::span<O> out) {
+  // Decode is extend with one new token per sequence (q_len 1: it sees keys 0 .. seq_len - 1),
+  // except that a padded row (length 0) has a query row too.
+  detail::check_shape(s);
+  detail::check_pool(s, k_cache, v_cache);
+  const auto batch = static_cast<std::int64_t>(seq_lens.size());
+  const std::int64_t row = s.q_row_elements();
+  if (static_cast<std::int64_t>(q.size()) < batch * row || static_cast<std::int64_t>(out.size()) < batch * row) {
+    detail::fail("q/out hold ", q.size(), "/", out.size(), " elements; ", batch, " sequences need ", batch * row);
+  }
+  if (tables.stride == 0 && batch > 0) tables.stride = static_cast<std::int64_t>(tables.ids.size()) / batch;
+  const double scale = detail::default_scale(s, sm_scale);
+  std::vector<double> scores;
+  std::vector<double> acc(static_cast<std::size_t>(s.head_dim));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const std::int32_t len = seq_lens[static_cast<std::size_t>(b)];
+    if (len < 0) detail::fail("sequence ", b, ": seq_len = ", len, " is negative");
+    for (int h = 0; h < s.num_qo_heads; ++h) {
+      const std::int64_t offset = b * row + static_cast<std::int64_t>(h) * s.head_dim;
+      detail::attend_row(s, k_cache, v_cache, tables, b, h / s.group_size(), len, q.data() + offset, scale, scores,
+                         acc.data());
+      for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
+    }
+  }
+}
+
+}  // namespace rungs::attention::reference

@@ -1,0 +1,346 @@
+// The per-CTA agent of rungs' paged attention (CUB's "agent" layer): one CTA attends a set
+// of query rows of one sequence and one KV head over one KV split [kv_begin, kv_end).
+//
+// Thread layout (geometry.hpp): lane tx of a thread row owns head dims [8 tx, 8 tx + 8); thread
+// row ty = (row group, token group). Every thread holds the queries and running softmax state
+// (max m, sum l, output accumulator) of Rows query rows in registers. Decode puts all heads of
+// the GQA group in every thread (one row group) and spreads a tile's tokens over the thread
+// rows; prefill spreads 8-row slices of the flattened (token, head) rows over the thread rows
+// and lets each walk the whole tile. Either way each KV vector crosses global memory once per
+// CTA, staged in shared memory by a 3-stage cp.async pipeline whose block ids are fetched one
+// tile ahead. Scores are kept in log2 units (queries pre-scaled by sm_scale * log2 e), so the
+// online softmax runs on ex2. At the end the token groups' states merge through shared
+// memory (log-sum-exp) and the epilogue functor writes each 8-dim output vector.
+#pragma once
+
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/geometry.hpp>
+
+#include <cuda/std/limits>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rungs::attention::detail {
+
+/// One query row as the agent sees it.
+struct row_info {
+  bool valid;  ///< false: no such row (past the sequence's tokens); nothing is written
+  int token;   ///< query token row (decode: the sequence)
+  int head;    ///< query head
+  int end;     ///< keys [0, end) are visible to the row
+};
+
+/// Decode rows: the Group query heads of one KV head, for one sequence.
+struct decode_rows {
+  int seq;
+  int first_head;
+  int kv_len;
+  __device__ row_info at(int row) const { return {true, seq, first_head + row, kv_len}; }
+};
+
+/// Prefill rows: flattened (new token, head in group) pairs of one sequence and KV head.
+/// Query i of q_len new tokens sees keys [0, kv_len - q_len + i + 1).
+struct prefill_rows {
+  int q_begin;      ///< first packed query token of the sequence
+  int q_len;
+  int kv_len;
+  int first_head;   ///< kv_head * group
+  int group;
+  int first_row;    ///< flattened row of the CTA's row 0
+  int max_total_q;  ///< bound of the packed query buffer (guards bad q_indptr)
+  __device__ row_info at(int row) const {
+    const int flat = first_row + row;
+    const int token = flat / group;
+    const int q_token = q_begin + token;
+    const bool valid = token < q_len && q_token >= 0 && q_token < max_total_q;
+    return {valid, q_token, first_head + (flat - token * group), kv_len - q_len + token + 1};
+  }
+};
+
+/// Where the agent reads the KV stream from.
+template <class T>
+struct kv_source {
+  const T* k_cache;
+  const T* v_cache;
+  const std::int32_t* table;  ///< the sequence's block-table row
+  int num_kv_heads;
+  int kv_head;
+  int log2_block;             ///< log2(block size); a constant after inlining for static sizes
+};
+
+template <class T, int HeadDim, int Rows, int RowGroups>
+struct attention_agent {
+  static_assert(is_device_element<T>, "rungs attention kernels take __half or __nv_bfloat16");
+  static_assert(HeadDim % geometry::vector_elements == 0 && HeadDim <= 256, "head dim: a multiple of 8, at most 256");
+  static_assert(Rows >= 1 && Rows <= geometry::max_rows_per_thread, "at most 8 query rows per thread");
+
+  static constexpr int kThreads = geometry::threads;
+  static constexpr int kRowVecs = HeadDim / geometry::vector_elements;  // 16-byte vectors per row
+  static constexpr int kLanes = geometry::lanes_per_row(HeadDim);
+  static constexpr int kThreadRows = geometry::thread_rows(HeadDim);
+  static constexpr int kRowGroups = RowGroups;
+  static constexpr int kTokenGroups = kThreadRows / RowGroups;
+  static constexpr int kTile = geometry::tile_tokens(HeadDim);
+  static constexpr int kGroupTokens = kTile / kTokenGroups;
+  static constexpr int kChunk = geometry::chunk_tokens;
+  static constexpr int kStages = geometry::stages;
+  static constexpr int kCtaRows = Rows * RowGroups;
+  static constexpr int kTileVecs = kTile * kRowVecs;
+  static constexpr int kLoadsPerThread = (kTileVecs + kThreads - 1) / kThreads;
+
+  static_assert(kThreadRows % RowGroups == 0, "row groups must divide the thread rows");
+  static_assert(kGroupTokens % kChunk == 0, "a token group's share of a tile must be whole chunks");
+
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(T);
+  static constexpr std::size_t kMergeFloats = std::size_t{kThreadRows} * Rows * (HeadDim + 2);
+  static constexpr std::size_t kSmemBytes =
+      kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
+  static_assert(kSmemBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
+
+  /// Shared memory: the K/V pipeline, reused by the final merge.
+  struct storage {
+    alignas(16) unsigned char bytes[kSmemBytes];
+  };
+
+  /// Attends the CTA's rows (rows.at(0 .. kCtaRows-1)) over keys [kv_begin, kv_end), then
+  /// calls epilogue(row_info, vector index c, float (&o)[8], m, l) once per valid row and
+  /// 8-dim vector, with o the unnormalised output (sum of 2^(s - m) v), m the row's max
+  /// score (log2 units; -inf when it saw no key) and l the sum of 2^(s - m).
+  template <class RowMap, class Epilogue>
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const RowMap& rows, int kv_begin,
+                                             int kv_end, const T* q, std::int64_t q_stride, float scale_log2,
+                                             Epilogue&& epilogue) {
+    constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+    const int tid = static_cast<int>(threadIdx.x);
+    const int tx = tid % kLanes;
+    const int ty = tid / kLanes;
+    const int row_group = ty / kTokenGroups;
+    const int token_group = ty % kTokenGroups;
+    const bool lane_active = tx < kRowVecs;  // lanes past D/8 (D 80, 96) only pad the reduction
+    const unsigned mask = lane_group_mask<kLanes>();
+
+    T* smem_k = reinterpret_cast<T*>(smem.bytes);
+    T* smem_v = smem_k + kStages * kTile * HeadDim;
+
+    // This thread's rows: queries (scaled to log2 units), visible-key bounds.
+    float qf[Rows][8];
+    int row_end[Rows];
+    int group_end = kv_begin;  // past the last key any of this thread row's rows sees
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      const row_info info = rows.at(row_group * Rows + r);
+      if (info.valid && lane_active) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(q + static_cast<std::int64_t>(info.token) * q_stride +
+                                                          static_cast<std::int64_t>(info.head) * HeadDim + tx * 8);
+        to_float8<T>(raw, qf[r]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) qf[r][e] *= scale_log2;
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) qf[r][e] = 0.0f;
+      }
+      row_end[r] = info.valid ? min(info.end, kv_end) : kv_begin;
+      group_end = max(group_end, row_end[r]);
+    }
+
+    float m[Rows];
+    float l[Rows];
+    float acc[Rows][8];
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      m[r] = kNegInf;
+      l[r] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+    }
+
+    // ---- KV pipeline ---------------------------------------------------------------------
+    const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+    const int position_mask = (1 << src.log2_block) - 1;
+    std::int32_t ids[kLoadsPerThread];
+
+    auto fetch_ids = [&](int tile) {
+      const int start = kv_begin + tile * kTile;
+#pragma unroll
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        const int v = tid + k * kThreads;
+        const int t = start + v / kRowVecs;
+        ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
+      }
+    };
+    auto issue = [&](int tile) {
+      const int start = kv_begin + tile * kTile;
+      const int stage = tile % kStages;
+#pragma unroll
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        const int v = tid + k * kThreads;
+        if (kTileVecs % kThreads == 0 || v < kTileVecs) {
+          const int token = v / kRowVecs;
+          const int c = v - token * kRowVecs;
+          const int t = start + token;
+          const bool in = t < kv_end;
+          // ((block * H + head) * B + position) * D + 8 c, in 64 bits: pools pass 2^31 elements.
+          const std::int64_t offset =
+              in ? ((((static_cast<std::int64_t>(ids[k]) * src.num_kv_heads + src.kv_head) << src.log2_block) +
+                     (t & position_mask)) *
+                        HeadDim +
+                    c * 8)
+                 : 0;
+          const int dst = (stage * kTile) * HeadDim + v * 8;
+          cp_async_16(smem_k + dst, src.k_cache + offset, in);
+          cp_async_16(smem_v + dst, src.v_cache + offset, in);
+        }
+      }
+    };
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < num_tiles) {
+        fetch_ids(s);
+        issue(s);
+      }
+      cp_async_commit();
+    }
+    if (kStages - 1 < num_tiles) fetch_ids(kStages - 1);
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed
+      __syncthreads();               // everyone's have, and everyone is done with tile - 1
+      const int next = tile + kStages - 1;
+      if (next < num_tiles) {
+        issue(next);  // into tile - 1's stage
+        if (next + 1 < num_tiles) fetch_ids(next + 1);
+      }
+      cp_async_commit();
+
+      const int tile_start = kv_begin + tile * kTile;
+      const T* ks = smem_k + (tile % kStages) * kTile * HeadDim;
+      const T* vs = smem_v + (tile % kStages) * kTile * HeadDim;
+#pragma unroll
+      for (int chunk = 0; chunk < kGroupTokens / kChunk; ++chunk) {
+        const int j0 = token_group * kGroupTokens + chunk * kChunk;
+        if (tile_start + j0 >= group_end) break;  // uniform across the lane group
+
+        // Scores of kChunk tokens for every row: 8-dim partial dots, then the lane-group sum.
+        float s[Rows][kChunk];
+#pragma unroll
+        for (int i = 0; i < kChunk; ++i) {
+          float kf[8];
+          if (lane_active) {
+            to_float8<T>(*reinterpret_cast<const uint4*>(ks + (j0 + i) * HeadDim + tx * 8), kf);
+          } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) kf[e] = 0.0f;
+          }
+#pragma unroll
+          for (int r = 0; r < Rows; ++r) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) dot = fmaf(qf[r][e], kf[e], dot);
+            s[r][i] = dot;
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < Rows; ++r) {
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) s[r][i] = lane_group_sum<kLanes>(s[r][i], mask);
+        }
+
+        // Online softmax: one rescale per chunk. A row that has seen nothing keeps m = -inf;
+        // `base` avoids (-inf) - (-inf).
+#pragma unroll
+        for (int r = 0; r < Rows; ++r) {
+          float chunk_max = m[r];
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            if (tile_start + j0 + i >= row_end[r]) s[r][i] = kNegInf;
+            chunk_max = fmaxf(chunk_max, s[r][i]);
+          }
+          const float base = chunk_max == kNegInf ? 0.0f : chunk_max;
+          const float rescale = exp2_approx(m[r] - base);
+          m[r] = chunk_max;
+          float sum = 0.0f;
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            s[r][i] = exp2_approx(s[r][i] - base);
+            sum += s[r][i];
+          }
+          l[r] = l[r] * rescale + sum;
+#pragma unroll
+          for (int e = 0; e < 8; ++e) acc[r][e] *= rescale;
+        }
+
+        if (lane_active) {
+#pragma unroll
+          for (int i = 0; i < kChunk; ++i) {
+            float vf[8];
+            to_float8<T>(*reinterpret_cast<const uint4*>(vs + (j0 + i) * HeadDim + tx * 8), vf);
+#pragma unroll
+            for (int r = 0; r < Rows; ++r) {
+#pragma unroll
+              for (int e = 0; e < 8; ++e) acc[r][e] = fmaf(s[r][i], vf[e], acc[r][e]);
+            }
+          }
+        }
+      }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the pipeline's shared memory is free for the merge
+
+    // ---- merge the token groups' states (log-sum-exp) and hand rows to the epilogue --------
+    float* merge_acc = reinterpret_cast<float*>(smem.bytes);   // [kThreadRows][Rows][HeadDim]
+    float* merge_m = merge_acc + kThreadRows * Rows * HeadDim;  // [kThreadRows][Rows]
+    float* merge_l = merge_m + kThreadRows * Rows;
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      const int slot = ty * Rows + r;
+      if (lane_active) {
+        float4* dst = reinterpret_cast<float4*>(merge_acc + slot * HeadDim + tx * 8);
+        dst[0] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
+        dst[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
+      }
+      if (tx == 0) {
+        merge_m[slot] = m[r];
+        merge_l[slot] = l[r];
+      }
+    }
+    __syncthreads();
+
+    for (int item = tid; item < kCtaRows * kRowVecs; item += kThreads) {
+      const int row = item / kRowVecs;
+      const int c = item - row * kRowVecs;
+      const row_info info = rows.at(row);
+      if (!info.valid) continue;
+      const int group = row / Rows;
+      const int r = row - group * Rows;
+      float row_max = kNegInf;
+#pragma unroll
+      for (int g = 0; g < kTokenGroups; ++g) row_max = fmaxf(row_max, merge_m[(group * kTokenGroups + g) * Rows + r]);
+      float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      float sum = 0.0f;
+      if (row_max != kNegInf) {
+#pragma unroll
+        for (int g = 0; g < kTokenGroups; ++g) {
+          const int slot = (group * kTokenGroups + g) * Rows + r;
+          const float w = exp2_approx(merge_m[slot] - row_max);
+          sum = fmaf(merge_l[slot], w, sum);
+          const float4* part = reinterpret_cast<const float4*>(merge_acc + slot * HeadDim + c * 8);
+          const float4 a = part[0];
+          const float4 b = part[1];
+          o[0] = fmaf(w, a.x, o[0]);
+          o[1] = fmaf(w, a.y, o[1]);
+          o[2] = fmaf(w, a.z, o[2]);
+          o[3] = fmaf(w, a.w, o[3]);
+          o[4] = fmaf(w, b.x, o[4]);
+          o[5] = fmaf(w, b.y, o[5]);
+          o[6] = fmaf(w, b.z, o[6]);
+          o[7] = fmaf(w, b.w, o[7]);
+        }
+      }
+      epilogue(info, c, o, row_max, sum);
+    }
+  }
+};
+
+}  // namespace rungs::attention::detail

@@ -1,0 +1,165 @@
+// The __global__ entry points of rungs' paged attention (CUB's "kernels" layer): cache write,
+// attention (decode and prefill share one kernel template and agent), and the split merge.
+// Each reads a small parameter struct (params.cuh) by value; everything that changes per step is
+// read from device memory, so a captured launch stays valid.
+#pragma once
+
+#include <rungs/attention/detail/agent.cuh>
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/geometry.hpp>
+
+#include <cub/warp/warp_reduce.cuh>
+#include <cuda/functional>
+#include <cuda/std/limits>
+
+#include <cstdint>
+
+namespace rungs::attention::detail {
+
+/// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
+template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode>
+__global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(const attention_params p) {
+  using agent = attention_agent<T, HeadDim, Rows, RowGroups>;
+  __shared__ typename agent::storage smem;
+  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+
+  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
+  const int q_tile = static_cast<int>(blockIdx.x) / p.num_splits;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const int seq = static_cast<int>(blockIdx.z);
+  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
+
+  kv_source<T> src;
+  src.k_cache = static_cast<const T*>(p.k_cache);
+  src.v_cache = static_cast<const T*>(p.v_cache);
+  src.table = p.block_tables + static_cast<std::int64_t>(seq) * p.block_table_stride;
+  src.num_kv_heads = p.num_kv_heads;
+  src.kv_head = kv_head;
+  constexpr int kStaticLog2 = BlockSize > 0 ? ilog2(BlockSize) : 0;  // a constant for static block sizes
+  src.log2_block = BlockSize > 0 ? kStaticLog2 : p.log2_block_size;
+
+  const int kv_begin = split * p.split_tokens;
+  const T* q = static_cast<const T*>(p.q);
+
+  auto epilogue = [&](const row_info& info, int c, const float (&o)[8], float m, float l) {
+    const std::int64_t row = static_cast<std::int64_t>(info.token) * p.num_qo_heads + info.head;
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key writes zeros
+    if (p.num_splits == 1) {
+      float v[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = o[e] * inv;
+      *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + row * HeadDim + c * 8) = from_float8<T>(v);
+    } else {
+      const std::int64_t slot = row * p.num_splits + split;
+      if (l > 0.0f) {
+        float4* dst = reinterpret_cast<float4*>(p.partial_out + slot * HeadDim + c * 8);
+        dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
+        dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
+      }
+      // An empty split says so with -inf; the merge then never reads its partial output.
+      if (c == 0) p.partial_lse[slot] = l > 0.0f ? m + log2f(l) : kNegInf;
+    }
+  };
+
+  if constexpr (Decode) {
+    constexpr int kGroup = Rows * RowGroups;
+    const decode_rows rows{seq, kv_head * kGroup, kv_len};
+    const int kv_end = min(kv_begin + p.split_tokens, kv_len);
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, epilogue);
+  } else {
+    const int q_begin = p.q_indptr[seq];
+    const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);
+    const int first_row = q_tile * agent::kCtaRows;
+    const int row_count = q_len * p.group_size;
+    if (first_row >= row_count) return;  // no such rows: nothing to compute or write
+    const prefill_rows rows{q_begin, q_len, kv_len, kv_head * p.group_size, p.group_size, first_row, p.max_total_q};
+    const int last_token = (min(first_row + agent::kCtaRows, row_count) - 1) / p.group_size;
+    const int visible = min(kv_len - q_len + last_token + 1, kv_len);  // the CTA's last row sees the most
+    const int kv_end = min(kv_begin + p.split_tokens, visible);
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, epilogue);
+  }
+}
+
+/// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
+/// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kernel(const merge_params p) {
+  using warp_reduce = cub::WarpReduce<float>;
+  __shared__ typename warp_reduce::TempStorage temp[geometry::merge_warps];
+  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * geometry::merge_warps + warp;
+  int tokens = p.max_tokens;
+  if (p.q_indptr != nullptr) tokens = min(max(p.q_indptr[p.num_seqs], 0), p.max_tokens);
+  if (row >= static_cast<std::int64_t>(tokens) * p.num_qo_heads) return;  // whole warp
+
+  const int splits = p.num_splits;
+  const float* lse = p.partial_lse + row * splits;
+  float row_max = kNegInf;
+  for (int s = lane; s < splits; s += 32) row_max = fmaxf(row_max, lse[s]);
+  row_max = warp_reduce(temp[warp]).Reduce(row_max, ::cuda::maximum<>{});
+  row_max = __shfl_sync(0xffffffffu, row_max, 0);
+  __syncwarp();
+
+  T* out = static_cast<T*>(p.out) + row * HeadDim;
+  if (row_max == kNegInf) {  // no split saw a key: a zero row, as without splits
+    for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
+      *reinterpret_cast<uint2*>(out + d4 * 4) = from_float4<T>(make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    }
+    return;
+  }
+  float sum = 0.0f;
+  for (int s = lane; s < splits; s += 32) sum += exp2_approx(lse[s] - row_max);
+  sum = warp_reduce(temp[warp]).Sum(sum);
+  sum = __shfl_sync(0xffffffffu, sum, 0);
+  const float inv = 1.0f / sum;
+
+  const float* partial = p.partial_out + row * splits * HeadDim;
+  for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = 0; s < splits; ++s) {
+      const float x = lse[s];
+      if (x == kNegInf) continue;
+      const float w = exp2_approx(x - row_max);
+      const float4 o = *reinterpret_cast<const float4*>(partial + static_cast<std::int64_t>(s) * HeadDim + d4 * 4);
+      acc.x = fmaf(w, o.x, acc.x);
+      acc.y = fmaf(w, o.y, acc.y);
+      acc.z = fmaf(w, o.z, acc.z);
+      acc.w = fmaf(w, o.w, acc.w);
+    }
+    *reinterpret_cast<uint2*>(out + d4 * 4) =
+        from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+  }
+}
+
+/// Copies token t's K and V rows into slot slot_mapping[t], one 16-byte vector per thread and
+/// step. Negative slots (padding) write nothing; so do slots past the pool, which
+/// cache_write's host checks cannot see (they live in device memory): the kernel never
+/// writes out of bounds.
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(geometry::cache_write_threads) cache_write_kernel(const cache_write_params p) {
+  constexpr int kRowVecs = HeadDim / geometry::vector_elements;
+  const std::int64_t per_token = static_cast<std::int64_t>(p.num_kv_heads) * kRowVecs;
+  const std::int64_t total = p.num_tokens * per_token;
+  const std::int64_t step = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+    const std::int64_t token = i / per_token;
+    const int rest = static_cast<int>(i - token * per_token);
+    const int head = rest / kRowVecs;
+    const int c = rest - head * kRowVecs;
+    const std::int64_t slot = p.slot_mapping[token];
+    if (slot < 0 || slot >= p.num_slots) continue;
+    const std::int64_t block = slot >> p.log2_block_size;
+    const std::int64_t position = slot & ((std::int64_t{1} << p.log2_block_size) - 1);
+    const std::int64_t dst = (((block * p.num_kv_heads + head) << p.log2_block_size) + position) * HeadDim + c * 8;
+    const std::int64_t col = static_cast<std::int64_t>(head) * HeadDim + c * 8;
+    const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + token * p.k_stride + col);
+    const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + token * p.v_stride + col);
+    *reinterpret_cast<uint4*>(static_cast<T*>(p.k_cache) + dst) = k;
+    *reinterpret_cast<uint4*>(static_cast<T*>(p.v_cache) + dst) = v;
+  }
+}
+
+}  // namespace rungs::attention::detail

@@ -1,0 +1,148 @@
+// rungs' paged attention on the GPU: the public launch API (CUB's Device* layer).
+//
+//   #include <rungs/attention/paged_attention.cuh>
+//   namespace ra = rungs::attention;
+//   ra::attention_config cfg{ra::dtype::bf16, {.num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128,
+//                                              .block_size = 16, .num_blocks = pool_blocks}};
+//   ra::decode_plan plan = ra::plan_decode(cfg, {.max_batch = 64, .max_context = 4096}, ra::query_device());
+//   // workspace: plan.workspace.bytes of device memory (none when !plan.split())
+//   ra::cache_write(cfg, {...this step's K, V, slot_mapping...}, stream);
+//   ra::decode(plan, {...q, caches, block tables, seq_lens, out, workspace...}, stream);  // capturable
+//
+// Layers, top to bottom: decode / prefill / cache_write validate the host values (plan.hpp's
+// validate) and dispatch the run-time dtype, head dim, block size and group to an instance of
+// the instantiation set `Set` (dispatch.hpp), throwing rungs::unsupported_value for a value the
+// set lacks; launch_decode / launch_prefill / launch_cache_write are the typed launchers of one
+// instance (for callers that know their shape at compile time); detail/kernels.cuh holds the
+// __global__ kernels, detail/agent.cuh the per-CTA attention agent, detail/device.cuh the
+// vector, cp.async and warp building blocks (CUB's WarpReduce merges splits).
+//
+// Graph safety: a run launches a grid fixed by the plan (never by the data), allocates
+// nothing, does not synchronise, and reads lengths, block tables and query offsets from
+// device memory, so a captured run replays correctly after the caller rewrites those buffers.
+// Errors are reported as exceptions (std::invalid_argument, rungs::unsupported_value,
+// rungs::cuda_error), never by aborting.
+#pragma once
+
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/kernels.cuh>
+#include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/dispatch.hpp>
+#include <rungs/attention/geometry.hpp>
+#include <rungs/attention/plan.hpp>
+#include <rungs/cuda/error.cuh>
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace rungs::attention {
+
+/// The planner's view of a GPU (the current one when device < 0).
+inline device_info query_device(int device = -1) {
+  if (device < 0) RUNGS_CUDA_CHECK(cudaGetDevice(&device));
+  device_info info;
+  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
+  return info;
+}
+
+namespace detail {
+
+template <class HostT, int HeadDim, int BlockSize>
+void check_instance(const attention_config& c, const char* op) {
+  const attention_shape& s = c.shape;
+  if (c.type != (std::is_same_v<HostT, rungs::f16> ? dtype::f16 : dtype::bf16) || s.head_dim != HeadDim ||
+      (BlockSize != dynamic_block_size && s.block_size != BlockSize)) {
+    rungs::attention::detail::fail(op, ": the instance <", std::is_same_v<HostT, rungs::f16> ? "f16" : "bf16", ", ",
+                                   HeadDim, ", ", BlockSize, "> cannot run dtype ", name(c.type), ", head_dim ",
+                                   s.head_dim, ", block_size ", s.block_size);
+  }
+}
+
+template <class Kernel, class Params>
+void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, cudaStream_t stream) {
+  kernel<<<dim3(grid.x, grid.y, grid.z), threads, 0, stream>>>(params);
+  RUNGS_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace detail
+
+/// Typed decode launcher of one instance: HostT rungs::f16 or rungs::bf16; BlockSize a static
+/// block size or dynamic_block_size; Group the GQA group size.
+template <class HostT, int HeadDim, int BlockSize, int Group>
+void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
+  using T = detail::device_type_t<HostT>;
+  static_assert(geometry::decode_group_fits(HeadDim, Group), "this GQA group size does not fit the decode kernel");
+  constexpr int kRows = geometry::decode_rows_per_thread(Group);
+  constexpr int kRowGroups = geometry::decode_row_groups(Group);
+  const attention_shape& s = plan.config.shape;
+  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "decode");
+  if (s.group_size() != Group) {
+    detail::fail("decode: the instance for group size ", Group, " cannot run group size ", s.group_size());
+  }
+  validate(plan, a);
+
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true>, detail::decode_grid(plan),
+                 geometry::threads, detail::decode_params(plan, a), stream);
+  if (plan.split()) {
+    const detail::merge_params m = detail::decode_merge_params(plan, a);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
+  }
+}
+
+/// Typed prefill/extend launcher of one instance (the group size is a run-time value).
+template <class HostT, int HeadDim, int BlockSize>
+void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_t stream) {
+  using T = detail::device_type_t<HostT>;
+  using agent = detail::attention_agent<T, HeadDim, geometry::max_rows_per_thread, geometry::thread_rows(HeadDim)>;
+  static_assert(agent::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
+  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "prefill");
+  validate(plan, a);
+
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
+                                                geometry::thread_rows(HeadDim), false>,
+                 detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
+  if (plan.split()) {
+    const detail::merge_params m = detail::prefill_merge_params(plan, a);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
+  }
+}
+
+/// Typed cache-write launcher of one instance.
+template <class HostT, int HeadDim>
+void launch_cache_write(const attention_config& config, const cache_write_args& a, cudaStream_t stream) {
+  using T = detail::device_type_t<HostT>;
+  detail::check_instance<HostT, HeadDim, dynamic_block_size>(config, "cache_write");
+  validate(config, a);
+  if (a.num_tokens == 0) return;
+  const detail::cache_write_params p = detail::make_cache_write_params(config, a);
+  detail::launch(detail::cache_write_kernel<T, HeadDim>, detail::cache_write_grid(p, HeadDim),
+                 geometry::cache_write_threads, p, stream);
+}
+
+/// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows
+/// have seq_len 0 and get zero outputs). Instances come from `Set`.
+template <class Set = default_instantiations>
+void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
+  dispatch_decode<Set>(plan.config.type, plan.config.shape, [&]<class HostT, int D, int B, int G>() {
+    launch_decode<HostT, D, B, G>(plan, args, stream);
+  });
+}
+
+/// Prefill/extend: q_indptr-packed new tokens of each sequence, causal against the end of the
+/// context (the new tokens' K and V must already be in the cache).
+template <class Set = default_instantiations>
+void prefill(const prefill_plan& plan, const prefill_args& args, cudaStream_t stream = nullptr) {
+  dispatch_prefill<Set>(plan.config.type, plan.config.shape,
+                        [&]<class HostT, int D, int B>() { launch_prefill<HostT, D, B>(plan, args, stream); });
+}
+
+/// Cache write: this step's K and V rows into the slots of slot_mapping (-1: padding).
+template <class Set = default_instantiations>
+void cache_write(const attention_config& config, const cache_write_args& args, cudaStream_t stream = nullptr) {
+  dispatch_cache_write<Set>(config.type, config.shape,
+                            [&]<class HostT, int D>() { launch_cache_write<HostT, D>(config, args, stream); });
+}
+
+}  // namespace rungs::attention

@@ -1,0 +1,7 @@
+// GPU decode, bf16: every head dim, block size and group of the tested set against the host
+// reference (see decode_checks.cuh).
+#include "decode_checks.cuh"
+
+TEST_CASE("decode bf16: every instance of the tested set matches the reference") {
+  rungs_test::check_decode_set<rungs::attention::dtype::bf16>();
+}

@@ -1,0 +1,125 @@
+// The paged-attention dispatcher (rungs/attention/dispatch.hpp): which instance a run-time
+// shape reaches in each instantiation set, and the errors for values outside the contract or
+// the set.
+#include <rungs/attention/dispatch.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <type_traits>
+
+namespace ra = rungs::attention;
+
+namespace {
+
+struct instance {
+  bool f16;
+  int head_dim, block_size, group;
+  bool operator==(const instance&) const = default;
+};
+
+template <class Set>
+instance decode_instance(ra::dtype t, ra::attention_shape s) {
+  return ra::dispatch_decode<Set>(t, s, []<class T, int D, int B, int G>() {
+    return instance{std::is_same_v<T, rungs::f16>, D, B, G};
+  });
+}
+
+ra::attention_shape shape(int hq, int hkv, int d, int b) {
+  return {.num_qo_heads = hq, .num_kv_heads = hkv, .head_dim = d, .block_size = b, .num_blocks = 100};
+}
+
+std::string error_of(auto&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+}  // namespace
+
+TEST_CASE("the default set reaches every contract value, with the dynamic block size") {
+  using set = ra::default_instantiations;
+  for (int d : {64, 80, 96, 128, 256}) {
+    for (int b : {8, 16, 32, 64, 128}) {
+      for (int g : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
+        CHECK(decode_instance<set>(ra::dtype::bf16, shape(2 * g, 2, d, b)) == instance{false, d, 0, g});
+      }
+    }
+  }
+  CHECK(decode_instance<set>(ra::dtype::f16, shape(32, 8, 128, 16)) == instance{true, 128, 0, 4});
+  const auto prefill = ra::dispatch_prefill<set>(ra::dtype::f16, shape(24, 2, 96, 32), []<class T, int D, int B>() {
+    return instance{std::is_same_v<T, rungs::f16>, D, B, 0};
+  });
+  CHECK(prefill == instance{true, 96, 0, 0});
+  const int cache_d = ra::dispatch_cache_write<set>(ra::dtype::bf16, shape(8, 8, 256, 8), []<class T, int D>() { return D; });
+  CHECK(cache_d == 256);
+}
+
+TEST_CASE("the full set reaches static block sizes") {
+  using set = ra::full_instantiations;
+  for (int b : {8, 16, 32, 64, 128}) {
+    CHECK(decode_instance<set>(ra::dtype::bf16, shape(16, 2, 64, b)) == instance{false, 64, b, 8});
+  }
+}
+
+TEST_CASE("a set with static and dynamic block sizes prefers the static instance") {
+  using set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16, ra::dynamic_block_size>,
+                                    ra::values<4>>;
+  CHECK(decode_instance<set>(ra::dtype::bf16, shape(32, 8, 128, 16)).block_size == 16);
+  CHECK(decode_instance<set>(ra::dtype::bf16, shape(32, 8, 128, 64)).block_size == ra::dynamic_block_size);
+}
+
+TEST_CASE("values outside the contract are rejected with the value and the supported list") {
+  using set = ra::default_instantiations;
+  auto noop = []<class T, int D, int B, int G>() {};
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 8, 72, 16), noop); }) ==
+        "head_dim = 72 is not supported by this build; supported: 64, 80, 96, 128, 256");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 8, 128, 24), noop); }) ==
+        "block_size = 24 is not supported by this build; supported: 8, 16, 32, 64, 128");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 8, 128, 256), noop); }) ==
+        "block_size = 256 is not supported by this build; supported: 8, 16, 32, 64, 128");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(24, 2, 128, 16), noop); }) ==
+        "group_size = 12 is not supported by this build; supported: 1, 2, 3, 4, 5, 6, 7, 8, 16");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(30, 8, 128, 16), noop); }) ==
+        "num_qo_heads = 30 must be a multiple of num_kv_heads = 8 (each KV head serves a whole group of query heads)");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 0, 128, 16), noop); }) ==
+        "num_kv_heads = 0 must be at least 1");
+  auto no_blocks = shape(8, 8, 128, 16);
+  no_blocks.num_blocks = 0;
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, no_blocks, noop); }) ==
+        "num_blocks = 0 must be at least 1");
+  CHECK_THROWS_AS(ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 8, 72, 16), noop), rungs::unsupported_value);
+  // Prefill flattens the group into rows: any group is fine there.
+  CHECK_NOTHROW(ra::dispatch_prefill<set>(ra::dtype::bf16, shape(24, 2, 128, 16), []<class T, int D, int B>() {}));
+}
+
+TEST_CASE("values inside the contract but outside a set are rejected with the set's list") {
+  using set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<64, 128>, ra::values<16, 32>,
+                                    ra::values<1, 4>>;
+  auto noop = []<class T, int D, int B, int G>() {};
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::f16, shape(8, 2, 128, 16), noop); }) ==
+        "dtype = f16 is not supported by this build; supported: bf16");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 2, 96, 16), noop); }) ==
+        "head_dim = 96 is not supported by this build; supported: 64, 128");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 2, 128, 8), noop); }) ==
+        "block_size = 8 is not supported by this build; supported: 16, 32");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(4, 2, 128, 32), noop); }) ==
+        "group_size = 2 is not supported by this build; supported: 1, 4");
+  CHECK(decode_instance<set>(ra::dtype::bf16, shape(8, 2, 64, 32)) == instance{false, 64, 32, 4});
+}
+
+TEST_CASE("decode group sizes fit the kernel geometry for every head dim") {
+  for (int d : {64, 80, 96, 128, 256}) {
+    for (int g : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
+      INFO("head_dim " << d << ", group " << g);
+      CHECK(ra::geometry::decode_group_fits(d, g));
+    }
+    CHECK_FALSE(ra::geometry::decode_group_fits(d, 12));
+  }
+  CHECK(ra::geometry::lanes_per_row(80) == 16);
+  CHECK(ra::geometry::tile_tokens(128) == 32);
+  CHECK(ra::geometry::prefill_rows_per_cta(64) == 128);
+}

@@ -1,0 +1,288 @@
+// The host reference (rungs/attention/reference.hpp) against a naive dense attention over
+// KV gathered from the pool with its own index arithmetic, over every head dim, block size and
+// a few GQA groups; plus hand-checkable cases for the mask alignment, the GQA head mapping and
+// the cache write.
+#include <rungs/attention/reference.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "paged_problem.hpp"
+
+namespace ra = rungs::attention;
+namespace ref = rungs::attention::reference;
+using rungs_test::make_pools;
+using rungs_test::make_problem;
+using rungs_test::paged_problem;
+
+namespace {
+
+// Dense [q_len][num_qo_heads][head_dim] attention of sequence b's queries (rows q_row0 ..)
+// over its first kv_len tokens, gathered from the pool without layout.hpp's helpers.
+template <class T, class Q>
+std::vector<double> dense_attention(const paged_problem& p, const rungs_test::pools<T>& pools, const std::vector<Q>& q,
+                                    int b, int q_row0, int q_len, double scale) {
+  const ra::attention_shape& s = p.shape;
+  const int len = p.kv_lens[static_cast<std::size_t>(b)];
+  const int hkv = s.num_kv_heads;
+  const int d = s.head_dim;
+  std::vector<double> k(static_cast<std::size_t>(len) * hkv * d);
+  std::vector<double> v(k.size());
+  for (int t = 0; t < len; ++t) {
+    const std::int64_t block = p.tables[static_cast<std::size_t>(b * p.table_stride + t / s.block_size)];
+    for (int h = 0; h < hkv; ++h) {
+      for (int i = 0; i < d; ++i) {
+        const std::int64_t src = block * hkv * s.block_size * d + h * s.block_size * d + (t % s.block_size) * d + i;
+        const std::size_t dst = (static_cast<std::size_t>(t) * hkv + h) * d + i;
+        k[dst] = rungs::to_double(pools.k[static_cast<std::size_t>(src)]);
+        v[dst] = rungs::to_double(pools.v[static_cast<std::size_t>(src)]);
+      }
+    }
+  }
+  const int hq = s.num_qo_heads;
+  const int group = hq / hkv;
+  std::vector<double> out(static_cast<std::size_t>(q_len) * hq * d, 0.0);
+  for (int i = 0; i < q_len; ++i) {
+    const int visible = len - q_len + i + 1;
+    for (int h = 0; h < hq; ++h) {
+      const int kvh = h / group;
+      std::vector<double> logits(static_cast<std::size_t>(std::max(visible, 0)));
+      for (int t = 0; t < visible; ++t) {
+        double dot = 0;
+        for (int x = 0; x < d; ++x) {
+          dot += rungs::to_double(q[(static_cast<std::size_t>(q_row0 + i) * hq + h) * d + x]) *
+                 k[(static_cast<std::size_t>(t) * hkv + kvh) * d + x];
+        }
+        logits[static_cast<std::size_t>(t)] = dot * scale;
+      }
+      if (visible <= 0) continue;
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (double& l : logits) sum += (l = std::exp(l - mx));
+      for (int t = 0; t < visible; ++t) {
+        for (int x = 0; x < d; ++x) {
+          out[(static_cast<std::size_t>(i) * hq + h) * d + x] +=
+              logits[static_cast<std::size_t>(t)] / sum * v[(static_cast<std::size_t>(t) * hkv + kvh) * d + x];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+double max_abs_diff(const std::vector<double>& a, const double* b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  return worst;
+}
+
+bool all_finite(const std::vector<double>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
+}
+
+template <class T>
+void check_shape_against_dense(std::mt19937_64& rng, int head_dim, int block_size, int group) {
+  ra::attention_shape s{.num_qo_heads = 2 * group, .num_kv_heads = 2, .head_dim = head_dim, .block_size = block_size};
+  const int max_len = std::min(2 * block_size + 7, 150);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+
+  // Decode: three sequences (one of length 0) plus one of the maximum length.
+  auto lens = rungs_test::random_lengths(rng, 3, max_len, block_size);
+  lens.insert(lens.begin() + 1, 0);
+  const paged_problem p = make_problem(rng, s, lens);
+  const auto pools = make_pools<T>(rng, p);
+  const auto q = rungs_test::random_vector<T>(rng, static_cast<std::size_t>(p.batch() * s.q_row_elements()));
+  std::vector<double> out(q.size(), -1.0);
+  ref::decode<T, T, double>(p.shape, pools.k, pools.v, q, p.kv_lens, {p.tables, p.table_stride}, 0.0, out);
+  REQUIRE(all_finite(out));  // a read of a poisoned slot or table entry would show as NaN or throw
+  for (int b = 0; b < p.batch(); ++b) {
+    const auto dense = dense_attention(p, pools, q, b, b, 1, scale);
+    CHECK(max_abs_diff(dense, out.data() + b * s.q_row_elements()) <= 1e-12);
+  }
+  for (std::int64_t i = 0; i < s.q_row_elements(); ++i) CHECK(out[static_cast<std::size_t>(s.q_row_elements() + i)] == 0.0);
+
+  // Prefill/extend: some sequences fully new (q_len == kv_len), some extending a context.
+  std::vector<std::int32_t> kv_lens = rungs_test::random_lengths(rng, 3, max_len, block_size);
+  std::vector<std::int32_t> q_lens;
+  std::uniform_int_distribution<int> pick_q(1, 9);
+  for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+    q_lens.push_back(b == 1 ? std::min(kv_lens[b], 9) : std::min(kv_lens[b], pick_q(rng)));
+  }
+  kv_lens[1] = q_lens[1];  // a pure prefill
+  const paged_problem pp = make_problem(rng, s, kv_lens, q_lens);
+  const auto ppools = make_pools<T>(rng, pp);
+  const auto pq = rungs_test::random_vector<T>(rng, static_cast<std::size_t>(pp.total_q() * s.q_row_elements()));
+  std::vector<double> pout(pq.size(), -1.0);
+  ref::prefill<T, T, double>(pp.shape, ppools.k, ppools.v, pq, pp.q_indptr, pp.kv_lens, {pp.tables, pp.table_stride},
+                             0.0, pout);
+  REQUIRE(all_finite(pout));
+  for (int b = 0; b < pp.batch(); ++b) {
+    const int row0 = pp.q_indptr[static_cast<std::size_t>(b)];
+    const auto dense = dense_attention(pp, ppools, pq, b, row0, pp.q_lens[static_cast<std::size_t>(b)], scale);
+    CHECK(max_abs_diff(dense, pout.data() + row0 * s.q_row_elements()) <= 1e-12);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("reference decode and prefill match dense attention for every head dim, block size and some groups") {
+  std::mt19937_64 rng(20260105);
+  for (int head_dim : {64, 80, 96, 128, 256}) {
+    for (int block_size : {8, 16, 32, 64, 128}) {
+      for (int group : {1, 3, 8}) {
+        INFO("head_dim " << head_dim << ", block_size " << block_size << ", group " << group);
+        check_shape_against_dense<rungs::bf16>(rng, head_dim, block_size, group);
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("reference works on every storage type", "", rungs::f16, rungs::bf16, float, double) {
+  std::mt19937_64 rng(7);
+  check_shape_against_dense<TestType>(rng, 64, 16, 4);
+  check_shape_against_dense<TestType>(rng, 80, 8, 2);
+}
+
+TEST_CASE("reference decode: one key gives its value; softmax weights by hand") {
+  // One head, head_dim 2, block size 2; the sequence's 3 tokens sit in blocks 1 and 0.
+  ra::attention_shape s{.num_qo_heads = 1, .num_kv_heads = 1, .head_dim = 2, .block_size = 2, .num_blocks = 2};
+  std::vector<double> k(8, std::nan("")), v(8, std::nan(""));
+  auto put = [&](int block, int pos, double k0, double k1, double v0, double v1) {
+    const auto at = static_cast<std::size_t>(s.kv_offset(block, 0, pos));
+    k[at] = k0, k[at + 1] = k1, v[at] = v0, v[at + 1] = v1;
+  };
+  put(1, 0, 1, 0, 10, 1);  // token 0
+  put(1, 1, 0, 1, 20, 2);  // token 1
+  put(0, 0, 1, 1, 30, 3);  // token 2
+  const std::vector<std::int32_t> table = {1, 0};
+  const std::vector<double> q = {2.0, 0.0};
+  std::vector<double> out(2);
+
+  ref::decode<double, double, double>(s, k, v, q, std::vector<std::int32_t>{1}, {table, 2}, 1.0, out);
+  CHECK(out[0] == 10.0);
+  CHECK(out[1] == 1.0);
+
+  ref::decode<double, double, double>(s, k, v, q, std::vector<std::int32_t>{3}, {table, 2}, 0.5, out);
+  // logits (q.k * 0.5): 1, 0, 1 -> weights e, 1, e over 2e + 1
+  const double e = std::exp(1.0);
+  CHECK(out[0] == Approx((10 * e + 20 + 30 * e) / (2 * e + 1)).epsilon(1e-15));
+  CHECK(out[1] == Approx((1 * e + 2 + 3 * e) / (2 * e + 1)).epsilon(1e-15));
+}
+
+TEST_CASE("reference prefill: the causal mask is aligned to the end of the context") {
+  // Query i of q_len new tokens sees keys 0 .. kv_len - q_len + i. With q = 0 every visible
+  // key weighs the same, so with V[t] = t the output is the mean of the visible positions.
+  std::mt19937_64 rng(3);
+  ra::attention_shape s{.num_qo_heads = 2, .num_kv_heads = 1, .head_dim = 8, .block_size = 8};
+  const std::vector<std::int32_t> kv_lens = {13, 5, 9};
+  const std::vector<std::int32_t> q_lens = {4, 5, 1};
+  const paged_problem p = make_problem(rng, s, kv_lens, q_lens);
+  auto pools = make_pools<double>(rng, p);
+  for (int b = 0; b < p.batch(); ++b) {
+    for (int t = 0; t < kv_lens[static_cast<std::size_t>(b)]; ++t) {
+      const auto at = p.shape.kv_offset(p.blocks[static_cast<std::size_t>(b)][static_cast<std::size_t>(t / 8)], 0, t % 8);
+      for (int d = 0; d < 8; ++d) pools.v[static_cast<std::size_t>(at + d)] = t;
+    }
+  }
+  const std::vector<double> q(static_cast<std::size_t>(p.total_q() * 16), 0.0);
+  std::vector<double> out(q.size());
+  ref::prefill<double, double, double>(p.shape, pools.k, pools.v, q, p.q_indptr, p.kv_lens, {p.tables, p.table_stride},
+                                       0.0, out);
+  for (int b = 0; b < p.batch(); ++b) {
+    for (int i = 0; i < q_lens[static_cast<std::size_t>(b)]; ++i) {
+      const int last = kv_lens[static_cast<std::size_t>(b)] - q_lens[static_cast<std::size_t>(b)] + i;
+      const std::size_t row = static_cast<std::size_t>(p.q_indptr[static_cast<std::size_t>(b)] + i) * 16;
+      INFO("sequence " << b << ", query " << i);
+      CHECK(out[row] == Approx(last / 2.0).epsilon(1e-14));
+      CHECK(out[row + 8 + 7] == Approx(last / 2.0).epsilon(1e-14));
+    }
+  }
+}
+
+TEST_CASE("reference: query head h reads KV head h / group") {
+  std::mt19937_64 rng(11);
+  ra::attention_shape s{.num_qo_heads = 12, .num_kv_heads = 3, .head_dim = 64, .block_size = 16};
+  const paged_problem p = make_problem(rng, s, {37, 16});
+  auto pools = make_pools<float>(rng, p);
+  for (std::size_t i = 0; i < pools.v.size(); ++i) {  // V of KV head h is h + 1 everywhere used
+    if (!std::isnan(pools.v[i])) pools.v[i] = static_cast<float>((i / (16 * 64)) % 3 + 1);
+  }
+  const auto q = rungs_test::random_vector<float>(rng, static_cast<std::size_t>(2 * s.q_row_elements()));
+  std::vector<float> out(q.size());
+  ref::decode<float, float, float>(p.shape, pools.k, pools.v, q, p.kv_lens, {p.tables, p.table_stride}, 0.0, out);
+  for (int b = 0; b < 2; ++b) {
+    for (int h = 0; h < 12; ++h) {
+      INFO("sequence " << b << ", head " << h);
+      CHECK(out[static_cast<std::size_t>((b * 12 + h) * 64 + 5)] == Approx(h / 4 + 1).epsilon(1e-6));
+    }
+  }
+}
+
+TEST_CASE("reference cache write: exact copies into slots; padded rows and other slots unchanged") {
+  std::mt19937_64 rng(5);
+  for (int block_size : {8, 128}) {
+    ra::attention_shape s{.num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 80, .block_size = block_size, .num_blocks = 6};
+    const std::int64_t stride = s.kv_row_elements() + 24;  // fused-QKV style rows
+    auto k_cache = rungs_test::random_vector<rungs::bf16>(rng, static_cast<std::size_t>(s.pool_elements()));
+    auto v_cache = rungs_test::random_vector<rungs::bf16>(rng, static_cast<std::size_t>(s.pool_elements()));
+    const auto k_before = k_cache, v_before = v_cache;
+
+    std::vector<std::int64_t> all_slots(static_cast<std::size_t>(s.num_slots()));
+    std::iota(all_slots.begin(), all_slots.end(), 0);
+    std::shuffle(all_slots.begin(), all_slots.end(), rng);
+    std::vector<std::int64_t> slots(all_slots.begin(), all_slots.begin() + 11);
+    slots[3] = -1;
+    slots[7] = -1;
+    const auto k = rungs_test::random_vector<rungs::bf16>(rng, static_cast<std::size_t>(11 * stride));
+    const auto v = rungs_test::random_vector<rungs::bf16>(rng, static_cast<std::size_t>(11 * stride));
+    ref::cache_write<rungs::bf16>(s, k_cache, v_cache, k, v, slots, stride, stride);
+
+    std::vector<bool> written(k_cache.size(), false);
+    for (std::size_t t = 0; t < slots.size(); ++t) {
+      if (slots[t] < 0) continue;
+      for (int h = 0; h < 2; ++h) {
+        for (int d = 0; d < 80; ++d) {
+          // slot -> (block, position) -> [block][head][position][dim], spelled out
+          const std::int64_t block = slots[t] / block_size, pos = slots[t] % block_size;
+          const auto at = static_cast<std::size_t>(((block * 2 + h) * block_size + pos) * 80 + d);
+          const auto src = static_cast<std::size_t>(static_cast<std::int64_t>(t) * stride + h * 80 + d);
+          CHECK(k_cache[at].bits == k[src].bits);
+          CHECK(v_cache[at].bits == v[src].bits);
+          written[at] = true;
+        }
+      }
+    }
+    std::size_t unchanged = 0;
+    for (std::size_t i = 0; i < k_cache.size(); ++i) {
+      if (written[i]) continue;
+      unchanged += k_cache[i].bits == k_before[i].bits && v_cache[i].bits == v_before[i].bits;
+    }
+    CHECK(unchanged == k_cache.size() - 9 * 2 * 80);
+
+    std::vector<std::int64_t> beyond = {s.num_slots()};
+    CHECK_THROWS_WITH(ref::cache_write<rungs::bf16>(s, k_cache, v_cache, k, v, beyond),
+                      Catch::Contains("slot " + std::to_string(s.num_slots()) + " is outside the pool"));
+  }
+}
+
+TEST_CASE("reference rejects bad inputs with the value and the rule") {
+  ra::attention_shape s{.num_qo_heads = 3, .num_kv_heads = 2, .head_dim = 8, .block_size = 8, .num_blocks = 1};
+  std::vector<float> pool(static_cast<std::size_t>(8 * 8 * 2)), q(4 * 8), out(4 * 8);
+  const std::vector<std::int32_t> lens = {1}, table = {0};
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out)),
+                    Catch::Contains("num_qo_heads = 3 must be a positive multiple of num_kv_heads = 2"));
+  s.num_qo_heads = 2;
+  const std::vector<std::int32_t> bad_table = {4};
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, lens, {bad_table, 1}, 0.0, out)),
+                    Catch::Contains("block id 4 is outside the pool [0, 1)"));
+  const std::vector<std::int32_t> long_lens = {9};
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, long_lens, {table, 1}, 0.0, out)),
+                    Catch::Contains("token 8 needs block-table entry 1 beyond the row"));
+  const std::vector<std::int32_t> indptr = {0, 2}, kv = {1};
+  CHECK_THROWS_WITH((ref::prefill<float, float, float>(s, pool, pool, q, indptr, kv, {table, 1}, 0.0, out)),
+                    Catch::Contains("q_len = 2 and kv_len = 1 need 0 <= q_len <= kv_len"));
+}
