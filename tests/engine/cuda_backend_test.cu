@@ -31,7 +31,7 @@ const int gpu_count = [] {
   return n;
 }();
 
-constexpr model_shape gpu_model{.dtype = kv_dtype::f32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4,
+constexpr model_shape gpu_model{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4,
                                 .block_size = 4, .num_layers = 1};
 constexpr int kv_width = gpu_model.num_kv_heads * gpu_model.head_size;
 constexpr int row_width = static_cast<int>(gpu_model.row_width());

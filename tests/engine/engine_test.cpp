@@ -167,7 +167,7 @@ TEST_CASE("Gaudi's walk: prompt within its share, all decode, then prompt spill-
   std::vector<std::int64_t> seq1024, seq2048;
   for (std::int64_t s = 128; s <= 1024; s += 128) seq1024.push_back(s);
   for (std::int64_t s = 128; s <= 2048; s += 128) seq2048.push_back(s);
-  engine<model_shape{.dtype = kv_dtype::f32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 128, .num_layers = 1},
+  engine<model_shape{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 128, .num_layers = 1},
          space, by_phase<>, startup, counting_pool, host_backend>
       e(space(grid{phase::prompt, {1, 2, 4}, seq1024}, grid{phase::decode, {1, 2, 4}, seq2048}), counting_pool(64, 128), host_backend(std::ref(model), sim),
         {.budget = {.bytes = 11000 * MiB, .prompt_ratio = 0.55}, .max_model_len = 2048});
@@ -245,4 +245,29 @@ TEST_CASE("a compile-time ladder fixes the graph slots at compile time") {
   CHECK(e.step(bb.make(3)).run == run_kind::replay);
   CHECK(e.queue().captured(1));
   CHECK(e.stats().captures == 1);
+}
+
+TEST_CASE("spill-over the other way: decode graphs use what the complete prompt phase left") {
+  // 10 MiB per cost unit: prompt (1, 4) and (1, 8) take 40 + 80 = 120 MiB of a 140 MiB share;
+  // decode (4, 8), (2, 8), (1, 8) take 40 + 20 + 10 = 70 MiB, more than the 60 MiB decode
+  // share. With every prompt graph captured, the last decode graph fits the pooled leftover.
+  using space = phased_buckets<grid, grid>;
+  auto walk = [](std::vector<std::int64_t> prompt_seqs) {
+    toy_model model;
+    std::vector<std::string> log;
+    host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = 0, .per_unit = 10 * MiB}}};
+    engine<tiny_model, space, by_phase<min_tokens, max_bs>, startup, counting_pool, host_backend> e(
+        space(grid{phase::prompt, {1}, prompt_seqs}, grid{phase::decode, {1, 2, 4}, {8}}), counting_pool(64),
+        host_backend(std::ref(model), sim),
+        {.budget = {.bytes = 200 * MiB, .prompt_ratio = 0.7, .model = graph_cost{.base = 0, .per_unit = 10 * MiB}},
+         .max_model_len = 16});
+    e.observe(capture_log{&log});
+    e.start();
+    return log;
+  };
+  CHECK(walk({4, 8}) == strings{"startup:(1, 4)", "startup:(1, 8)", "startup:(4, 8)", "startup:(2, 8)", "startup:(1, 8)"});
+  // A prompt bucket that does not fit (1, 16: 160 MiB) leaves the prompt phase incomplete, so
+  // decode keeps to its own share (as upstream: spill-over only from a complete phase).
+  CHECK(walk({4, 8, 16}) == strings{"startup:(1, 4)", "startup:(1, 8)", "startup:(1, 16):refused", "startup:(4, 8)",
+                                    "startup:(2, 8)", "startup:(1, 8):refused"});
 }

@@ -1,4 +1,5 @@
 #include <rungs/engine/graph_budget.hpp>
+#include <rungs/engine/model.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -15,16 +16,19 @@ bucket decode(std::int64_t bs, std::int64_t seq) {
 }
 }  // namespace
 
-TEST_CASE("memory_plan splits usable memory like the Gaudi log") {
-  // 39.58 GiB usable, VLLM_GRAPH_RESERVED_MEM=0.4: 15.83 GiB graphs, 23.75 GiB KV cache, and
-  // 1519 blocks of 128 tokens at 128 KiB per token (16 MiB per block).
-  memory_plan plan{.usable_bytes = static_cast<std::int64_t>(39.58 * GiB), .reserved_fraction = 0.4, .prompt_ratio = 0.3};
-  model_shape m{.dtype = kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 128, .num_layers = 32};
-  CHECK(m.kv_bytes_per_token() == 128 * 1024);
-  CHECK(m.block_bytes() == 16 * MiB);
-  CHECK(plan.graph_bytes() == static_cast<std::int64_t>(39.58 * GiB * 0.4));
-  CHECK(plan.kv_blocks(m) == 1519);
-  graph_budget g = plan.graphs();
+TEST_CASE("graph_budget::gaudi is the complement of rungs::kv's Gaudi KV memory (the document's log)") {
+  // 79.16 GiB free x gpu_memory_utilization 0.5 = 39.58 GiB usable; VLLM_GRAPH_RESERVED_MEM
+  // 0.4 of it (15.83 GiB) for graphs, 23.75 GiB for the KV cache: 1519 blocks of 128 tokens at
+  // 128 KiB per token (16 MiB per block).
+  const rungs::kv::gaudi_memory m{.free_bytes = static_cast<std::int64_t>(79.16 * GiB), .gpu_memory_utilization = 0.5,
+                                  .graph_reserved_mem = 0.4};
+  const graph_budget g = graph_budget::gaudi(m, 0.3);
+  const std::int64_t kv = rungs::kv::kv_memory(m);
+  CHECK(g.bytes + kv == static_cast<std::int64_t>(79.16 * GiB * 0.5));
+  CHECK(static_cast<double>(g.bytes) / GiB == Approx(15.83).epsilon(0.001));
+  model_shape model{.dtype = kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 128, .num_layers = 32};
+  CHECK(rungs::kv::bytes_per_block(model.kv(), model.block_size) == 16 * MiB);
+  CHECK(rungs::kv::blocks_for_memory(kv, rungs::kv::bytes_per_block(model.kv(), model.block_size)) == 1519);
   CHECK(g.share(phase::prompt) + g.share(phase::decode) == g.bytes);
   CHECK(static_cast<double>(g.share(phase::prompt)) / GiB == Approx(15.83 * 0.3).epsilon(0.001));
 }
@@ -70,6 +74,5 @@ TEST_CASE("bad budgets are rejected naming the value and the rule") {
                     "graph budget: bytes = -5 must be non-negative (or graph_budget::unlimited)");
   CHECK_THROWS_WITH(graph_ledger(graph_budget{.bytes = 5, .prompt_ratio = 1.5}),
                     "graph budget: prompt_ratio = 1.500000 must lie in [0, 1]");
-  CHECK_THROWS_WITH((memory_plan{.usable_bytes = 10, .reserved_fraction = -0.1}.graphs()),
-                    "memory plan: reserved_fraction = -0.100000 must lie in [0, 1]");
+  CHECK_THROWS_AS(graph_budget::gaudi({.free_bytes = 10, .graph_reserved_mem = -0.1}), std::invalid_argument);
 }

@@ -57,7 +57,7 @@ struct counting_pool {
 namespace rungs_test {
 
 inline constexpr model_shape tiny_model{
-    .dtype = kv_dtype::f32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 4, .num_layers = 1};
+    .dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 4, .num_layers = 1};
 
 // A toy model over a KV cache of one layer: each new token writes its K/V row at its slot
 // (skipped for slot -1), then each sequence's output is a position-weighted sum over its

@@ -131,7 +131,7 @@ struct timeline {
 
 // The planner's model: only the ladder's shape matters, so one head of size 1 and a KV block
 // per token keep the host forward trivial.
-constexpr model_shape plan_model{.dtype = kv_dtype::f32, .num_heads = 1, .num_kv_heads = 1, .head_size = 1,
+constexpr model_shape plan_model{.dtype = kv_dtype::fp32, .num_heads = 1, .num_kv_heads = 1, .head_size = 1,
                                  .block_size = 1, .num_layers = 1};
 
 template <class Order, class Timing>

@@ -5,6 +5,8 @@
 //   usable memory  x reserved_fraction  = graph memory (the rest is the KV cache)
 //   graph memory   x prompt_ratio       = prompt share (the rest is the decode share)
 //
+// The KV cache's side of the same split is rungs::kv::kv_memory(gaudi_memory).
+//
 // A capture is admitted when its estimate fits its phase's share, or, once the other phase
 // has a graph for every bucket (or gave up on it), the pooled leftover of both shares. The
 // estimate comes from what earlier captures of the phase really cost (Gaudi's "average per
@@ -23,7 +25,7 @@
 #include <utility>
 
 #include <rungs/engine/bucket_space.hpp>
-#include <rungs/engine/model.hpp>
+#include <rungs/kv/capacity.hpp>
 
 namespace rungs::engine {
 
@@ -47,6 +49,19 @@ struct graph_budget {
 
   friend bool operator==(const graph_budget&, const graph_budget&) = default;
 
+  /// Gaudi's graph memory: usable memory (free x gpu_memory_utilization) x
+  /// graph_reserved_mem, the complement of rungs::kv::kv_memory(m), which sizes the KV cache
+  /// from the same figures. Throws naming the field that is out of range.
+  static graph_budget gaudi(const rungs::kv::gaudi_memory& m, double prompt_ratio = 0.3,
+                            std::optional<graph_cost> model = {}) {
+    const std::int64_t kv = rungs::kv::kv_memory(m);  // validates m
+    const auto usable =
+        static_cast<std::int64_t>(std::floor(static_cast<double>(m.free_bytes) * m.gpu_memory_utilization));
+    graph_budget b{.bytes = usable - kv, .prompt_ratio = prompt_ratio, .model = model};
+    b.validate();
+    return b;
+  }
+
   bool limited() const { return bytes != unlimited; }
   std::int64_t share(phase p) const {
     if (!limited()) return unlimited;
@@ -64,32 +79,6 @@ struct graph_budget {
     if (model && (model->base < 0 || model->per_unit < 0))
       throw std::invalid_argument("graph budget: cost model " + std::to_string(model->base) + ":" +
                                   std::to_string(model->per_unit) + " must not be negative");
-  }
-};
-
-/// Gaudi's split of usable memory into graph memory and KV cache.
-struct memory_plan {
-  std::int64_t usable_bytes = 0;     // free memory after weights and profiling x utilisation
-  double reserved_fraction = 0.1;    // VLLM_GRAPH_RESERVED_MEM
-  double prompt_ratio = 0.3;         // VLLM_GRAPH_PROMPT_RATIO
-
-  void validate() const {
-    if (usable_bytes < 0)
-      throw std::invalid_argument("memory plan: usable_bytes = " + std::to_string(usable_bytes) +
-                                  " must be non-negative");
-    if (!(reserved_fraction >= 0.0 && reserved_fraction <= 1.0))
-      throw std::invalid_argument("memory plan: reserved_fraction = " + std::to_string(reserved_fraction) +
-                                  " must lie in [0, 1]");
-  }
-  std::int64_t graph_bytes() const {
-    return static_cast<std::int64_t>(std::floor(static_cast<double>(usable_bytes) * reserved_fraction));
-  }
-  std::int64_t kv_bytes() const { return usable_bytes - graph_bytes(); }
-  /// KV blocks that fit the KV share for model `m`.
-  std::int64_t kv_blocks(const model_shape& m) const { return kv_bytes() / m.block_bytes(); }
-  graph_budget graphs(std::optional<graph_cost> model = {}) const {
-    validate();
-    return graph_budget{.bytes = graph_bytes(), .prompt_ratio = prompt_ratio, .model = model};
   }
 };
 

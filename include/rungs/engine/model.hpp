@@ -14,33 +14,15 @@
 #include <string>
 #include <string_view>
 
+#include <rungs/kv/capacity.hpp>
+
 namespace rungs::engine {
 
-/// Element type of the KV cache.
-enum class kv_dtype : std::uint8_t { f32, f16, bf16, fp8 };
-
-constexpr std::int64_t size_of(kv_dtype t) {
-  switch (t) {
-    case kv_dtype::f32: return 4;
-    case kv_dtype::f16:
-    case kv_dtype::bf16: return 2;
-    case kv_dtype::fp8: return 1;
-  }
-  return 0;
-}
-
-constexpr std::string_view to_string(kv_dtype t) {
-  switch (t) {
-    case kv_dtype::f32: return "f32";
-    case kv_dtype::f16: return "f16";
-    case kv_dtype::bf16: return "bf16";
-    case kv_dtype::fp8: return "fp8";
-  }
-  return "?";
-}
+/// Element type of the KV cache: rungs::kv's (fp32, fp16, bf16, fp8).
+using kv_dtype = rungs::kv::kv_dtype;
 
 struct model_shape {
-  kv_dtype dtype = kv_dtype::f16;
+  kv_dtype dtype = kv_dtype::fp16;
   int num_heads = 0;     // query heads
   int num_kv_heads = 0;  // KV heads (GQA when fewer than num_heads)
   int head_size = 0;
@@ -51,11 +33,11 @@ struct model_shape {
 
   /// Width of one output row (one per sequence): the attention output of its last token.
   constexpr std::int64_t row_width() const { return std::int64_t{num_heads} * head_size; }
-  /// K and V of one token over all layers (vLLM's and Gaudi's capacity arithmetic).
-  constexpr std::int64_t kv_bytes_per_token() const {
-    return 2 * std::int64_t{num_layers} * num_kv_heads * head_size * size_of(dtype);
+  /// The KV cache's shape, for rungs::kv's capacity arithmetic (bytes_per_block and
+  /// blocks_for_memory size the Allocator's pool).
+  constexpr rungs::kv::kv_shape kv() const {
+    return {num_layers, num_kv_heads, head_size, rungs::kv::bytes_per_element(dtype)};
   }
-  constexpr std::int64_t block_bytes() const { return kv_bytes_per_token() * block_size; }
 };
 
 /// Why `m` is not a usable shape, or an empty string when it is.
@@ -72,7 +54,8 @@ constexpr std::string_view invalid_reason(const model_shape& m) {
 constexpr bool valid(const model_shape& m) { return invalid_reason(m).empty(); }
 
 inline std::ostream& operator<<(std::ostream& os, const model_shape& m) {
-  return os << "model_shape{dtype=" << to_string(m.dtype) << ", heads=" << m.num_heads << "/" << m.num_kv_heads
+  constexpr const char* dtypes[] = {"fp32", "fp16", "bf16", "fp8"};
+  return os << "model_shape{dtype=" << dtypes[static_cast<int>(m.dtype)] << ", heads=" << m.num_heads << "/" << m.num_kv_heads
             << ", head_size=" << m.head_size << ", block_size=" << m.block_size << ", layers=" << m.num_layers
             << "}";
 }
