@@ -449,7 +449,11 @@ class scheduler {
     (void)blocks_->finish(*r.seq);
     (void)blocks_->free(*r.seq);
     running_.erase(std::find(running_.begin(), running_.end(), id));
-    finished_request f{.id = id, .session = r.session, .prompt_tokens = r.prompt_len, .preemptions = r.preemptions};
+    finished_request f;
+    f.id = id;
+    f.session = r.session;
+    f.prompt_tokens = r.prompt_len;
+    f.preemptions = r.preemptions;
     f.output.assign(r.tokens.begin() + r.prompt_len, r.tokens.end());
     if (r.session != 0) {
       conversation& c = sessions_[r.session];
