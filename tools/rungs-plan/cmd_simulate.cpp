@@ -100,7 +100,10 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
   add("graph memory (MiB)", "graph_mib", [](R s) { return mib(s.engine.capture_bytes); });
   add("capture time in service (s)", "capture_seconds_in_service",
       [](R s) { return fixed(s.capture_seconds_in_service, 3); });
-  add("padded rows in replays (%)", "padded_percent", [](R s) { return fixed(100.0 * s.engine.padding_ratio(), 2); });
+  add("padded tokens in replays (%)", "padded_percent", [](R s) {
+    const std::int64_t all = s.engine.real_tokens + s.engine.padded_tokens;
+    return fixed(all ? 100.0 * static_cast<double>(s.engine.padded_tokens) / static_cast<double>(all) : 0.0, 2);
+  });
   add("last request done (s)", "end_seconds", [](R s) { return fixed(s.end_seconds, 2); });
   add("output tokens / s", "output_tokens_per_second",
       [](R s) { return fixed(s.end_seconds > 0 ? static_cast<double>(s.output_tokens) / s.end_seconds : 0.0, 1); });
