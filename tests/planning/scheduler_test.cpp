@@ -60,6 +60,8 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   CHECK(p->sequences[1].tokens.front() == 200);
   CHECK(p->sequences[1].block_table.size() == 2);
   CHECK(s.waiting() == 1);
+  CHECK(p->stopped == admission_stop::kv_blocks);
+  CHECK(p->waiting_for_blocks());
   CHECK(s.commit(x.execute(*p)).first_token == std::vector<request_id>{1, 2});
 
   // Step 2: r1's 9th token needs a 3rd block (the last free one); r2's then finds none and,
@@ -67,6 +69,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   p = &s.schedule();
   CHECK(entries(*p) == std::vector<entry_view>{{1, 8, 1, true, true}});
   CHECK(p->preempted == std::vector<request_id>{2});
+  CHECK(p->stopped == admission_stop::preemption);
   CHECK(std::vector<request_id>(s.waiting_queue().begin(), s.waiting_queue().end()) == std::vector<request_id>{2, 3});
   CHECK(blocks.metrics().live_blocks == 3);
   (void)s.commit(x.execute(*p));
@@ -84,6 +87,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   // Step 4: r2 recomputes its prompt and its first output (9 tokens), r3 prefills (8): 5 blocks.
   p = &s.schedule();
   CHECK(entries(*p) == std::vector<entry_view>{{2, 0, 9, false, true}, {3, 0, 8, false, true}});
+  CHECK(p->stopped == admission_stop::none);
   CHECK(p->sequences[0].tokens.back() == 1001);
   CHECK(s.waiting() == 0);
   (void)s.commit(x.execute(*p));
@@ -125,6 +129,13 @@ TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
   const step_events& e = s.commit(x.execute(last));
   CHECK(e.finished.size() == 2);
   CHECK(s.idle());
+  // A third request behind a full step waits for room in the step, not for blocks.
+  s.submit({.id = 3, .prompt = iota_tokens(0, 10), .max_output_tokens = 1});
+  s.submit({.id = 4, .prompt = iota_tokens(0, 4), .max_output_tokens = 1});
+  const scheduled_step& full = s.schedule();
+  CHECK(full.stopped == admission_stop::token_budget);
+  CHECK_FALSE(full.waiting_for_blocks());
+  (void)s.commit(x.execute(full));
 }
 
 TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLLM v0)") {

@@ -101,6 +101,26 @@ constexpr const char* to_string(step_phase p) {
   return p == step_phase::prefill ? "prefill" : p == step_phase::decode ? "decode" : "mixed";
 }
 
+/// Why admission stopped in a step with requests still waiting.
+enum class admission_stop : std::uint8_t {
+  none,          ///< nothing was left waiting
+  token_budget,  ///< max_num_batched_tokens is used up (or a whole prompt does not fit it, v0)
+  max_seqs,      ///< max_num_seqs requests are running
+  kv_blocks,     ///< the head of the queue does not fit the free KV blocks (with the watermark)
+  preemption,    ///< the step preempted, so it admits nothing
+};
+
+constexpr const char* to_string(admission_stop a) {
+  switch (a) {
+    case admission_stop::none: return "none";
+    case admission_stop::token_budget: return "token-budget";
+    case admission_stop::max_seqs: return "max-seqs";
+    case admission_stop::kv_blocks: return "kv-blocks";
+    case admission_stop::preemption: return "preemption";
+  }
+  return "?";
+}
+
 /// One sequence of a step in the engine's terms (field for field rungs::engine::sequence):
 /// the step's new tokens, the tokens already in the KV cache, the sequence's block table.
 struct step_sequence {
@@ -127,8 +147,11 @@ struct scheduled_step {
   std::int32_t sampling = 0;             ///< entries that sample
   std::vector<request_id> admitted;      ///< admitted in this step
   std::vector<request_id> preempted;     ///< preempted while planning this step
+  admission_stop stopped = admission_stop::none;  ///< why requests were left waiting
 
   bool empty() const { return entries.empty(); }
+  /// The waiting requests are held back by KV memory (not by the step's size).
+  bool waiting_for_blocks() const { return stopped == admission_stop::kv_blocks || stopped == admission_stop::preemption; }
 };
 
 struct finished_request {
@@ -230,10 +253,12 @@ class scheduler {
       admit(budget);
       prefill_only = !step_.entries.empty();
     }
-    if (!prefill_only) {
+    if (!prefill_only) {  // v0 keeps the reason its admission failed for the decode step
       schedule_running(budget);
-      if (opts_.chunked_prefill && step_.preempted.empty()) admit(budget);
+      if (!step_.preempted.empty()) step_.stopped = admission_stop::preemption;
+      else if (opts_.chunked_prefill) admit(budget);
     }
+    if (waiting_.empty()) step_.stopped = admission_stop::none;
     finish_plan();
     in_flight_ = !step_.empty();
     return step_;
@@ -356,15 +381,18 @@ class scheduler {
 
   // Admits from the head of the waiting queue while the step has room.
   void admit(std::int32_t& budget) {
-    while (!waiting_.empty() && budget > 0 && running_.size() < static_cast<std::size_t>(opts_.max_num_seqs)) {
+    while (!waiting_.empty()) {
+      if (budget <= 0) return stop(admission_stop::token_budget);
+      if (running_.size() >= static_cast<std::size_t>(opts_.max_num_seqs)) return stop(admission_stop::max_seqs);
       const request_id id = waiting_.front();
       request_state& r = requests_.at(id);
       const auto all = static_cast<std::int32_t>(r.tokens.size());
-      if (!opts_.chunked_prefill && all > budget) break;  // v0: whole prompts only
-      if (opts_.reserve_max_model_len && !blocks_->can_admit(opts_.max_model_len)) break;
+      if (!opts_.chunked_prefill && all > budget) return stop(admission_stop::token_budget);  // v0: whole prompts only
+      if (opts_.reserve_max_model_len && !blocks_->can_admit(opts_.max_model_len)) return stop(admission_stop::kv_blocks);
       const kv::sequence_params params{.adapter_id = r.adapter_id, .cache_salt = r.cache_salt, .priority = r.priority};
       const kv::result<kv::sequence_start> started = blocks_->create(std::span<const token_id>(r.tokens), params);
-      if (!started) break;  // out of blocks (or of block-table rows): first come, first served
+      if (!started)  // first come, first served: the head waits, and so do the others
+        return stop(started.error() == kv::errc::too_many_sequences ? admission_stop::max_seqs : admission_stop::kv_blocks);
       r.seq = started->id;
       r.computed = started->cached_tokens;
       const std::int32_t count = std::min(all - r.computed, budget);
@@ -372,7 +400,7 @@ class scheduler {
         (void)blocks_->free(*r.seq);  // create() checked the prompt fits; keep the queue intact regardless
         r.seq.reset();
         r.computed = 0;
-        break;
+        return stop(admission_stop::kv_blocks);
       }
       waiting_.pop_front();
       running_.push_back(id);
@@ -383,6 +411,8 @@ class scheduler {
       budget -= count;
     }
   }
+
+  void stop(admission_stop why) { step_.stopped = why; }
 
   std::span<const token_id> span_of(const request_state& r, std::int32_t count) const {
     return std::span<const token_id>(r.tokens).subspan(static_cast<std::size_t>(r.computed), static_cast<std::size_t>(count));
@@ -419,7 +449,11 @@ class scheduler {
     (void)blocks_->finish(*r.seq);
     (void)blocks_->free(*r.seq);
     running_.erase(std::find(running_.begin(), running_.end(), id));
-    finished_request f{.id = id, .session = r.session, .prompt_tokens = r.prompt_len, .preemptions = r.preemptions};
+    finished_request f;
+    f.id = id;
+    f.session = r.session;
+    f.prompt_tokens = r.prompt_len;
+    f.preemptions = r.preemptions;
     f.output.assign(r.tokens.begin() + r.prompt_len, r.tokens.end());
     if (r.session != 0) {
       conversation& c = sessions_[r.session];

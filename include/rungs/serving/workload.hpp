@@ -228,8 +228,11 @@ inline std::vector<trace_request> parse_trace(std::string_view text, std::string
         if (field >= columns.size())
           detail::trace_fail(file, number, "more than the header's " + std::to_string(columns.size()) + " fields");
         const int c = columns[field];
-        v[c] = detail::trace_number(file, number, detail::trace_columns[c], rest.substr(0, comma));
-        seen[c] = true;
+        const std::string_view text = detail::trim(rest.substr(0, comma));
+        if (!(text.empty() && c >= 3)) {  // an optional column may be left empty
+          v[c] = detail::trace_number(file, number, detail::trace_columns[c], text);
+          seen[c] = true;
+        }
         if (comma == std::string_view::npos) break;
         rest.remove_prefix(comma + 1);
       }
