@@ -2,8 +2,8 @@
 // batching through rungs' public API. docs/demo.md explains the output line by line and how
 // each piece maps to an engine of one's own.
 //
-//   serve_demo                      the defaults: 8 chats x 4 turns on the host backend
-//   serve_demo --capture-timing lazy --ladder vllm --chunked-prefill
+//   serve_demo                      the defaults: 16 chats of 6 turns on the host backend
+//   serve_demo --ladder vllm --capture-timing lazy      vLLM's capture sizes, chunked prefill
 //   serve_demo --json run.json --plot run.png
 //
 // Exit status: 0 served (and verified), 1 a failure while serving or a verification mismatch,

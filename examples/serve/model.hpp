@@ -37,8 +37,8 @@ namespace demo {
 using rungs::kv::token_id;
 
 /// The host model's attention: 4 query heads sharing 2 KV heads of 32 dimensions, 2 layers,
-/// 16-token KV blocks, f32 cache. Small enough that the default run takes seconds on 2 cores.
-inline constexpr rungs::engine::model_shape tiny_model{.dtype = rungs::engine::kv_dtype::f32, .num_heads = 4,
+/// 16-token KV blocks, fp32 cache. Small enough that the default run takes seconds on 2 cores.
+inline constexpr rungs::engine::model_shape tiny_model{.dtype = rungs::engine::kv_dtype::fp32, .num_heads = 4,
                                                        .num_kv_heads = 2, .head_size = 32, .block_size = 16,
                                                        .num_layers = 2};
 
@@ -123,7 +123,7 @@ class kv_pools {
 
 template <rungs::engine::model_shape Shape>
 class host_decoder {
-  static_assert(Shape.dtype == rungs::engine::kv_dtype::f32, "the host decoder keeps its KV cache in f32");
+  static_assert(Shape.dtype == rungs::engine::kv_dtype::fp32, "the host decoder keeps its KV cache in f32");
   static_assert(Shape.head_size % 2 == 0, "rotary embeddings rotate pairs of dimensions");
   using dims = decoder_dims<Shape>;
 

@@ -12,32 +12,15 @@
 #include <string>
 #include <vector>
 
+#include <rungs/planning/simulate.hpp>
+
 #include "serve.hpp"
 
 namespace demo {
 
-/// Nearest-rank percentile of `v` (sorted in place); 0 for an empty list.
-inline double percentile(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
-struct latency {
-  double p50 = 0, p90 = 0, p99 = 0, max = 0;
-  std::size_t count = 0;
-};
-
-inline latency summarize(std::vector<double> v) {
-  latency l;
-  l.count = v.size();
-  l.p50 = percentile(v, 50);
-  l.p90 = percentile(v, 90);
-  l.p99 = percentile(v, 99);
-  l.max = v.empty() ? 0 : v.back();
-  return l;
-}
+/// Latency percentiles (nearest rank), as rungs-plan simulate reports them.
+using latency = rungs::planning::latency_summary;
+using rungs::planning::summarize;
 
 struct report {
   std::size_t requests = 0, conversations = 0;
@@ -136,8 +119,8 @@ inline void print_report(std::ostream& os, const serve_result& r, const report& 
                << "  max " << ms(rep.ttft.max) << "\n";
   line("ITL") << "p50 " << ms(rep.itl.p50) << "  p90 " << ms(rep.itl.p90) << "  p99 " << ms(rep.itl.p99) << "  max "
               << ms(rep.itl.max) << "\n";
-  line("startup") << std::fixed << std::setprecision(2) << r.startup_seconds << " s ("
-                  << e.captures << " graphs captured by then)\n";
+  line("startup") << std::fixed << std::setprecision(2) << r.startup_seconds << " s to the first step ("
+                  << r.startup_captures << " graphs captured before it)\n";
   line("graphs") << e.captures << " captured in " << std::setprecision(2) << e.capture_seconds << " s, "
                  << human_bytes(e.capture_bytes) << graph_memory_note << "; " << e.capture_failures << " failed, "
                  << e.budget_refusals << " refused by budget";
@@ -235,6 +218,7 @@ inline void write_json(std::ostream& os, std::string_view config_json, const ser
      << ", \"budget_refusals\": " << e.budget_refusals << ", \"padded_tokens\": " << e.padded_tokens
      << ", \"real_tokens\": " << e.real_tokens << ", \"padded_rows\": " << e.padded_rows
      << ", \"real_rows\": " << e.real_rows << ", \"startup_seconds\": " << number(r.startup_seconds)
+     << ", \"startup_captures\": " << r.startup_captures
      << ", \"serving_seconds\": " << number(r.serving_seconds) << ", \"idle_seconds\": " << number(r.idle_seconds)
      << ", \"output_tokens_per_second\": " << number(rep.output_throughput)
      << ", \"computed_tokens_per_second\": " << number(rep.computed_throughput) << ", \"ttft\": " << lat(rep.ttft)

@@ -98,23 +98,25 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   if (s.memory_total <= s.weight_bytes)
     throw usage_error("--memory = " + human_bytes(s.memory_total) + " does not hold the model's weights (" +
                       human_bytes(s.weight_bytes) + ")");
-  s.memory = eng::memory_plan{.usable_bytes = s.memory_total - s.weight_bytes,
-                              .reserved_fraction = o.graph_memory,
-                              .prompt_ratio = o.prompt_graph_ratio};
-  const std::int64_t fit = s.memory.kv_blocks(info.shape);
+  s.memory = {.free_bytes = s.memory_total - s.weight_bytes, .gpu_memory_utilization = 1.0,
+              .graph_reserved_mem = o.graph_memory};
+  s.kv_bytes = rungs::kv::kv_memory(s.memory);
+  s.graphs = eng::graph_budget::gaudi(s.memory, o.prompt_graph_ratio);
+  s.block_bytes = rungs::kv::bytes_per_block(info.shape.kv(), info.shape.block_size);
+  const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   std::int64_t blocks = fit;
   if (!o.kv_blocks && !memory_given && info.default_kv_blocks > 0) blocks = std::min(fit, info.default_kv_blocks);
   if (o.kv_blocks) {
     if (*o.kv_blocks > fit)
       throw usage_error("--kv-blocks = " + std::to_string(*o.kv_blocks) + " needs " +
-                        human_bytes(std::int64_t{*o.kv_blocks} * info.shape.block_bytes()) + " of KV cache; --memory = " +
-                        human_bytes(s.memory_total) + " leaves " + human_bytes(s.memory.kv_bytes()) +
+                        human_bytes(std::int64_t{*o.kv_blocks} * s.block_bytes) + " of KV cache; --memory = " +
+                        human_bytes(s.memory_total) + " leaves " + human_bytes(s.kv_bytes) +
                         " after weights and graphs");
     blocks = *o.kv_blocks;
   }
   if (blocks < 1)
     throw usage_error("--memory = " + human_bytes(s.memory_total) + " leaves no room for a KV block (" +
-                      human_bytes(info.shape.block_bytes()) + ") after weights and graphs");
+                      human_bytes(s.block_bytes) + ") after weights and graphs");
   blocks = std::min<std::int64_t>(blocks, 1 << 30);
   const std::int64_t watermark = static_cast<std::int64_t>(o.watermark * static_cast<double>(blocks));
   const std::int64_t need = (longest + block - 1) / block;
@@ -148,23 +150,25 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
 
 void print_setup(std::ostream& log, const run_setup& s, const backend_info& info) {
   const rungs::engine::model_shape& m = info.shape;
+  constexpr const char* dtype_names[] = {"fp32", "fp16", "bf16", "fp8"};
+  const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   log << "rungs serving demo: " << info.device << "\n";
   log << "Model: " << m.num_layers << " layers, " << m.num_heads << " query heads / " << m.num_kv_heads
       << " KV heads of " << m.head_size << ", hidden " << std::int64_t{m.num_heads} * m.head_size << ", MLP "
       << s.model.ffn << ", vocabulary " << s.model.vocab << ", random weights (seed " << s.opts.seed << "), "
-      << human_bytes(s.weight_bytes) << "; KV " << to_string(m.dtype) << ", " << human_bytes(m.kv_bytes_per_token())
-      << " per token\n";
+      << human_bytes(s.weight_bytes) << "; KV cache " << dtype_names[static_cast<int>(m.dtype)] << ", "
+      << human_bytes(rungs::kv::bytes_per_token(m.kv())) << " per token\n";
   log << "Memory: " << human_bytes(s.memory_total) << " (" << (s.opts.memory ? "--memory" : info.memory_source)
-      << "): weights " << human_bytes(s.weight_bytes) << ", " << human_bytes(s.memory.usable_bytes) << " usable, "
-      << human_bytes(s.memory.graph_bytes()) << " reserved for graphs (--graph-memory " << s.opts.graph_memory << "), "
-      << human_bytes(s.memory.kv_bytes()) << " for the KV cache: ";
+      << "): weights " << human_bytes(s.weight_bytes) << "; of the other " << human_bytes(s.memory.free_bytes) << ", "
+      << human_bytes(s.graphs.bytes) << " reserved for graphs (--graph-memory " << s.opts.graph_memory << "), "
+      << human_bytes(s.kv_bytes) << " for the KV cache: ";
   if (s.opts.kv_blocks)
-    log << s.kv.num_blocks << " blocks (--kv-blocks; " << s.memory.kv_blocks(m) << " would fit)";
-  else if (s.kv.num_blocks < s.memory.kv_blocks(m))
-    log << s.kv.num_blocks << " blocks (" << info.kv_blocks_source << "; " << s.memory.kv_blocks(m) << " would fit)";
+    log << s.kv.num_blocks << " blocks (--kv-blocks; " << fit << " would fit)";
+  else if (s.kv.num_blocks < fit)
+    log << s.kv.num_blocks << " blocks (" << info.kv_blocks_source << "; " << fit << " would fit)";
   else
     log << s.kv.num_blocks << " blocks";
-  log << " of " << m.block_size << " tokens, " << human_bytes(m.block_bytes()) << " each\n";
+  log << " of " << m.block_size << " tokens, " << human_bytes(s.block_bytes) << " each\n";
   std::int64_t prompt = 0, output = 0;
   std::map<serving::session_id, int> turns;
   for (const demo_request& r : s.requests) {
@@ -235,7 +239,7 @@ std::string config_json(const run_setup& s, const backend_info& info) {
      << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_heads
      << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_size << ", \"block_size\": " << m.block_size
      << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes << "}, \"memory_bytes\": "
-     << s.memory_total << ", \"graph_reserved_bytes\": " << s.memory.graph_bytes() << ", \"kv_blocks\": "
+     << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
      << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "
      << s.scheduler.max_num_seqs << ", \"max_num_batched_tokens\": " << s.scheduler.max_num_batched_tokens
      << ", \"max_model_len\": " << s.scheduler.max_model_len

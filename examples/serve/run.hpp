@@ -7,6 +7,7 @@
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/graph_budget.hpp>
 #include <rungs/engine/observer.hpp>
+#include <rungs/kv/capacity.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 
 #include <cstdint>
@@ -42,9 +43,14 @@ struct run_setup {
   bucket_settings buckets{};
   serving::scheduler_options scheduler{};
   rungs::kv::allocator_config kv{};
-  eng::memory_plan memory{};      ///< usable memory (after weights) split into graphs and KV cache
-  std::int64_t memory_total = 0;  ///< --memory: weights + usable
+  /// Gaudi's split of the memory left after the weights (--memory minus weights, all of it
+  /// usable): graph_reserved_mem (--graph-memory) for graphs, the rest for the KV cache.
+  rungs::kv::gaudi_memory memory{};
+  std::int64_t memory_total = 0;  ///< --memory: weights, graphs and KV cache
   std::int64_t weight_bytes = 0;
+  std::int64_t kv_bytes = 0;      ///< the KV cache's share
+  std::int64_t block_bytes = 0;   ///< one KV block, every layer
+  eng::graph_budget graphs{};     ///< the graphs' share, split prompt/decode (--prompt-graph-ratio)
 };
 
 /// Composes engine<Shape, Buckets, Order, Timing, Allocator, Backend> from the run's policies,
@@ -70,7 +76,7 @@ serve_result serve_engine(const run_setup& s, bucket_choice buckets, MakeBackend
     engine_t e(std::move(space), allocator_t(s.kv), make_backend(),
                {.order = order,
                 .timing = timing,
-                .budget = s.memory.graphs(),
+                .budget = s.graphs,
                 .max_model_len = s.scheduler.max_model_len});
     e.observe(eng::log_observer(log, terminal));
     server<engine_t, Runtime> srv(e, runtime, s.requests, so, log);

@@ -79,6 +79,7 @@ struct step_record {
   serving::step_phase phase = serving::step_phase::decode;
   std::int32_t seqs = 0, tokens = 0, sampled = 0, admitted = 0, preempted = 0;
   std::size_t running = 0, waiting = 0;
+  serving::admission_stop stopped = serving::admission_stop::none;  ///< why the waiting were not admitted
   rungs::kv::kv_metrics kv{};
   double padded_fraction = 0;  ///< padded tokens / tokens computed by replays so far
   std::int64_t eager_steps = 0, graphs = 0;
@@ -105,6 +106,7 @@ struct serve_result {
   eng::engine_stats engine{};
   rungs::kv::kv_metrics kv{};
   double startup_seconds = 0, serving_seconds = 0, idle_seconds = 0;
+  std::int64_t startup_captures = 0;  ///< graphs captured before the first step
   std::int64_t idle_periods = 0, idle_captures = 0;
   std::size_t peak_waiting = 0;
   std::int32_t peak_live_blocks = 0;
@@ -141,6 +143,7 @@ class server {
     const auto t_start = clock::now();
     engine_.start();  // the timing policy's startup captures
     result_.startup_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+    result_.startup_captures = engine_.stats().captures;
     t0_ = clock::now();
     result_.turns.resize(requests_.size());
     double next_status = 0;
@@ -164,7 +167,8 @@ class server {
       rec.sampled = step.sampling;
       rec.admitted = static_cast<std::int32_t>(step.admitted.size());
       rec.preempted = static_cast<std::int32_t>(step.preempted.size());
-      for (serving::request_id id : step.preempted) note_preemption(id);
+      rec.stopped = step.stopped;
+      for (serving::request_id id : step.preempted) note_preemption(id, begin);
 
       // Copy-on-write before the step's KV writes (none without forks; kept for completeness).
       if (!engine_.blocks().copies().empty()) {
@@ -189,7 +193,7 @@ class server {
       result_.peak_waiting = std::max(result_.peak_waiting, rec.waiting);
       result_.peak_live_blocks = std::max(result_.peak_live_blocks, m.live_blocks);
       result_.steps.push_back(std::move(rec));
-      if (end >= next_status || arrivals_.remaining() == 0) {
+      if (result_.steps.size() == 1 || end >= next_status || arrivals_.remaining() == 0) {
         status(result_.steps.back());
         while (next_status <= end) next_status += opts_.status_every;
       }
@@ -303,27 +307,40 @@ class server {
     }
   }
 
-  void note_preemption(serving::request_id id) {
+  void note_preemption(serving::request_id id, double t) {
     if (preemptions_shown_ >= opts_.preemption_lines) return;
-    const turn_record& t = result_.turns[id - 1];
-    std::ostringstream os;
-    os << "  preempted request " << id;
-    if (t.conversation != 0) os << " (chat " << t.conversation << " turn " << t.turn << ")";
-    os << ": no free KV block for a running sequence; its blocks are freed and it is requeued first"
-       << " (recompute, with prefix hits on its own cached blocks)";
-    if (++preemptions_shown_ == opts_.preemption_lines) os << "; further preemptions are only counted";
-    log_ << os.str() << "\n";
+    const turn_record& r = result_.turns[id - 1];
+    char line[192];
+    std::snprintf(line, sizeof line, "[%7.2f s] KV cache full: preempted request %llu", t, static_cast<unsigned long long>(id));
+    log_ << line;
+    if (r.conversation != 0) log_ << " (chat " << r.conversation << " turn " << r.turn << ")";
+    log_ << (preemptions_shown_ == 0 ? ", requeued first: it recomputes, hitting its own cached blocks" : ", requeued first");
+    if (++preemptions_shown_ == opts_.preemption_lines) log_ << " (further preemptions are only counted)";
+    log_ << "\n";
   }
 
+  // One line: where the step's batches landed, the queues, the KV cache and the engine so far.
   void status(const step_record& r) {
     const rungs::kv::kv_metrics& m = r.kv;
-    char line[256];
+    std::ostringstream runs;
+    for (const engine_run& run : r.runs) {
+      runs << (runs.tellp() > 0 ? ", " : "") << eng::to_string(run.ph) << " " << run.seqs << "x" << run.tokens << " -> ";
+      if (run.run == eng::run_kind::replay) runs << *run.bucket << " replay";
+      else runs << "eager (" << eng::to_string(*run.reason) << ")";
+    }
+    const char* why = r.waiting == 0                                   ? ""
+                      : r.stopped == serving::admission_stop::kv_blocks ? " (KV)"
+                      : r.stopped == serving::admission_stop::preemption ? " (KV)"
+                      : r.stopped == serving::admission_stop::max_seqs   ? " (seqs)"
+                      : r.stopped == serving::admission_stop::token_budget ? " (tokens)"
+                                                                           : "";
+    char line[320];
     std::snprintf(line, sizeof line,
-                  "[%7.2f s] step %5lld | running %3zu  waiting %3zu | KV %5.1f%% (%d/%d blocks, %d cached) | "
-                  "prefix hits %5.1f%% | padded %5.1f%% | eager %lld | graphs %lld",
-                  r.t, static_cast<long long>(r.step), r.running, r.waiting, 100.0 * m.usage(), m.live_blocks,
-                  m.num_blocks, m.cached_blocks, 100.0 * m.prefix_hit_rate(), 100.0 * r.padded_fraction,
-                  static_cast<long long>(r.eager_steps), static_cast<long long>(r.graphs));
+                  "[%7.2f s] step %5lld | running %3zu waiting %3zu%-6s| KV %5.1f%% %4d+%d/%d | prefix %5.1f%% | "
+                  "padded %5.1f%% | eager %lld | graphs %lld | %s",
+                  r.t, static_cast<long long>(r.step), r.running, r.waiting, why, 100.0 * m.usage(), m.live_blocks,
+                  m.cached_blocks, m.num_blocks, 100.0 * m.prefix_hit_rate(), 100.0 * r.padded_fraction,
+                  static_cast<long long>(r.eager_steps), static_cast<long long>(r.graphs), runs.str().c_str());
     log_ << line << "\n";
   }
 
