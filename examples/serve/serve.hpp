@@ -155,6 +155,10 @@ class server {
       }
       const double begin = now();
       const serving::scheduled_step& step = scheduler_.schedule();
+      if (step.empty() && !step.preempted.empty()) {  // the only runnable request gave its blocks back
+        for (serving::request_id id : step.preempted) note_preemption(id, begin);
+        continue;
+      }
       if (step.empty())
         throw std::logic_error("serving loop: the scheduler has work but planned an empty step (running " +
                                std::to_string(scheduler_.running()) + ", waiting " +
@@ -175,18 +179,20 @@ class server {
         runtime_.copy_blocks(engine_.blocks().copies());
         engine_.blocks().clear_copies();
       }
+      // Queues and KV blocks as the step runs (after planning, before finished turns free
+      // their blocks), as rungs-plan simulate records them.
+      rec.running = scheduler_.running();
+      rec.waiting = scheduler_.waiting();
+      rec.kv = engine_.blocks().metrics();
       execute(step, rec);
       const serving::step_events& ev = scheduler_.commit(sampled_);
       const double end = now();
       record_tokens(step, ev, end);
 
-      const rungs::kv::kv_metrics m = engine_.blocks().metrics();
       const eng::engine_stats& s = engine_.stats();
+      const rungs::kv::kv_metrics& m = rec.kv;
       rec.t = end;
       rec.seconds = end - begin;
-      rec.running = scheduler_.running();
-      rec.waiting = scheduler_.waiting();
-      rec.kv = m;
       rec.padded_fraction = padded_fraction(s);
       rec.eager_steps = s.eager_steps();
       rec.graphs = s.captures;
