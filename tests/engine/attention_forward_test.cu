@@ -18,20 +18,13 @@
 #include <random>
 #include <vector>
 
+#include "cuda_support.cuh"
 #include "support.hpp"
 
 using namespace rungs::engine;
 using namespace rungs_test;
 
 namespace {
-const int gpu_count = [] {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::puts("attention_forward_test: no GPU visible, skipped");
-    std::exit(77);
-  }
-  return n;
-}();
 
 constexpr model_shape gqa{.dtype = kv_dtype::bf16, .num_heads = 8, .num_kv_heads = 2, .head_size = 64, .block_size = 16,
                           .num_layers = 1};
@@ -46,13 +39,6 @@ cuda_backend::options sized_for(const attention_forward<gqa>& f) {
   cuda_backend::options o;
   o.workspace_bytes = [&f](std::int64_t seqs, std::int64_t tokens) { return f.workspace_bytes(seqs, tokens); };
   return o;
-}
-
-std::vector<float> to_host(const device_rows& r, cudaStream_t stream) {
-  std::vector<float> h(r.size());
-  RUNGS_CUDA_CHECK(cudaMemcpyAsync(h.data(), r.data, h.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return h;
 }
 
 std::vector<unsigned char> cache_bytes(const attention_forward<gqa>& f) {
@@ -93,8 +79,8 @@ TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, e
       auto b = eager.step(seqs);
       auto c = host.step(seqs);
       REQUIRE(a.run == run_kind::replay);
-      std::vector<float> replayed = to_host(a.rows, graphs.backend().stream());
-      check_close(replayed, to_host(b.rows, eager.backend().stream()));
+      std::vector<float> replayed = host_rows(a.rows, graphs.backend().stream());
+      check_close(replayed, host_rows(b.rows, eager.backend().stream()));
       check_close(replayed, std::vector<float>(c.rows.begin(), c.rows.end()));
       CHECK(cache_bytes(graphs_fwd) == cache_bytes(eager_fwd));  // padding wrote nothing
     }
