@@ -7,34 +7,13 @@
 #include <string_view>
 #include <vector>
 
+#include "../plan_support.hpp"
 #include "command.hpp"
 #include "gaudi_logs.hpp"
 #include "ladder_args.hpp"
 
 namespace {
-struct result {
-  int status;
-  std::string out, err;
-};
-
-result plan(std::initializer_list<std::string_view> args) {
-  const std::vector<std::string_view> v(args);
-  std::ostringstream out, err;
-  const int status = rungs::plan::run(v, out, err);
-  return {status, out.str(), err.str()};
-}
-
-void check_ok(const result& r, const std::string& out) {
-  CHECK(r.err == "");
-  CHECK(r.out == out);
-  CHECK(r.status == 0);
-}
-
-void check_usage(const result& r, const std::string& message) {
-  CHECK(r.out == "");
-  CHECK(r.err == "rungs-plan: error: " + message + "\n");
-  CHECK(r.status == 2);
-}
+using namespace rungs::plan::test;
 
 // Sets an environment variable for one scope (the planner reads VLLM_* itself).
 struct scoped_env {

@@ -1,0 +1,445 @@
+// simulate: replays a workload through the serving scheduler, the KV block allocator and the
+// engine's capture policies, with the cost model standing in for the GPU.
+//
+// Everything that decides is the real code: rungs::serving::scheduler (admission, chunked
+// prefill, preemption, chat sessions) over a rungs::kv allocator sized from the model's KV
+// geometry, and rungs::engine::engine (ladder lookup, capture order, capture timing, graph
+// budget) over its host backend with simulated capture cost. Only time is modelled: each
+// step advances a virtual clock by cost_model::step_seconds (plus any capture the engine made
+// inside it), captures at startup delay the server's start, and idle gaps between arrivals
+// are handed to the engine's idle() (the idle timing captures there). A day of traffic runs
+// in seconds because nothing executes.
+//
+// Time 0 is the server process starting (a cold start): requests that arrive while startup
+// captures run wait for them, which is the trade-off between capture timings.
+#pragma once
+
+#include <rungs/dispatch.hpp>
+#include <rungs/engine/capture_order.hpp>
+#include <rungs/engine/capture_timing.hpp>
+#include <rungs/engine/engine.hpp>
+#include <rungs/engine/host_backend.hpp>
+#include <rungs/engine/ladder_buckets.hpp>
+#include <rungs/kv/capacity.hpp>
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/ladder/capture_sizes.hpp>
+#include <rungs/ladder/ladder.hpp>
+#include <rungs/planning/cost_model.hpp>
+#include <rungs/serving/scheduler.hpp>
+#include <rungs/serving/workload.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace rungs::planning {
+
+/// One of the engine's capture timings, chosen at run time (forwards to the engine's own
+/// policies, so the simulation runs them and nothing else).
+class any_timing {
+ public:
+  using variant = std::variant<engine::startup, engine::delayed, engine::lazy, engine::idle>;
+  any_timing() = default;
+  template <class T>
+    requires std::constructible_from<variant, T>
+  any_timing(T t) : t_(std::move(t)) {}  // NOLINT: implicit from any of the policies
+
+  std::string_view name() const {
+    return std::visit([](const auto& t) { return std::string_view(t.name()); }, t_);
+  }
+  std::optional<std::size_t> at_startup(const engine::capture_queue& q) const {
+    return std::visit([&](const auto& t) { return t.at_startup(q); }, t_);
+  }
+  std::optional<std::size_t> during_step(const engine::capture_queue& q, std::optional<std::size_t> b) const {
+    return std::visit([&](const auto& t) { return t.during_step(q, b); }, t_);
+  }
+  std::optional<std::size_t> when_idle(const engine::capture_queue& q) const {
+    return std::visit([&](const auto& t) { return t.when_idle(q); }, t_);
+  }
+  const variant& policy() const { return t_; }
+
+ private:
+  variant t_;
+};
+static_assert(engine::capture_timing<any_timing>);
+
+struct simulation_config {
+  /// KV geometry of one device. Default: the blog's Mistral-7B (32 layers, 8 KV heads of
+  /// 128, fp16: 128 KiB per token).
+  kv::kv_shape model{.layers = 32, .kv_heads = 8, .head_dim = 128, .bytes_per_element = 2};
+  std::int32_t block_size = 16;            ///< one of 8, 16, 32, 64, 128
+  std::int64_t kv_bytes = std::int64_t{7} << 30;
+  double watermark = 0.01;                 ///< share of blocks admission keeps free (vLLM v0's 1%)
+  bool prefix_caching = false;
+  serving::scheduler_options scheduler{};
+  rungs::ladder ladder{CaptureSizes::vllm(512)};
+  any_timing timing{};
+  /// Graph memory budget (bytes); none: unlimited.
+  std::optional<std::int64_t> graph_memory{};
+  cost_model cost{};
+  /// "The first requests": TTFT is reported for this many of the first submitted requests.
+  std::size_t first_requests = 10;
+  /// Keep a record of every step (for plots and tests); off for very long traces.
+  bool record_steps = true;
+};
+
+/// One request, as the simulation saw it. Times in seconds from the server's start.
+struct request_record {
+  std::size_t trace_index = 0;
+  serving::session_id conversation = 0;
+  std::int32_t turn = 0;
+  double submitted = 0;
+  double first_token = -1;
+  double finished = -1;
+  std::int32_t prompt_tokens = 0;  ///< with the conversation's history
+  std::int32_t output_tokens = 0;
+  std::int32_t preemptions = 0;
+  double ttft() const { return first_token - submitted; }
+};
+
+/// One step.
+struct step_record {
+  double start = 0, seconds = 0;
+  std::int32_t tokens = 0, seqs = 0;
+  std::int32_t running = 0, waiting = 0;  ///< after planning the step
+  std::int32_t waiting_for_blocks = 0;    ///< of the waiting, held back by KV memory
+  std::int32_t live_blocks = 0;           ///< KV blocks held by sequences during the step
+  std::int64_t rung = -1;                 ///< the bucket it padded to; -1 when none
+  bool replay = false, captured = false;
+  serving::step_phase phase = serving::step_phase::decode;
+};
+
+struct latency_summary {
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, max = 0;
+  std::size_t count = 0;
+};
+
+inline latency_summary summarize(std::vector<double> v) {
+  latency_summary s;
+  s.count = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  auto at = [&](double q) { return v[static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1]; };
+  s.p50 = at(0.5);
+  s.p90 = at(0.9);
+  s.p99 = at(0.99);
+  s.max = v.back();
+  return s;
+}
+
+struct simulation_result {
+  std::string timing;
+  std::int32_t num_blocks = 0;
+  double startup_seconds = 0;       ///< captures before the first step
+  double end_seconds = 0;           ///< the last request finished
+  std::vector<request_record> requests;  ///< in trace order
+  std::vector<step_record> steps;        ///< when recorded
+  latency_summary ttft, itl;
+  double ttft_first = 0;            ///< the first submitted request
+  double ttft_first_mean = 0;       ///< mean over the first `first_requests`
+  std::int64_t output_tokens = 0;
+  engine::engine_stats engine{};
+  serving::scheduler_stats scheduler{};
+  double capture_seconds_in_service = 0;  ///< captures inside steps or idle gaps
+  std::int64_t max_waiting = 0, max_running = 0;
+  std::int64_t max_waiting_for_blocks = 0;  ///< most requests held back by KV memory at once
+  double seconds_waiting_for_blocks = 0;    ///< time with at least one request held back by KV memory
+  double mean_waiting_for_blocks = 0;       ///< their mean number over that time
+  double peak_kv_usage = 0;         ///< live blocks / blocks
+  /// Tokens per step of the steps that ran, as the ladder saw them (for fitting).
+  std::vector<std::int64_t> step_tokens;
+};
+
+namespace detail {
+
+/// Token ids of the synthetic workload: deterministic per (conversation or request, turn,
+/// position), so a turn's history is the same tokens and prefix caching can hit it.
+inline kv::token_id synthetic_token(std::uint64_t owner, std::uint64_t salt, std::uint64_t position) {
+  std::uint64_t z = owner * 0x9E3779B97F4A7C15ull ^ (salt + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ position;
+  z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
+  return static_cast<kv::token_id>((z ^ (z >> 29)) % 32000);
+}
+
+struct pool_shape {  // what the engine needs of the pool: its shape (the scheduler owns the blocks)
+  std::int64_t blocks, size;
+  std::int64_t num_blocks() const { return blocks; }
+  std::int64_t block_size() const { return size; }
+};
+
+template <int BlockSize>
+inline constexpr engine::model_shape sim_model{.dtype = engine::kv_dtype::f16, .num_heads = 1, .num_kv_heads = 1,
+                                               .head_size = 1, .block_size = BlockSize, .num_layers = 1};
+
+template <int BlockSize, class Allocator>
+class simulator {
+  using buckets = engine::ladder_buckets<rungs::ladder>;
+  using engine_type = engine::engine<sim_model<BlockSize>, buckets, engine::largest_first, any_timing, pool_shape,
+                                     engine::host_backend>;
+
+ public:
+  simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace)
+      : cfg_(c), trace_(trace),
+        blocks_(allocator_config(c)),
+        sched_(blocks_, c.scheduler),
+        engine_(buckets(c.ladder, engine::phase::decode), pool_shape{blocks_.num_blocks(), BlockSize}, backend(c),
+                {.order = {}, .timing = c.timing, .budget = budget(c), .max_model_len = c.scheduler.max_model_len}) {}
+
+  simulation_result run() {
+    result_.timing = std::string(cfg_.timing.name());
+    result_.num_blocks = blocks_.num_blocks();
+    result_.requests.resize(trace_.size());
+    plan_turns();
+    engine_.start();
+    result_.startup_seconds = engine_.stats().capture_seconds;
+    double t = result_.startup_seconds;
+    while (true) {
+      submit_until(t);
+      if (sched_.idle() && arrivals_.empty()) break;
+      const serving::scheduled_step& plan = sched_.schedule();
+      if (plan.empty()) {
+        if (!plan.preempted.empty()) continue;
+        if (!sched_.idle() && sched_.running() == 0 && arrivals_.empty())
+          throw std::logic_error("simulate: the waiting queue is stuck with nothing running");
+        if (arrivals_.empty()) continue;
+        t = idle_until(t, arrivals_.top().time);
+        continue;
+      }
+      t = run_step(plan, t);
+    }
+    result_.end_seconds = t;
+    finish_summary();
+    return std::move(result_);
+  }
+
+ private:
+  struct arrival {
+    double time;
+    std::size_t index;
+    bool operator>(const arrival& o) const { return time != o.time ? time > o.time : index > o.index; }
+  };
+
+  static kv::allocator_config allocator_config(const simulation_config& c) {
+    const std::int64_t block_bytes = kv::bytes_per_block(c.model, c.block_size);
+    const std::int64_t n = kv::blocks_for_memory(c.kv_bytes, block_bytes);
+    if (n < 1 || n > INT32_MAX - 64)
+      throw std::invalid_argument("simulate: the KV memory holds " + std::to_string(n) + " blocks of " +
+                                  std::to_string(block_bytes) + " bytes; it must hold at least one");
+    if (!(c.watermark >= 0 && c.watermark < 1))
+      throw std::invalid_argument("simulate: watermark = " + std::to_string(c.watermark) + " must be in [0, 1)");
+    return {.num_blocks = static_cast<std::int32_t>(n), .block_size = c.block_size,
+            .max_sequences = c.scheduler.max_num_seqs, .max_model_len = c.scheduler.max_model_len,
+            .watermark_blocks = static_cast<std::int32_t>(std::floor(c.watermark * static_cast<double>(n)))};
+  }
+
+  static engine::host_backend backend(const simulation_config& c) {
+    c.cost.validate();
+    engine::host_backend::options o;
+    o.simulate = engine::simulated_capture{
+        .bytes = engine::graph_cost{.base = c.cost.graph_bytes, .per_unit = c.cost.graph_bytes_per_token},
+        .seconds = c.cost.capture_seconds,
+        .seconds_per_unit = c.cost.capture_seconds_per_token};
+    return engine::host_backend([](const engine::host_step&) {}, std::move(o));
+  }
+
+  static engine::graph_budget budget(const simulation_config& c) {
+    if (!c.graph_memory) return {};
+    if (*c.graph_memory < 0)
+      throw std::invalid_argument("simulate: graph memory = " + std::to_string(*c.graph_memory) + " must not be negative");
+    return {.bytes = *c.graph_memory, .prompt_ratio = 0.0,
+            .model = engine::graph_cost{.base = c.cost.graph_bytes, .per_unit = c.cost.graph_bytes_per_token}};
+  }
+
+  // Standalone requests and first turns arrive at their time; later turns are released when
+  // the previous turn finishes.
+  void plan_turns() {
+    std::unordered_map<serving::session_id, std::size_t> last;
+    next_turn_.assign(trace_.size(), SIZE_MAX);
+    for (std::size_t i = 0; i < trace_.size(); ++i) {
+      const serving::trace_request& r = trace_[i];
+      if (r.conversation != 0) {
+        if (auto it = last.find(r.conversation); it != last.end()) {
+          next_turn_[it->second] = i;
+          it->second = i;
+          continue;
+        }
+        last[r.conversation] = i;
+      }
+      arrivals_.push({r.arrival, i});
+    }
+  }
+
+  void submit_until(double t) {
+    while (!arrivals_.empty() && arrivals_.top().time <= t) {
+      const arrival a = arrivals_.top();
+      arrivals_.pop();
+      const serving::trace_request& r = trace_[a.index];
+      const std::uint64_t owner = r.conversation != 0 ? r.conversation : (std::uint64_t{1} << 63) + a.index;
+      serving::request q;
+      q.id = a.index + 1;
+      q.max_output_tokens = r.output_tokens;
+      q.session = r.conversation;
+      q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
+      for (std::int32_t p = 0; p < r.prompt_tokens; ++p)
+        q.prompt[static_cast<std::size_t>(p)] = synthetic_token(owner, static_cast<std::uint64_t>(r.turn), static_cast<std::uint64_t>(p));
+      try {
+        sched_.submit(std::move(q));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("simulate: trace request " + std::to_string(a.index + 1) + " (conversation " +
+                                    std::to_string(r.conversation) + ", turn " + std::to_string(r.turn) + "): " + e.what());
+      }
+      request_record& rec = result_.requests[a.index];
+      rec.trace_index = a.index;
+      rec.conversation = r.conversation;
+      rec.turn = r.turn;
+      rec.submitted = a.time;  // it waited from then on, also while a step was running
+      rec.prompt_tokens = static_cast<std::int32_t>(sched_.tokens(a.index + 1).size());
+      submit_order_.push_back(a.index);
+    }
+  }
+
+  // Nothing runs until `next`: the engine may capture (the idle timing does).
+  double idle_until(double t, double next) {
+    if (next > t) {
+      const double before = engine_.stats().capture_seconds;
+      engine_.idle({.max_captures = std::numeric_limits<std::int64_t>::max(), .seconds = next - t});
+      const double spent = engine_.stats().capture_seconds - before;
+      result_.capture_seconds_in_service += spent;
+      t += spent;  // a capture under way finishes before the next step can start
+    }
+    return std::max(t, next);
+  }
+
+  double run_step(const serving::scheduled_step& plan, double t) {
+    seqs_.clear();
+    std::int64_t context = 0;
+    for (const serving::step_sequence& s : plan.sequences) {
+      seqs_.push_back({.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
+      context += s.context + static_cast<std::int64_t>(s.tokens.size());
+    }
+    // vLLM v1's piecewise graphs cover every step by its token count; without chunked
+    // prefill (v0) only decode steps have graphs and prefills run eagerly.
+    const engine::phase ph =
+        plan.phase == serving::step_phase::prefill && !cfg_.scheduler.chunked_prefill ? engine::phase::prompt
+                                                                                         : engine::phase::decode;
+    const double before = engine_.stats().capture_seconds;
+    const auto r = engine_.step(seqs_, ph);
+    const double captured = engine_.stats().capture_seconds - before;
+    result_.capture_seconds_in_service += captured;
+    const bool replay = r.run == engine::run_kind::replay;
+    const std::int64_t rung = r.bucket ? engine_.at(*r.bucket).batch() : -1;
+    const double seconds = cfg_.cost.step_seconds(replay ? rung : plan.tokens, context, replay) + captured;
+
+    const std::int32_t live = blocks_.metrics().live_blocks;
+    result_.peak_kv_usage = std::max(result_.peak_kv_usage, static_cast<double>(live) / blocks_.num_blocks());
+    result_.max_waiting = std::max<std::int64_t>(result_.max_waiting, static_cast<std::int64_t>(sched_.waiting()));
+    result_.max_running = std::max<std::int64_t>(result_.max_running, static_cast<std::int64_t>(sched_.running()));
+    if (plan.waiting_for_blocks() && sched_.waiting() > 0) {
+      const auto w = static_cast<std::int64_t>(sched_.waiting());
+      result_.max_waiting_for_blocks = std::max(result_.max_waiting_for_blocks, w);
+      result_.seconds_waiting_for_blocks += seconds;
+      blocked_request_seconds_ += seconds * static_cast<double>(w);
+    }
+    result_.step_tokens.push_back(plan.tokens);
+    if (cfg_.record_steps)
+      result_.steps.push_back({.start = t, .seconds = seconds, .tokens = plan.tokens,
+                               .seqs = static_cast<std::int32_t>(plan.entries.size()),
+                               .running = static_cast<std::int32_t>(sched_.running()),
+                               .waiting = static_cast<std::int32_t>(sched_.waiting()),
+                               .waiting_for_blocks = plan.waiting_for_blocks() ? static_cast<std::int32_t>(sched_.waiting()) : 0,
+                               .live_blocks = live, .rung = rung,
+                               .replay = replay, .captured = r.captured.has_value(), .phase = plan.phase});
+
+    sampled_.clear();
+    for (const serving::step_entry& e : plan.entries)
+      if (e.samples) sampled_.push_back(synthetic_token(e.request, 0, static_cast<std::uint64_t>(e.first + e.count)));
+    const double end = t + seconds;
+    // Inter-token latency: every token after a request's first (a preempted request's
+    // next token comes after its recompute).
+    for (const serving::step_entry& e : plan.entries) {
+      if (!e.samples) continue;
+      if (auto it = last_token_.find(e.request - 1); it != last_token_.end()) {
+        itl_.push_back(end - it->second);
+        it->second = end;
+      }
+    }
+    const serving::step_events& ev = sched_.commit(sampled_);
+    for (serving::request_id id : ev.first_token) {
+      result_.requests[id - 1].first_token = end;
+      last_token_[id - 1] = end;
+    }
+    for (const serving::finished_request& f : ev.finished) {
+      const std::size_t i = f.id - 1;
+      request_record& rec = result_.requests[i];
+      rec.finished = end;
+      rec.output_tokens = static_cast<std::int32_t>(f.output.size());
+      rec.preemptions = f.preemptions;
+      result_.output_tokens += rec.output_tokens;
+      last_token_.erase(i);
+      if (next_turn_[i] != SIZE_MAX) {
+        const serving::trace_request& n = trace_[next_turn_[i]];
+        arrivals_.push({std::max(n.arrival, end + n.think), next_turn_[i]});
+      } else if (f.session != 0) {
+        sched_.end_session(f.session);
+      }
+    }
+    return end;
+  }
+
+  void finish_summary() {
+    std::vector<double> ttft;
+    for (const request_record& r : result_.requests) ttft.push_back(r.ttft());
+    result_.ttft = summarize(std::move(ttft));
+    if (result_.seconds_waiting_for_blocks > 0)
+      result_.mean_waiting_for_blocks = blocked_request_seconds_ / result_.seconds_waiting_for_blocks;
+    result_.itl = summarize(std::move(itl_));
+    if (!submit_order_.empty()) result_.ttft_first = result_.requests[submit_order_.front()].ttft();
+    const std::size_t n = std::min(cfg_.first_requests, submit_order_.size());
+    double sum = 0;
+    for (std::size_t k = 0; k < n; ++k) sum += result_.requests[submit_order_[k]].ttft();
+    result_.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
+    result_.engine = engine_.stats();
+    result_.scheduler = sched_.stats();
+  }
+
+  const simulation_config& cfg_;
+  const std::vector<serving::trace_request>& trace_;
+  Allocator blocks_;
+  serving::scheduler<Allocator> sched_;
+  engine_type engine_;
+  std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
+  std::vector<std::size_t> next_turn_, submit_order_;
+  std::unordered_map<std::size_t, double> last_token_;
+  std::vector<double> itl_;
+  double blocked_request_seconds_ = 0;
+  std::vector<engine::sequence> seqs_;
+  std::vector<kv::token_id> sampled_;
+  simulation_result result_;
+};
+
+}  // namespace detail
+
+/// Runs `trace` under `config`. Throws std::invalid_argument for a configuration or a
+/// request that cannot work (naming what and why).
+inline simulation_result simulate(const simulation_config& config, const std::vector<serving::trace_request>& trace) {
+  if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
+  return dispatch<8, 16, 32, 64, 128>("block_size", config.block_size, [&]<int B>() {
+    if (config.prefix_caching) return detail::simulator<B, kv::prefix_caching_allocator<>>(config, trace).run();
+    return detail::simulator<B, kv::free_list_allocator>(config, trace).run();
+  });
+}
+
+}  // namespace rungs::planning

@@ -1,0 +1,112 @@
+// rungs-plan simulate and fit, run in-process: outputs, bucket files and one-line errors.
+#include <rungs/ladder/bucket_file.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+#include <initializer_list>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../plan_support.hpp"
+#include "command.hpp"
+#include "ladder_args.hpp"
+
+namespace {
+using namespace rungs::plan::test;
+
+const std::string data = RUNGS_TEST_DATA_DIR;
+}  // namespace
+
+TEST_CASE("rungs-plan fit: the exact ladder over a values file, and the comparison") {
+  const std::string steps = data + "/steps.txt";
+  const result r = plan({"fit", "--trace", steps, "--rungs", "3", "--explicit"});
+  REQUIRE(r.status == 0);
+  // Values 1 2 2 3 5 8 8 8 (37 rows): three rungs, the top at 8: {2, 5, 8} pads 1 + 2 = 3 rows
+  // of 40 (7.5%); vLLM's 1 2 4 8 pads 1 + 3 = 4 of 41 (9.76%) with a rung more.
+  CHECK(r.out.find("fitted ladder (3 rungs): 2 5 8\n") != std::string::npos);
+  CHECK(r.out.find("padded 7.50%") != std::string::npos);
+  CHECK(r.out.find("vllm (capture-sizes 8)                 4    9.76%") != std::string::npos);
+  CHECK(r.out.find("fewest fitted rungs with at most vLLM's padding: 3") != std::string::npos);
+  CHECK(r.out.find("vllm (capture-sizes 8)") != std::string::npos);
+  CHECK(r.out.find("explicit 2,5,8\n") != std::string::npos);
+  const result j = plan({"fit", "--trace", steps, "--rungs", "3", "--json"});
+  CHECK(j.out.starts_with("{\"values\": 8, \"distinct\": 5, \"max\": 8, \"fitted\": {\"rungs\": [2, 5, 8], \"count\": 3, "
+                          "\"padded_fraction\": 0.075000"));
+}
+
+TEST_CASE("rungs-plan fit writes a bucket file the bucket-file reader and the LADDER parser take back") {
+  const std::string file = "planning_fit_buckets.txt";
+  const result r = plan({"fit", "--trace", data + "/steps.txt", "--rungs", "4", "--write-bucket-file", file, "--explicit"});
+  REQUIRE(r.status == 0);
+  const auto buckets = rungs::read_bucket_file<1>(file);
+  std::vector<rungs::rung_t> rungs;
+  for (const auto& b : buckets) rungs.push_back(b[0]);
+  CHECK(rungs == std::vector<rungs::rung_t>{2, 3, 5, 8});
+  const rungs::ladder l{rungs::Explicit<>{rungs}};
+  CHECK(l.lookup(4).rung == 5);
+  const std::string word = r.out.substr(r.out.rfind("explicit ") + 9);
+  const std::vector<std::string_view> words{"explicit", std::string_view(word).substr(0, word.size() - 1)};
+  CHECK(rungs::plan::parse_ladder(words) == l);
+  std::remove(file.c_str());
+}
+
+TEST_CASE("rungs-plan fit on a simulated workload and on a 2-D grid") {
+  const result r = plan({"fit", "--chat", "4", "--turns", "2", "--rungs", "4"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.starts_with("fit: "));
+  CHECK(r.out.find("steps of a simulated workload (8 requests)") != std::string::npos);
+  const std::string grid = "planning_grid_values.txt";
+  {
+    std::FILE* f = std::fopen(grid.c_str(), "w");
+    std::fputs("1 100\n2 300\n4 120\n4 500\n", f);
+    std::fclose(f);
+  }
+  const result g = plan({"fit", "--trace", grid, "--rungs", "2"});
+  REQUIRE(g.status == 0);
+  CHECK(g.out.find("fitted grid (") != std::string::npos);
+  std::remove(grid.c_str());
+}
+
+TEST_CASE("rungs-plan simulate: the blog's experiment as a table and as JSON") {
+  const result r = plan({"simulate", "--chat", "12"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("max waiting for KV blocks                       1\n") != std::string::npos);
+  const result j = plan({"simulate", "--chat", "10", "--timing", "all", "--json", "--ladder", "capture-sizes", "64"});
+  REQUIRE(j.status == 0);
+  CHECK(j.out.find("\"timing\": \"startup\"") != std::string::npos);
+  CHECK(j.out.find("\"timing\": \"idle\"") != std::string::npos);
+  CHECK(j.out.find("\"max_waiting_for_blocks\": 0") != std::string::npos);
+  const result t = plan({"simulate", "--trace", data + "/chat.csv", "--prefix-caching"});
+  CHECK(t.status == 0);
+  CHECK(t.out.starts_with("simulate: 3 requests;"));
+}
+
+TEST_CASE("rungs-plan simulate and fit: bad input is one line naming the flag and the rule, exit 2") {
+  check_usage(plan({"simulate"}), "a workload is needed: --trace FILE or --chat N");
+  check_usage(plan({"simulate", "--chat", "0"}), "--chat = 0 must be positive");
+  check_usage(plan({"simulate", "--chat", "2", "--timing", "soon"}),
+              "--timing = 'soon' is not one of startup, delayed, lazy, idle, all");
+  check_usage(plan({"simulate", "--chat", "2", "--block-size", "24"}), "--block-size = 24 is not one of 8, 16, 32, 64, 128");
+  check_usage(plan({"simulate", "--chat", "2", "--kv-memory", "7X"}),
+              "--kv-memory = '7X' is not a size (an integer with an optional K, M, G, KiB, MiB or GiB suffix)");
+  check_usage(plan({"simulate", "--turns", "3"}),
+              "--turns, --prompt-tokens, --output-tokens, --jitter, --think, --interval and --seed describe --chat's "
+              "workload: add --chat N");
+  check_usage(plan({"simulate", "--chat", "2", "--step-cost", "1,2"}),
+              "--step-cost takes WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S (4 numbers), got 2");
+  check_usage(plan({"simulate", "--chat", "2", "--ladder", "linear", "1", "0", "8"}),
+              "linear ladder: step = 0 must be positive");
+  check_usage(plan({"simulate", "--trace", data + "/steps.txt"}),
+              data + "/steps.txt:2: unknown column '1' (a CSV trace starts with a header: "
+                     "arrival,prompt_tokens,output_tokens[,conversation,turn,think])");
+  check_usage(plan({"simulate", "--chat", "2", "--plot", "out.svg"}), "--plot = 'out.svg' must name a .png file");
+  check_usage(plan({"fit", "--trace", data + "/steps.txt"}), "fit needs exactly one budget: --rungs K or --graph-memory BYTES");
+  check_usage(plan({"fit", "--trace", data + "/steps.txt", "--rungs", "0"}), "--rungs = 0 must be positive");
+  check_usage(plan({"fit", "--trace", data + "/steps.txt", "--rungs", "2", "--top", "4"}),
+              "ladder fit: top = 4 must not be below the largest value 8");
+  check_usage(plan({"fit", "--trace", data + "/steps.txt", "--graph-memory", "1K"}),
+              "ladder fit: graph memory = 1024 bytes does not hold the top rung's graph (25231360 bytes)");
+}

@@ -1,0 +1,209 @@
+// Tests of include/rungs/serving/scheduler.hpp on hand-checkable traces: exact admissions,
+// queue lengths, preemptions and the tokens each step computes.
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/serving/scheduler.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <numeric>
+#include <vector>
+
+using namespace rungs;
+using namespace rungs::serving;
+
+namespace {
+
+// Samples 1000, 1001, ... so every output token is recognisable.
+struct counting_executor {
+  token_id next = 1000;
+  std::vector<token_id> out;
+  std::span<const token_id> execute(const scheduled_step& s) {
+    out.clear();
+    for (const step_entry& e : s.entries)
+      if (e.samples) out.push_back(next++);
+    return out;
+  }
+};
+
+std::vector<token_id> iota_tokens(token_id first, std::int32_t n) {
+  std::vector<token_id> t(static_cast<std::size_t>(n));
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+struct entry_view {
+  request_id id;
+  std::int32_t first, count;
+  bool decode, samples;
+  friend bool operator==(const entry_view&, const entry_view&) = default;
+};
+std::vector<entry_view> entries(const scheduled_step& s) {
+  std::vector<entry_view> v;
+  for (const step_entry& e : s.entries) v.push_back({e.request, e.first, e.count, e.decode, e.samples});
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head, exactly") {
+  // 5 blocks of 4 tokens; three requests of 8 prompt tokens (2 blocks) and 3 outputs.
+  kv::free_list_allocator blocks({.num_blocks = 5, .block_size = 4, .max_sequences = 8, .max_model_len = 16});
+  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 16});
+  for (request_id id : {1, 2, 3}) s.submit({.id = id, .prompt = iota_tokens(static_cast<token_id>(id * 100), 8), .max_output_tokens = 3});
+  counting_executor x;
+
+  // Step 1: r1 and r2 take 2 blocks each; r3 needs 2 of the 1 left and waits.
+  const scheduled_step* p = &s.schedule();
+  CHECK(entries(*p) == std::vector<entry_view>{{1, 0, 8, false, true}, {2, 0, 8, false, true}});
+  CHECK(p->phase == step_phase::prefill);
+  CHECK(p->admitted == std::vector<request_id>{1, 2});
+  CHECK(p->sequences[1].tokens.front() == 200);
+  CHECK(p->sequences[1].block_table.size() == 2);
+  CHECK(s.waiting() == 1);
+  CHECK(p->stopped == admission_stop::kv_blocks);
+  CHECK(p->waiting_for_blocks());
+  CHECK(s.commit(x.execute(*p)).first_token == std::vector<request_id>{1, 2});
+
+  // Step 2: r1's 9th token needs a 3rd block (the last free one); r2's then finds none and,
+  // being the most recent, preempts itself: freed, requeued ahead of r3.
+  p = &s.schedule();
+  CHECK(entries(*p) == std::vector<entry_view>{{1, 8, 1, true, true}});
+  CHECK(p->preempted == std::vector<request_id>{2});
+  CHECK(p->stopped == admission_stop::preemption);
+  CHECK(std::vector<request_id>(s.waiting_queue().begin(), s.waiting_queue().end()) == std::vector<request_id>{2, 3});
+  CHECK(blocks.metrics().live_blocks == 3);
+  (void)s.commit(x.execute(*p));
+
+  // Step 3: r2 must now recompute 9 tokens (3 blocks), only 2 are free: r1 decodes alone.
+  p = &s.schedule();
+  CHECK(entries(*p) == std::vector<entry_view>{{1, 9, 1, true, true}});
+  CHECK(p->admitted.empty());
+  const step_events& done = s.commit(x.execute(*p));
+  REQUIRE(done.finished.size() == 1);
+  CHECK(done.finished[0].id == 1);
+  CHECK(done.finished[0].output == std::vector<token_id>{1000, 1002, 1003});
+  CHECK(blocks.metrics().live_blocks == 0);
+
+  // Step 4: r2 recomputes its prompt and its first output (9 tokens), r3 prefills (8): 5 blocks.
+  p = &s.schedule();
+  CHECK(entries(*p) == std::vector<entry_view>{{2, 0, 9, false, true}, {3, 0, 8, false, true}});
+  CHECK(p->stopped == admission_stop::none);
+  CHECK(p->sequences[0].tokens.back() == 1001);
+  CHECK(s.waiting() == 0);
+  (void)s.commit(x.execute(*p));
+  CHECK(s.stats().preemptions == 1);
+  CHECK(s.stats().recomputed_tokens == 8);  // r2 had computed its 8 prompt tokens before
+
+  // Run to the end: r2 needs no 4th block (11 tokens), r3's 10th token needs a 3rd: none is
+  // free, so r3 (the most recent) preempts itself again and finishes after r2.
+  std::vector<request_id> order;
+  while (!s.idle()) {
+    const step_events& e = s.step(x);
+    for (const finished_request& f : e.finished) order.push_back(f.id);
+  }
+  CHECK(order == std::vector<request_id>{2, 3});
+  CHECK(s.stats().preemptions == 2);
+  CHECK(s.stats().finished == 3);
+  CHECK(blocks.metrics().live_blocks == 0);
+}
+
+TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
+  kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 64});
+  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 10, .max_model_len = 64});
+  s.submit({.id = 1, .prompt = iota_tokens(0, 4), .max_output_tokens = 5});
+  s.submit({.id = 2, .prompt = iota_tokens(0, 25), .max_output_tokens = 2});
+  counting_executor x;
+  auto next = [&] {
+    const scheduled_step& p = s.schedule();
+    std::vector<entry_view> v = entries(p);
+    (void)s.commit(x.execute(p));
+    return v;
+  };
+  CHECK(next() == std::vector<entry_view>{{1, 0, 4, false, true}, {2, 0, 6, false, false}});
+  CHECK(next() == std::vector<entry_view>{{1, 4, 1, true, true}, {2, 6, 9, false, false}});
+  CHECK(next() == std::vector<entry_view>{{1, 5, 1, true, true}, {2, 15, 9, false, false}});
+  CHECK(next() == std::vector<entry_view>{{1, 6, 1, true, true}, {2, 24, 1, false, true}});
+  const scheduled_step& last = s.schedule();
+  CHECK(last.phase == step_phase::decode);
+  CHECK_THROWS_WITH(s.schedule(), "scheduler: schedule() called twice without commit()");
+  const step_events& e = s.commit(x.execute(last));
+  CHECK(e.finished.size() == 2);
+  CHECK(s.idle());
+  // A third request behind a full step waits for room in the step, not for blocks.
+  s.submit({.id = 3, .prompt = iota_tokens(0, 10), .max_output_tokens = 1});
+  s.submit({.id = 4, .prompt = iota_tokens(0, 4), .max_output_tokens = 1});
+  const scheduled_step& full = s.schedule();
+  CHECK(full.stopped == admission_stop::token_budget);
+  CHECK_FALSE(full.waiting_for_blocks());
+  (void)s.commit(x.execute(full));
+}
+
+TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLLM v0)") {
+  kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 32});
+  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 32, .chunked_prefill = false, .max_model_len = 32});
+  counting_executor x;
+  s.submit({.id = 1, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
+  s.submit({.id = 2, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
+  const scheduled_step& a = s.schedule();  // only r1 fits the 32-token budget whole
+  CHECK(entries(a) == std::vector<entry_view>{{1, 0, 20, false, true}});
+  (void)s.commit(x.execute(a));
+  const scheduled_step& b = s.schedule();  // r2's prefill pauses r1's decoding
+  CHECK(entries(b) == std::vector<entry_view>{{2, 0, 20, false, true}});
+  CHECK(b.phase == step_phase::prefill);
+  (void)s.commit(x.execute(b));
+  const scheduled_step& c = s.schedule();
+  CHECK(entries(c) == std::vector<entry_view>{{1, 20, 1, true, true}, {2, 20, 1, true, true}});
+  (void)s.commit(x.execute(c));
+  CHECK_THROWS_WITH(scheduler(blocks, {.max_num_batched_tokens = 16, .chunked_prefill = false, .max_model_len = 32}),
+                    "scheduler: max_num_batched_tokens = 16 must be at least max_model_len = 32 without chunked "
+                    "prefill (a whole prompt is computed in one step)");
+}
+
+TEST_CASE("scheduler: reserving max_model_len per request admits pool / max_model_len requests") {
+  // 20 blocks of 4 tokens, max_model_len 16 (4 blocks): 5 requests at once, however short.
+  kv::free_list_allocator blocks({.num_blocks = 20, .block_size = 4, .max_sequences = 16, .max_model_len = 16});
+  scheduler s(blocks, {.max_num_seqs = 16, .max_num_batched_tokens = 64, .reserve_max_model_len = true, .max_model_len = 16});
+  for (request_id id = 1; id <= 7; ++id) s.submit({.id = id, .prompt = iota_tokens(0, 3), .max_output_tokens = 2});
+  counting_executor x;
+  const scheduled_step& a = s.schedule();
+  CHECK(a.admitted.size() == 5);
+  CHECK(s.waiting() == 2);
+  CHECK(blocks.metrics().live_blocks == 20);
+  (void)s.commit(x.execute(a));
+  while (!s.idle()) (void)s.step(x);
+  CHECK(s.stats().preemptions == 0);
+}
+
+TEST_CASE("scheduler: a chat session's turns extend one conversation and reuse its cached blocks") {
+  kv::prefix_caching_allocator<> blocks({.num_blocks = 32, .block_size = 4, .max_sequences = 4, .max_model_len = 64});
+  scheduler s(blocks, {.max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 64});
+  counting_executor x;
+  s.submit({.id = 1, .prompt = iota_tokens(0, 6), .max_output_tokens = 3, .session = 7});
+  CHECK_THROWS_WITH(s.submit({.id = 2, .prompt = iota_tokens(0, 2), .max_output_tokens = 1, .session = 7}),
+                    "scheduler: session 7 already has a turn in flight");
+  while (!s.idle()) (void)s.step(x);
+  // The conversation: 6 prompt tokens, then 1000 1001 1002.
+  std::vector<token_id> conv = iota_tokens(0, 6);
+  conv.insert(conv.end(), {1000, 1001, 1002});
+  CHECK(std::vector<token_id>(s.conversation_tokens(7).begin(), s.conversation_tokens(7).end()) == conv);
+  s.submit({.id = 2, .prompt = {50, 51}, .max_output_tokens = 2, .session = 7});
+  const scheduled_step& t2 = s.schedule();
+  // 11 tokens; the first 8 (two full blocks, written by turn 1) come from the prefix cache.
+  CHECK(entries(t2) == std::vector<entry_view>{{2, 8, 3, false, true}});
+  CHECK(t2.sequences[0].context == 8);
+  CHECK(s.stats().prefix_hit_tokens == 8);
+  CHECK(s.tokens(2).size() == 11);
+  (void)s.commit(x.execute(t2));
+}
+
+TEST_CASE("scheduler: requests that can never be served are refused at submit") {
+  kv::free_list_allocator blocks({.num_blocks = 4, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  scheduler s(blocks, {.max_num_batched_tokens = 64, .max_model_len = 32});
+  CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 30), .max_output_tokens = 3}),
+                    "scheduler: request 1 needs 33 tokens (prompt and history 30 + output 3), more than max_model_len = 32");
+  CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 16), .max_output_tokens = 1}),
+                    "scheduler: request 1 needs 5 KV blocks (+ watermark 0), more than the pool's 4");
+  CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = {}, .max_output_tokens = 1}), "scheduler: request 1 has an empty prompt");
+  s.submit({.id = 1, .prompt = {1}, .max_output_tokens = 1});
+  CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = {1}, .max_output_tokens = 1}), "scheduler: request 1 is already queued");
+}

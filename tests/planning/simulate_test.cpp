@@ -1,0 +1,128 @@
+// Tests of include/rungs/planning/simulate.hpp: the paged-KV blog's experiment at full scale
+// (Mistral-7B, 7 GiB of KV), the capture timings through the engine's policies, and a
+// hand-checkable multi-turn trace.
+#include <rungs/planning/simulate.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+using namespace rungs;
+using namespace rungs::planning;
+
+namespace {
+simulation_result blog(std::int32_t chats, bool reserve = false) {
+  simulation_config c;  // Mistral-7B geometry, 7 GiB of KV, 16-token blocks
+  if (reserve) {
+    c.scheduler.reserve_max_model_len = true;
+    c.watermark = 0;  // the blog's naive server keeps nothing back
+  }
+  return simulate(c, serving::generate_chat({.conversations = chats}));
+}
+}  // namespace
+
+TEST_CASE("the blog's experiment: 10 chats never fill 7 GiB of KV, 12 leave one waiting, 14 about two") {
+  const simulation_result ten = blog(10);
+  CHECK(ten.num_blocks == 3584);
+  CHECK(ten.peak_kv_usage < 0.9);
+  CHECK(ten.max_waiting_for_blocks == 0);
+  CHECK(ten.scheduler.preemptions == 0);
+  CHECK(ten.max_running == 10);
+
+  const simulation_result twelve = blog(12);
+  CHECK(twelve.peak_kv_usage > 0.99);
+  CHECK(twelve.max_waiting_for_blocks == 1);
+  CHECK(twelve.mean_waiting_for_blocks == Approx(1.0));
+
+  const simulation_result fourteen = blog(14);
+  CHECK(fourteen.max_waiting_for_blocks >= 2);
+  CHECK(fourteen.max_waiting_for_blocks <= 3);
+  CHECK(std::lround(fourteen.mean_waiting_for_blocks) == 2);
+  CHECK(fourteen.seconds_waiting_for_blocks > twelve.seconds_waiting_for_blocks);
+
+  // Every turn of every chat finished with its 350 tokens.
+  for (const request_record& r : fourteen.requests) CHECK(r.output_tokens == 350);
+  CHECK(fourteen.requests.back().prompt_tokens == 9 * 500 + 150);  // the 10th turn carries 9 turns of history
+}
+
+TEST_CASE("the blog's naive reservation of 8k tokens per request admits 7 at once") {
+  const simulation_result naive = blog(14, true);
+  CHECK(naive.max_running == 7);
+  CHECK(naive.scheduler.preemptions == 0);
+}
+
+TEST_CASE("capture timings run the engine's policies: startup, delayed, lazy, idle") {
+  // Two bursts of short requests 30 s apart: the gap is idle time.
+  std::vector<serving::trace_request> trace;
+  for (int i = 0; i < 8; ++i) trace.push_back({.arrival = 0, .prompt_tokens = 20, .output_tokens = 40});
+  for (int i = 0; i < 8; ++i) trace.push_back({.arrival = 30, .prompt_tokens = 20, .output_tokens = 40});
+  simulation_config c;
+  c.ladder = rungs::ladder{CaptureSizes::vllm(64)};  // 11 rungs
+  const cost_model& m = c.cost;
+  double all_rungs = 0;
+  for (rung_t r : c.ladder.rungs()) all_rungs += m.capture_time(r);
+
+  c.timing = engine::startup{};
+  const simulation_result startup = simulate(c, trace);
+  CHECK(startup.startup_seconds == Approx(all_rungs));
+  CHECK(startup.engine.captures == 11);
+  CHECK(startup.engine.eager_steps(engine::eager_reason::not_captured) == 0);
+  CHECK(startup.ttft_first > all_rungs);  // the first request waited for startup
+
+  c.timing = engine::delayed{};
+  const simulation_result delayed = simulate(c, trace);
+  CHECK(delayed.startup_seconds == 0);
+  CHECK(delayed.engine.captures == 11);  // one per step until all are done
+  CHECK(delayed.capture_seconds_in_service == Approx(all_rungs));
+  CHECK(delayed.ttft_first < startup.ttft_first);
+
+  c.timing = engine::lazy{};
+  const simulation_result lazy = simulate(c, trace);
+  CHECK(lazy.engine.captures < 11);  // only the rungs traffic used
+  CHECK(lazy.engine.capture_bytes < startup.engine.capture_bytes);
+
+  c.timing = engine::idle{};
+  const simulation_result idle = simulate(c, trace);
+  CHECK(idle.engine.captures == 11);  // all captured in the 30 s gap
+  CHECK(idle.engine.eager_steps(engine::eager_reason::not_captured) > 0);  // the first burst ran eagerly
+  CHECK(idle.startup_seconds == 0);
+  CHECK(idle.itl.max < startup.itl.max + 1.0);
+  // No step waited for a capture: every step of the first burst is eager, none is slower
+  // than an eager step of 8 sequences.
+  CHECK(idle.ttft_first < delayed.ttft_first + 1e-9);
+}
+
+TEST_CASE("a multi-turn trace: the next turn waits for the answer and the think time") {
+  std::vector<serving::trace_request> trace{
+      {.arrival = 0, .prompt_tokens = 100, .output_tokens = 20, .conversation = 1, .turn = 1},
+      {.arrival = 0, .prompt_tokens = 50, .output_tokens = 10, .conversation = 1, .turn = 2, .think = 2.5},
+      {.arrival = 0.5, .prompt_tokens = 200, .output_tokens = 30}};
+  simulation_config c;
+  c.prefix_caching = true;
+  c.cost = {.weights_seconds = 0.01, .seconds_per_token = 0, .seconds_per_context_token = 0, .eager_overhead_seconds = 0,
+            .capture_seconds = 0, .capture_seconds_per_token = 0, .graph_bytes = 0, .graph_bytes_per_token = 0};
+  const simulation_result r = simulate(c, trace);
+  // Every step takes 10 ms. Turn 1: prefill step -> first token at 0.01, 19 more steps -> done at 0.20.
+  CHECK(r.requests[0].first_token == Approx(0.01));
+  CHECK(r.requests[0].finished == Approx(0.20));
+  CHECK(r.requests[1].submitted == Approx(2.70));
+  CHECK(r.requests[1].prompt_tokens == 100 + 20 + 50);
+  CHECK(r.requests[1].ttft() == Approx(0.01));
+  CHECK(r.scheduler.prefix_hit_tokens == 112);  // 7 full blocks of turn 1's conversation
+  // The standalone request arrived at 0.5 during nothing: admitted at once.
+  CHECK(r.requests[2].ttft() == Approx(0.01));
+  CHECK(r.itl.mean == Approx(0.01));
+  CHECK(r.step_tokens.size() == static_cast<std::size_t>(r.engine.steps));
+}
+
+TEST_CASE("simulate refuses what cannot work, naming it") {
+  simulation_config c;
+  c.block_size = 24;
+  CHECK_THROWS_WITH(simulate(c, serving::generate_chat({.conversations = 1})),
+                    Catch::Contains("block_size") && Catch::Contains("24"));
+  simulation_config d;
+  d.scheduler.max_model_len = 4096;  // 10 turns of 500 tokens do not fit
+  CHECK_THROWS_WITH(simulate(d, serving::generate_chat({.conversations = 1})),
+                    Catch::Contains("simulate: trace request 9 (conversation 1, turn 9)") &&
+                        Catch::Contains("more than max_model_len = 4096"));
+}

@@ -1,0 +1,249 @@
+// rungs-plan simulate: replays a workload through the scheduler, the KV allocator and the
+// engine's capture policies with the cost model (rungs/planning/simulate.hpp), and reports
+// startup, time to first token, inter-token latency, eager steps, graphs and the queue.
+//
+//   rungs-plan simulate --chat 14                         the blog's experiment, 14 chats
+//   rungs-plan simulate --trace day.csv --timing all      the four capture timings side by side
+//
+// Output: a table with one column per timing; --json prints the same as one JSON object;
+// --plot FILE.png draws it with scripts/plot_simulation.py (writing FILE.json beside it);
+// --write-steps FILE writes the tokens of every step, one per line (input to waste and fit).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "planning_args.hpp"
+
+#ifndef RUNGS_PLOT_SCRIPT
+#define RUNGS_PLOT_SCRIPT ""
+#endif
+#ifndef RUNGS_INSTALLED_PLOT_SCRIPT
+#define RUNGS_INSTALLED_PLOT_SCRIPT ""
+#endif
+
+namespace rungs::plan {
+namespace {
+
+struct simulate_args {
+  simulation_args sim;
+  bool json = false;
+  std::string plot, write_steps;
+  std::size_t first = 10;
+};
+
+simulate_args parse(args_t args) {
+  simulate_args a;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (parse_simulation_flag(args, i, a.sim)) continue;
+    const std::string_view f = args[i];
+    auto value = [&]() -> std::string_view {
+      if (i + 1 >= args.size()) throw usage_error(std::string(f) + " needs a value");
+      return args[++i];
+    };
+    if (f == "--json") a.json = true;
+    else if (f == "--plot") a.plot = std::string(value());
+    else if (f == "--write-steps") a.write_steps = std::string(value());
+    else if (f == "--first") a.first = static_cast<std::size_t>(parse_positive(f, value()));
+    else throw usage_error("unknown option '" + std::string(f) + "' (" + std::string(simulation_flags_help) + ")");
+  }
+  check_simulation_args(a.sim);
+  if (!a.plot.empty() && !a.plot.ends_with(".png")) throw usage_error("--plot = '" + a.plot + "' must name a .png file");
+  a.sim.config.first_requests = a.first;
+  return a;
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+std::string mib(std::int64_t bytes) { return fixed(static_cast<double>(bytes) / (1 << 20), 1); }
+
+struct row {
+  std::string name;
+  std::string key;  // JSON key
+  std::vector<std::string> values;
+};
+
+// The report, one row per metric, one column per run: the table and the JSON share it.
+std::vector<row> report(const std::vector<planning::simulation_result>& runs, std::size_t first) {
+  std::vector<row> rows;
+  auto add = [&](std::string name, std::string key, auto f) {
+    row r{std::move(name), std::move(key), {}};
+    for (const planning::simulation_result& s : runs) r.values.push_back(f(s));
+    rows.push_back(std::move(r));
+  };
+  using R = const planning::simulation_result&;
+  add("startup (s)", "startup_seconds", [](R s) { return fixed(s.startup_seconds, 3); });
+  add("TTFT first request (s)", "ttft_first_seconds", [](R s) { return fixed(s.ttft_first, 3); });
+  add("TTFT first " + std::to_string(first) + ", mean (s)", "ttft_first_mean_seconds",
+      [](R s) { return fixed(s.ttft_first_mean, 3); });
+  add("TTFT mean (s)", "ttft_mean_seconds", [](R s) { return fixed(s.ttft.mean, 3); });
+  add("TTFT p99 (s)", "ttft_p99_seconds", [](R s) { return fixed(s.ttft.p99, 3); });
+  add("ITL mean (ms)", "itl_mean_ms", [](R s) { return fixed(s.itl.mean * 1e3, 2); });
+  add("ITL p99 (ms)", "itl_p99_ms", [](R s) { return fixed(s.itl.p99 * 1e3, 2); });
+  add("ITL max (ms)", "itl_max_ms", [](R s) { return fixed(s.itl.max * 1e3, 2); });
+  add("steps", "steps", [](R s) { return std::to_string(s.engine.steps); });
+  add("eager steps", "eager_steps", [](R s) { return std::to_string(s.engine.eager_steps()); });
+  add("  of which not captured yet", "eager_not_captured",
+      [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::not_captured)); });
+  add("  of which above the top rung", "eager_above_top",
+      [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::above_top)); });
+  add("graphs captured", "graphs", [](R s) { return std::to_string(s.engine.captures); });
+  add("graph memory (MiB)", "graph_mib", [](R s) { return mib(s.engine.capture_bytes); });
+  add("capture time in service (s)", "capture_seconds_in_service",
+      [](R s) { return fixed(s.capture_seconds_in_service, 3); });
+  add("padded tokens in replays (%)", "padded_percent", [](R s) {
+    const std::int64_t all = s.engine.real_tokens + s.engine.padded_tokens;
+    return fixed(all ? 100.0 * static_cast<double>(s.engine.padded_tokens) / static_cast<double>(all) : 0.0, 2);
+  });
+  add("last request done (s)", "end_seconds", [](R s) { return fixed(s.end_seconds, 2); });
+  add("output tokens / s", "output_tokens_per_second",
+      [](R s) { return fixed(s.end_seconds > 0 ? static_cast<double>(s.output_tokens) / s.end_seconds : 0.0, 1); });
+  add("preemptions", "preemptions", [](R s) { return std::to_string(s.scheduler.preemptions); });
+  add("max running", "max_running", [](R s) { return std::to_string(s.max_running); });
+  add("max waiting for KV blocks", "max_waiting_for_blocks", [](R s) { return std::to_string(s.max_waiting_for_blocks); });
+  add("mean waiting for KV blocks", "mean_waiting_for_blocks", [](R s) { return fixed(s.mean_waiting_for_blocks, 2); });
+  add("time with requests waiting for KV (s)", "seconds_waiting_for_blocks",
+      [](R s) { return fixed(s.seconds_waiting_for_blocks, 2); });
+  add("peak KV usage (%)", "peak_kv_percent", [](R s) { return fixed(100.0 * s.peak_kv_usage, 1); });
+  add("prefix-cache hit tokens", "prefix_hit_tokens", [](R s) { return std::to_string(s.scheduler.prefix_hit_tokens); });
+  return rows;
+}
+
+std::string describe(const simulate_args& a, std::size_t requests, const planning::simulation_result& r) {
+  const planning::simulation_config& c = a.sim.config;
+  std::ostringstream os;
+  os << requests << " requests; " << r.num_blocks << " KV blocks of " << c.block_size << " tokens; ladder "
+     << a.sim.ladder_text << " (" << c.ladder.size() << " rungs); max_num_seqs " << c.scheduler.max_num_seqs << ", "
+     << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
+                                     : std::string("separate prefill steps"))
+     << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
+     << (c.prefix_caching ? ", prefix caching" : "");
+  return os.str();
+}
+
+void print_table(std::ostream& out, const std::vector<std::string>& timings, const std::vector<row>& rows) {
+  std::size_t name_width = 0;
+  for (const row& r : rows) name_width = std::max(name_width, r.name.size());
+  out << std::left << std::setw(static_cast<int>(name_width) + 2) << "timing";
+  for (const std::string& t : timings) out << std::right << std::setw(10) << t;
+  out << "\n";
+  for (const row& r : rows) {
+    out << std::left << std::setw(static_cast<int>(name_width) + 2) << r.name;
+    for (const std::string& v : r.values) out << std::right << std::setw(10) << v;
+    out << "\n";
+  }
+}
+
+std::string json_string(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) o += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
+  return o + "\"";
+}
+
+// The runs as JSON; with `steps`, each run's step series (at most ~2000 points: every k-th).
+void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
+                const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps) {
+  out << "{\"workload\": " << json_string(description) << ", \"kv_blocks\": " << runs.front().num_blocks << ", \"runs\": [";
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    out << (k ? ", " : "") << "{\"timing\": " << json_string(timings[k]);
+    for (const row& r : rows) out << ", \"" << r.key << "\": " << r.values[k];
+    if (steps) {
+      const planning::simulation_result& s = runs[k];
+      const std::size_t every = s.steps.size() / 2000 + 1;
+      out << ", \"steps\": {\"start\": [";
+      auto series = [&](auto f) {
+        for (std::size_t i = 0; i < s.steps.size(); i += every) out << (i ? ", " : "") << f(s.steps[i]);
+      };
+      using S = const planning::step_record&;
+      series([](S x) { return fixed(x.start, 4); });
+      out << "], \"seconds\": [";
+      series([](S x) { return fixed(x.seconds, 5); });
+      out << "], \"tokens\": [";
+      series([](S x) { return x.tokens; });
+      out << "], \"running\": [";
+      series([](S x) { return x.running; });
+      out << "], \"waiting\": [";
+      series([](S x) { return x.waiting; });
+      out << "], \"waiting_for_blocks\": [";
+      series([](S x) { return x.waiting_for_blocks; });
+      out << "], \"kv_usage\": [";
+      series([&](S x) { return fixed(static_cast<double>(x.live_blocks) / s.num_blocks, 4); });
+      out << "], \"replay\": [";
+      series([](S x) { return x.replay ? 1 : 0; });
+      out << "]}";
+    }
+    out << "}";
+  }
+  out << "]}\n";
+}
+
+std::string plot_script() {
+  if (const char* e = std::getenv("RUNGS_PLOT_SCRIPT")) return e;
+  for (const char* p : {RUNGS_PLOT_SCRIPT, RUNGS_INSTALLED_PLOT_SCRIPT})
+    if (*p && std::filesystem::exists(p)) return p;
+  return {};
+}
+
+int simulate(args_t args, std::ostream& out, std::ostream& err) {
+  const simulate_args a = parse(args);
+  const std::vector<serving::trace_request> trace = load_workload(a.sim);
+  std::vector<std::string> timings;
+  if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
+  else timings = {a.sim.timing};
+  std::vector<planning::simulation_result> runs;
+  for (const std::string& t : timings) {
+    planning::simulation_config c = a.sim.config;
+    c.timing = timing_policy(a.sim, t);
+    c.record_steps = !a.plot.empty();
+    runs.push_back(planning::simulate(c, trace));
+  }
+  const std::vector<row> rows = report(runs, a.first);
+  const std::string description = describe(a, trace.size(), runs.front());
+  if (a.json) {
+    print_json(out, description, timings, rows, runs, false);
+  } else {
+    out << "simulate: " << description << "\n";
+    print_table(out, timings, rows);
+  }
+  if (!a.write_steps.empty()) {
+    std::ofstream f(a.write_steps);
+    if (!f) throw usage_error("--write-steps " + a.write_steps + ": cannot open for writing");
+    for (std::int64_t n : runs.front().step_tokens) f << n << "\n";
+  }
+  if (!a.plot.empty()) {
+    const std::string data = a.plot.substr(0, a.plot.size() - 4) + ".json";
+    {
+      std::ofstream f(data);
+      if (!f) throw usage_error("--plot " + a.plot + ": cannot write " + data);
+      print_json(f, description, timings, rows, runs, true);
+    }
+    const std::string script = plot_script();
+    if (script.empty()) {
+      err << "rungs-plan: plot not drawn: scripts/plot_simulation.py not found (set RUNGS_PLOT_SCRIPT); data in " << data
+          << "\n";
+      return 1;
+    }
+    const std::string cmd = "python3 '" + script + "' '" + data + "' '" + a.plot + "'";
+    if (std::system(cmd.c_str()) != 0) {
+      err << "rungs-plan: plot not drawn (python3 with matplotlib is needed; see the message above); data in " << data
+          << "\n";
+      return 1;
+    }
+  }
+  return 0;
+}
+
+const registration reg{{"simulate", "simulate (--trace FILE | --chat N) [--timing startup|delayed|lazy|idle|all] "
+                                    "[--ladder LADDER] [--json] [--plot FILE.png] [--write-steps FILE] [more: see docs/planning.md]",
+                        simulate}};
+}  // namespace
+}  // namespace rungs::plan
