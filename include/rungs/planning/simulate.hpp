@@ -181,7 +181,7 @@ struct pool_shape {  // what the engine needs of the pool: its shape (the schedu
 };
 
 template <int BlockSize>
-inline constexpr engine::model_shape sim_model{.dtype = engine::kv_dtype::f16, .num_heads = 1, .num_kv_heads = 1,
+inline constexpr engine::model_shape sim_model{.dtype = engine::kv_dtype::fp16, .num_heads = 1, .num_kv_heads = 1,
                                                .head_size = 1, .block_size = BlockSize, .num_layers = 1};
 
 template <int BlockSize, class Allocator>
