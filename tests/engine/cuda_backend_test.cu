@@ -16,20 +16,13 @@
 #include <random>
 #include <vector>
 
+#include "cuda_support.cuh"
 #include "support.hpp"
 
 using namespace rungs::engine;
 using namespace rungs_test;
 
 namespace {
-const int gpu_count = [] {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-    std::puts("cuda_backend_test: no GPU visible, skipped");
-    std::exit(77);
-  }
-  return n;
-}();
 
 constexpr model_shape gpu_model{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4,
                                 .block_size = 4, .num_layers = 1};
@@ -154,13 +147,6 @@ cuda_backend::options toy_options() {
 
 template <class Timing>
 using gpu_engine = engine<gpu_model, token_ladder, largest_first, Timing, counting_pool, cuda_backend>;
-
-std::vector<float> host_rows(const device_rows& r, cudaStream_t stream) {
-  std::vector<float> h(r.size());
-  RUNGS_CUDA_CHECK(cudaMemcpyAsync(h.data(), r.data, h.size() * sizeof(float), cudaMemcpyDeviceToHost, stream));
-  RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return h;
-}
 
 // Random decode batches: n sequences with random lengths and blocks drawn without reuse
 // from a pool several times larger than needed.

@@ -6,9 +6,7 @@
 #include <rungs/engine/batch.hpp>
 #include <rungs/engine/bucket_space.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
-#include <rungs/ladder/explicit.hpp>
-#include <rungs/ladder/grid.hpp>
-#include <rungs/ladder/ladder.hpp>  // not rungs/ladder.hpp: static_ladder.hpp does not compile under nvcc 13
+#include <rungs/ladder.hpp>
 
 #include <algorithm>
 #include <sstream>

@@ -61,7 +61,7 @@ class static_ladder {
  public:
   static constexpr auto policy = Policy;
   /// The rungs, ascending.
-  static constexpr const std::array<rung_t, n>& values = base::values;
+  static constexpr std::array<rung_t, n> values = base::values;
   /// table[k]: index of the smallest rung >= k << shift.
   static constexpr auto table = [] {
     std::array<index_type, detail::rung_table_entries(base::values.back(), shift)> t{};

@@ -103,6 +103,8 @@ class cuda_backend {
     for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
     free_buffers(static_);
     free_buffers(eager_);
+    if (workspace_) cudaFree(workspace_);
+    if (eager_workspace_) cudaFree(eager_workspace_);
     if (uploaded_) cudaEventDestroy(uploaded_);
     if (owns_stream_ && stream_) cudaStreamDestroy(stream_);
   }
@@ -176,7 +178,22 @@ class cuda_backend {
 
   void eager(const padded_batch& staged) {
     buffers& b = fits(static_, staged) ? static_ : grow(eager_, staged);
-    forward_(upload(b, staged));
+    cuda_step step = upload(b, staged);
+    // A batch above every bucket may need more workspace than the largest graph: only eager
+    // steps get it, from a separate buffer, so graphs keep their addresses.
+    std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(staged.seqs(), staged.tokens()) : 0;
+    if (static_cast<std::size_t>(ws) > workspace_bytes_) {
+      if (static_cast<std::size_t>(ws) > eager_workspace_bytes_) {
+        RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        if (eager_workspace_) cudaFree(eager_workspace_);
+        eager_workspace_ = nullptr;
+        RUNGS_CUDA_CHECK(cudaMalloc(&eager_workspace_, static_cast<std::size_t>(ws)));
+        eager_workspace_bytes_ = static_cast<std::size_t>(ws);
+      }
+      step.workspace = eager_workspace_;
+      step.workspace_bytes = eager_workspace_bytes_;
+    }
+    forward_(step);
     RUNGS_CUDA_CHECK(cudaGetLastError());
     last_ = &b;
   }
@@ -296,6 +313,8 @@ class cuda_backend {
     std::swap(eager_, o.eager_);
     std::swap(workspace_, o.workspace_);
     std::swap(workspace_bytes_, o.workspace_bytes_);
+    std::swap(eager_workspace_, o.eager_workspace_);
+    std::swap(eager_workspace_bytes_, o.eager_workspace_bytes_);
     last_ = nullptr;
     o.last_ = nullptr;
   }
@@ -309,8 +328,10 @@ class cuda_backend {
   std::vector<cudaGraphExec_t> graphs_;
   buffers static_, eager_;
   const buffers* last_ = nullptr;
-  std::byte* workspace_ = nullptr;
+  std::byte* workspace_ = nullptr;  // shared by every graph
   std::size_t workspace_bytes_ = 0;
+  std::byte* eager_workspace_ = nullptr;  // only for eager steps larger than every bucket
+  std::size_t eager_workspace_bytes_ = 0;
 };
 
 static_assert(engine_backend<cuda_backend>);

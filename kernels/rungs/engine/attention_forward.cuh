@@ -1,0 +1,179 @@
+// A CUDA forward for the engine built on rungs' PagedAttention kernels
+// (rungs/attention/paged_attention.cuh): the GPU counterpart of reference_forward.hpp.
+//
+// The Model fixes the kernel instance: launch_cache_write<element, head_size> and
+// launch_decode<element, head_size, block_size, group> are the only attention kernels this
+// header instantiates, so an engine compiles one decode kernel, not the dispatcher's 90.
+// Each step: a weightless projection writes every token's query, key and value (the same
+// functions of token id and position as reference_forward), the cache write stores the new
+// K/V at their slots (slot -1, a padded token, writes nothing), the decode kernel attends one
+// query per sequence over its paged KV (plan_decode's plan, made once per graph shape and
+// cached: it fixes the grid and split count, so the launch is capturable), and the output rows
+// are widened to float for the engine. Queries, keys, values, outputs and the split-KV
+// partials live in the engine's workspace, sized once for the largest bucket.
+//
+// Decode steps only: one new token per sequence (prefill batches need plan_prefill, not wired
+// here). Model.dtype must be fp16 or bf16, and the head size, block size and GQA group must be
+// ones the kernels support (a static_assert in the launcher names what does not fit).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <rungs/attention/paged_attention.cuh>
+#include <rungs/cuda/error.cuh>
+#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/engine/model.hpp>
+
+namespace rungs::engine {
+
+namespace detail {
+__device__ inline void store_element(__nv_bfloat16* p, float x) { *p = __float2bfloat16(x); }
+__device__ inline void store_element(__half* p, float x) { *p = __float2half(x); }
+__device__ inline float load_element(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ inline float load_element(const __half* p) { return __half2float(*p); }
+
+// One block per token: the weightless projections of reference_forward.hpp, in float.
+template <class T, int QRow, int KvRow>
+__global__ void project_tokens(const std::int32_t* tokens, const std::int32_t* positions, T* q, T* k, T* v) {
+  const std::int64_t t = blockIdx.x;
+  const float tk = 0.37f * static_cast<float>(tokens[t]), ps = 0.011f * static_cast<float>(positions[t]);
+  for (int c = threadIdx.x; c < QRow; c += blockDim.x) store_element(q + t * QRow + c, sinf(tk + 0.13f * c + ps));
+  for (int c = threadIdx.x; c < KvRow; c += blockDim.x) {
+    store_element(k + t * KvRow + c, cosf(tk - 0.07f * c + ps));
+    store_element(v + t * KvRow + c, sinf(0.5f * tk + 0.29f * c) + ps);
+  }
+}
+
+template <class T>
+__global__ void widen_rows(const T* in, float* out, std::int64_t n) {
+  const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = load_element(in + i);
+}
+}  // namespace detail
+
+template <model_shape Model>
+class attention_forward {
+  static_assert(Model.dtype == kv_dtype::fp16 || Model.dtype == kv_dtype::bf16,
+                "rungs::engine::attention_forward: the paged-attention kernels store fp16 or bf16");
+
+ public:
+  using element = std::conditional_t<Model.dtype == kv_dtype::fp16, rungs::f16, rungs::bf16>;
+  using device_element = rungs::attention::detail::device_type_t<element>;
+  static constexpr int q_row = Model.num_heads * Model.head_size;
+  static constexpr int kv_row = Model.num_kv_heads * Model.head_size;
+  static constexpr int group = Model.num_heads / Model.num_kv_heads;
+
+  /// KV pools of `num_blocks` blocks (one layer) on the current device, for sequences up to
+  /// `max_model_len` tokens.
+  attention_forward(std::int64_t num_blocks, std::int64_t max_model_len)
+      : config_{rungs::attention::attention_config{
+            Model.dtype == kv_dtype::fp16 ? rungs::attention::dtype::f16 : rungs::attention::dtype::bf16,
+            {Model.num_heads, Model.num_kv_heads, Model.head_size, Model.block_size, num_blocks}}},
+        max_model_len_(max_model_len),
+        device_(rungs::attention::query_device()) {
+    const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(element);
+    RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
+    RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
+    RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
+    RUNGS_CUDA_CHECK(cudaMemset(v_cache_, 0, bytes));
+  }
+  attention_forward(const attention_forward&) = delete;
+  attention_forward& operator=(const attention_forward&) = delete;
+  ~attention_forward() {
+    cudaFree(k_cache_);
+    cudaFree(v_cache_);
+  }
+
+  /// Workspace of a step of up to `seqs` sequences and `tokens` tokens: q, k, v and output
+  /// rows, and the largest split-KV workspace a plan for up to `seqs` sequences may ask for
+  /// (smaller batches split more).
+  std::int64_t workspace_bytes(std::int64_t seqs, std::int64_t tokens) const {
+    const std::int64_t context = (max_model_len_ + Model.block_size - 1) / Model.block_size * Model.block_size;
+    std::int64_t split = 0;
+    for (std::int64_t b = 1; b <= seqs; ++b)
+      split = std::max<std::int64_t>(split, static_cast<std::int64_t>(plan(b, context).workspace.bytes));
+    return static_cast<std::int64_t>(layout_of(seqs, tokens).split) + split;
+  }
+
+  void operator()(const cuda_step& s) {
+    const batch_view& b = s.batch;
+    const layout l = layout_of(b.seqs, b.tokens);
+    auto* q = reinterpret_cast<device_element*>(s.workspace + l.q);
+    auto* k = reinterpret_cast<device_element*>(s.workspace + l.k);
+    auto* v = reinterpret_cast<device_element*>(s.workspace + l.v);
+    auto* out = reinterpret_cast<device_element*>(s.workspace + l.out);
+    const rungs::attention::decode_plan& p = plan_for(b.seqs, b.width * Model.block_size);
+    if (l.split + p.workspace.bytes > s.workspace_bytes)
+      throw std::invalid_argument("attention_forward: the workspace holds " + std::to_string(s.workspace_bytes) +
+                                  " bytes; this step needs " + std::to_string(l.split + p.workspace.bytes) + " bytes");
+    if (b.tokens > 0)
+      detail::project_tokens<device_element, q_row, kv_row>
+          <<<static_cast<unsigned>(b.tokens), 128, 0, s.stream>>>(b.token_ids, b.positions, q, k, v);
+    RUNGS_CUDA_CHECK(cudaGetLastError());
+    rungs::attention::launch_cache_write<element, Model.head_size>(
+        config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_},
+        s.stream);
+    // Decode: sequence i's query is its one new token, row query_start[i] = i.
+    rungs::attention::launch_decode<element, Model.head_size, Model.block_size, group>(
+        p,
+        {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
+         .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},
+        s.stream);
+    const std::int64_t n = b.seqs * q_row;
+    detail::widen_rows<device_element><<<static_cast<unsigned>((n + 255) / 256), 256, 0, s.stream>>>(out, s.out, n);
+    RUNGS_CUDA_CHECK(cudaGetLastError());
+  }
+
+  const void* k_cache() const { return k_cache_; }
+  const void* v_cache() const { return v_cache_; }
+  const rungs::attention::attention_config& config() const { return config_; }
+
+ private:
+  struct layout {
+    std::size_t q, k, v, out, split;
+  };
+  static std::size_t align256(std::size_t n) { return (n + 255) / 256 * 256; }
+  static layout layout_of(std::int64_t seqs, std::int64_t tokens) {
+    const auto t = static_cast<std::size_t>(tokens), e = sizeof(element);
+    layout l{};
+    l.q = 0;
+    l.k = l.q + align256(t * q_row * e);
+    l.v = l.k + align256(t * kv_row * e);
+    l.out = l.v + align256(t * kv_row * e);
+    l.split = l.out + align256(static_cast<std::size_t>(seqs) * q_row * e);
+    return l;
+  }
+
+  rungs::attention::decode_plan plan(std::int64_t seqs, std::int64_t context) const {
+    return rungs::attention::plan_decode(
+        config_, {.max_batch = static_cast<int>(seqs), .max_context = static_cast<int>(std::max<std::int64_t>(context, 1))},
+        device_);
+  }
+  // A plan per graph shape, made on first use (host arithmetic only, so also during capture).
+  const rungs::attention::decode_plan& plan_for(std::int64_t seqs, std::int64_t context) {
+    auto key = std::pair(seqs, context);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) it = plans_.emplace(key, plan(seqs, context)).first;
+    return it->second;
+  }
+
+  rungs::attention::attention_config config_;
+  std::int64_t max_model_len_;
+  rungs::attention::device_info device_;
+  void* k_cache_ = nullptr;
+  void* v_cache_ = nullptr;
+  std::map<std::pair<std::int64_t, std::int64_t>, rungs::attention::decode_plan> plans_;
+};
+
+}  // namespace rungs::engine
