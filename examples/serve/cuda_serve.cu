@@ -246,18 +246,16 @@ class gpu_decoder {
  public:
   using dims = decoder_dims<gpu_model>;
 
-  /// `bucket_shapes`: every (seqs, tokens, width) a graph is captured at; `max_seqs`,
-  /// `max_tokens`: the largest step the scheduler plans (eager steps above every bucket).
-  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes, std::int64_t max_seqs,
-              std::int64_t max_tokens)
+  /// `bucket_shapes`: every (seqs, tokens, width) a graph is captured at; `max_seqs`: the most
+  /// sequences a step samples (the scheduler's max_num_seqs).
+  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes, std::int64_t max_seqs)
       : c_(c),
         config_{ra::dtype::bf16,
                 {.num_qo_heads = gpu_model.num_heads, .num_kv_heads = gpu_model.num_kv_heads, .head_dim = kHead,
                  .block_size = gpu_model.block_size, .num_blocks = num_blocks}},
         device_(ra::query_device()),
         bucket_shapes_(std::move(bucket_shapes)),
-        max_seqs_(max_seqs),
-        max_tokens_(max_tokens) {
+        max_seqs_(max_seqs) {
     RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     // Weights: uniform with variance 1 / fan_in (embeddings 1), norms at 1.
     std::uint64_t tensor = 0;
@@ -324,11 +322,11 @@ class gpu_decoder {
 
   cudaStream_t stream() const { return stream_; }
 
-  /// Workspace of a step: activations for `tokens` rows (at least the scheduler's largest step,
-  /// since eager steps above every bucket share it) and the attention plan's.
+  /// Workspace of a step of `tokens` token rows: its activations, then room for the largest
+  /// bucket's attention plan (cuda_backend sizes it once for the largest bucket and grows a
+  /// separate one for eager steps above every bucket).
   std::int64_t workspace_bytes(std::int64_t /*seqs*/, std::int64_t tokens) const {
-    const std::int64_t T = std::max(tokens, max_tokens_);
-    return activations(T).end + attention_workspace_;
+    return activations(tokens).end + attention_workspace_;
   }
 
   void forward(const eng::cuda_step& st) {
@@ -454,7 +452,7 @@ class gpu_decoder {
   ra::attention_config config_;
   ra::device_info device_;
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes_;
-  std::int64_t max_seqs_, max_tokens_;
+  std::int64_t max_seqs_;
   std::int64_t attention_workspace_ = 0;
   cudaStream_t stream_ = nullptr;
   std::vector<void*> owned_;
@@ -509,8 +507,7 @@ serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream&
         }
       },
       buckets.space);
-  gpu_decoder model(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs,
-                    s.scheduler.max_num_batched_tokens);
+  gpu_decoder model(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs);
   auto make_backend = [&] {
     eng::cuda_backend::options o;
     o.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };

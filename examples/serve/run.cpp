@@ -185,9 +185,15 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
     log << " (" << s.opts.input_tokens.value_or(s.backend == backend_kind::host ? 32 : 150) << " in / "
         << s.opts.output_tokens.value_or(s.backend == backend_kind::host ? 64 : 350) << " out per turn, +-"
         << static_cast<int>(s.opts.jitter * 100) << "%)";
-  log << "; " << (s.opts.arrival_interval > 0 ? "chats start " + std::to_string(s.opts.arrival_interval) + " s apart"
-                                              : std::string("every chat starts at once"))
-      << ", next turn " << s.opts.think << " s after each answer\n";
+  if (!s.opts.trace.empty()) {
+    log << "; arrivals and think times from " << s.opts.trace << "\n";
+  } else {
+    std::ostringstream when;
+    when << "; " << (s.opts.arrival_interval > 0 ? "chats start " : "every chat starts at once");
+    if (s.opts.arrival_interval > 0) when << s.opts.arrival_interval << " s apart";
+    when << ", next turn " << s.opts.think << " s after each answer";
+    log << when.str() << "\n";
+  }
   log << "Scheduler: max " << s.scheduler.max_num_seqs << " sequences, " << s.scheduler.max_num_batched_tokens
       << " tokens per step, " << (s.scheduler.chunked_prefill ? "chunked prefill (mixed steps)" : "separate prefill steps")
       << ", max_model_len " << s.scheduler.max_model_len << "\n";
