@@ -136,7 +136,7 @@ class server {
         opts_(std::move(opts)),
         log_(log),
         scheduler_(engine.blocks(), opts_.scheduler),
-        arrivals_(requests) {}
+        arrivals_(trace_rows(requests)) {}
 
   serve_result run() {
     using clock = std::chrono::steady_clock;
@@ -362,7 +362,7 @@ class server {
   serve_options opts_;
   std::ostream& log_;
   serving::scheduler<allocator> scheduler_;
-  arrivals arrivals_;
+  serving::turn_arrivals arrivals_;
   serve_result result_;
   std::chrono::steady_clock::time_point t0_{};
   double skipped_ = 0;

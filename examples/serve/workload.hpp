@@ -59,73 +59,13 @@ inline std::int64_t longest_conversation(const std::vector<serving::trace_reques
   return longest;
 }
 
-/// Which request is available when: first turns and standalone requests at their arrival;
-/// each later turn once the previous one of its conversation finished.
-class arrivals {
- public:
-  explicit arrivals(const std::vector<demo_request>& requests) : requests_(&requests) {
-    std::map<serving::session_id, std::size_t> last;  // conversation -> index of its latest turn so far
-    next_turn_.assign(requests.size(), none);
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      const serving::session_id c = requests[i].row.conversation;
-      if (c == 0) {
-        ready_.push({requests[i].row.arrival, i});
-        continue;
-      }
-      auto it = last.find(c);
-      if (it == last.end()) ready_.push({requests[i].row.arrival, i});
-      else next_turn_[it->second] = i;
-      last[c] = i;
-    }
-    remaining_ = requests.size();
-  }
-
-  /// Requests available at `now`, in order of availability (ties by request index).
-  std::vector<std::size_t> take(double now) {
-    std::vector<std::size_t> out;
-    while (!ready_.empty() && ready_.top().time <= now) {
-      out.push_back(ready_.top().index);
-      available_at_[ready_.top().index] = ready_.top().time;
-      ready_.pop();
-    }
-    return out;
-  }
-
-  /// The next time a request becomes available, if one is scheduled.
-  std::optional<double> next() const {
-    if (ready_.empty()) return std::nullopt;
-    return ready_.top().time;
-  }
-
-  /// When request `i` became available (its time-to-first-token starts there).
-  double available_at(std::size_t i) const { return available_at_.at(i); }
-
-  /// Request `i` finished at `now`: its conversation's next turn becomes available after
-  /// the think time. Returns true when it was the conversation's last turn.
-  bool finished(std::size_t i, double now) {
-    --remaining_;
-    const std::size_t n = next_turn_[i];
-    if (n == none) return true;
-    const serving::trace_request& r = (*requests_)[n].row;
-    ready_.push({std::max(r.arrival, now + r.think), n});
-    return false;
-  }
-
-  /// Requests not finished yet (waiting to arrive, queued or running).
-  std::size_t remaining() const { return remaining_; }
-
- private:
-  static constexpr std::size_t none = static_cast<std::size_t>(-1);
-  struct entry {
-    double time;
-    std::size_t index;
-    bool operator>(const entry& o) const { return time != o.time ? time > o.time : index > o.index; }
-  };
-  const std::vector<demo_request>* requests_;
-  std::priority_queue<entry, std::vector<entry>, std::greater<entry>> ready_;
-  std::vector<std::size_t> next_turn_;
-  std::map<std::size_t, double> available_at_;
-  std::size_t remaining_ = 0;
-};
+/// The trace rows of the demo's requests, for rungs::serving::turn_arrivals (which releases
+/// each chat turn once the previous one finished, exactly as the simulator does).
+inline std::vector<serving::trace_request> trace_rows(const std::vector<demo_request>& requests) {
+  std::vector<serving::trace_request> rows;
+  rows.reserve(requests.size());
+  for (const demo_request& r : requests) rows.push_back(r.row);
+  return rows;
+}
 
 }  // namespace demo

@@ -3,6 +3,7 @@
 #include <rungs/serving/workload.hpp>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 
 #include <sstream>
 
@@ -59,4 +60,30 @@ TEST_CASE("the blog's chat workload: N chats of 10 turns, 150 in and 350 out, al
   }
   CHECK(jittered == generate_chat({.conversations = 50, .jitter = 0.5, .seed = 3}));
   CHECK_THROWS_WITH(generate_chat({.conversations = 0}), "chat workload: conversations = 0 must be positive");
+}
+
+TEST_CASE("turn_arrivals: a chat's next turn comes after the previous answer and the think time") {
+  const std::vector<trace_request> rows = {
+      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 1},
+      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 2, .think = 0.5},
+      {.arrival = 0.25, .prompt_tokens = 4, .output_tokens = 2},
+      {.arrival = 3, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 3, .think = 0}};
+  turn_arrivals a(rows);
+  CHECK(a.remaining() == 4);
+  CHECK(a.take(0) == std::vector<std::size_t>{0});
+  CHECK(a.next() == 0.25);
+  CHECK(a.take(0.25) == std::vector<std::size_t>{2});
+  CHECK_FALSE(a.next().has_value());        // turn 2 waits for turn 1's answer
+  CHECK_FALSE(a.finished(0, 1.0));          // not the chat's last turn
+  CHECK(a.next() == 1.5);                   // answer at 1.0 + think 0.5
+  CHECK(a.take(1.4).empty());
+  CHECK(a.take(1.5) == std::vector<std::size_t>{1});
+  CHECK(a.available_at(1) == 1.5);
+  CHECK(std::isnan(a.available_at(3)));      // not available yet
+  CHECK_FALSE(a.finished(1, 2.0));
+  CHECK(a.next() == 3.0);                   // turn 3's own arrival is later than the answer
+  CHECK(a.finished(2, 2.0));                // a standalone request is its own last turn
+  CHECK(a.take(3.0) == std::vector<std::size_t>{3});
+  CHECK(a.finished(3, 4.0));
+  CHECK(a.remaining() == 0);
 }

@@ -176,28 +176,3 @@ TEST_CASE("bad flags are one error naming the flag") {
   mentions(error_of({"--max-num-batched-tokens", "64"}), "--max-num-batched-tokens");  // below max_model_len, no chunking
   CHECK(error_of({"--chats", "2", "--turns=2"}).empty());
 }
-
-TEST_CASE("arrivals: a chat's next turn comes after the previous answer and the think time") {
-  const std::vector<serving::trace_request> rows = {
-      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 1},
-      {.arrival = 0, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 2, .think = 0.5},
-      {.arrival = 0.25, .prompt_tokens = 4, .output_tokens = 2},
-      {.arrival = 3, .prompt_tokens = 4, .output_tokens = 2, .conversation = 1, .turn = 3, .think = 0}};
-  const std::vector<demo_request> requests = make_requests(rows, 512, 1);
-  arrivals a(requests);
-  CHECK(a.take(0) == std::vector<std::size_t>{0});
-  CHECK(a.next() == 0.25);
-  CHECK(a.take(0.25) == std::vector<std::size_t>{2});
-  CHECK_FALSE(a.next().has_value());        // turn 2 waits for turn 1's answer
-  CHECK_FALSE(a.finished(0, 1.0));          // not the chat's last turn
-  CHECK(a.next() == 1.5);                   // answer at 1.0 + think 0.5
-  CHECK(a.take(1.4).empty());
-  CHECK(a.take(1.5) == std::vector<std::size_t>{1});
-  CHECK(a.available_at(1) == 1.5);
-  CHECK_FALSE(a.finished(1, 2.0));
-  CHECK(a.next() == 3.0);                   // turn 3's own arrival is later than the answer
-  CHECK(a.finished(2, 2.0));                // a standalone request is its own last turn
-  CHECK(a.take(3.0) == std::vector<std::size_t>{3});
-  CHECK(a.finished(3, 4.0));
-  CHECK(a.remaining() == 0);
-}

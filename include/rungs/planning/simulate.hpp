@@ -202,20 +202,19 @@ class simulator {
     result_.timing = std::string(cfg_.timing.name());
     result_.num_blocks = blocks_.num_blocks();
     result_.requests.resize(trace_.size());
-    plan_turns();
     engine_.start();
     result_.startup_seconds = engine_.stats().capture_seconds;
     double t = result_.startup_seconds;
     while (true) {
       submit_until(t);
-      if (sched_.idle() && arrivals_.empty()) break;
+      if (sched_.idle() && !arrivals_.next()) break;
       const serving::scheduled_step& plan = sched_.schedule();
       if (plan.empty()) {
         if (!plan.preempted.empty()) continue;
-        if (!sched_.idle() && sched_.running() == 0 && arrivals_.empty())
+        if (!sched_.idle() && sched_.running() == 0 && !arrivals_.next())
           throw std::logic_error("simulate: the waiting queue is stuck with nothing running");
-        if (arrivals_.empty()) continue;
-        t = idle_until(t, arrivals_.top().time);
+        if (!arrivals_.next()) continue;
+        t = idle_until(t, *arrivals_.next());
         continue;
       }
       t = run_step(plan, t);
@@ -226,12 +225,6 @@ class simulator {
   }
 
  private:
-  struct arrival {
-    double time;
-    std::size_t index;
-    bool operator>(const arrival& o) const { return time != o.time ? time > o.time : index > o.index; }
-  };
-
   static kv::allocator_config allocator_config(const simulation_config& c) {
     const std::int64_t block_bytes = kv::bytes_per_block(c.model, c.block_size);
     const std::int64_t n = kv::blocks_for_memory(c.kv_bytes, block_bytes);
@@ -263,33 +256,14 @@ class simulator {
             .model = engine::graph_cost{.base = c.cost.graph_bytes, .per_unit = c.cost.graph_bytes_per_token}};
   }
 
-  // Standalone requests and first turns arrive at their time; later turns are released when
-  // the previous turn finishes.
-  void plan_turns() {
-    std::unordered_map<serving::session_id, std::size_t> last;
-    next_turn_.assign(trace_.size(), SIZE_MAX);
-    for (std::size_t i = 0; i < trace_.size(); ++i) {
-      const serving::trace_request& r = trace_[i];
-      if (r.conversation != 0) {
-        if (auto it = last.find(r.conversation); it != last.end()) {
-          next_turn_[it->second] = i;
-          it->second = i;
-          continue;
-        }
-        last[r.conversation] = i;
-      }
-      arrivals_.push({r.arrival, i});
-    }
-  }
-
   void submit_until(double t) {
-    while (!arrivals_.empty() && arrivals_.top().time <= t) {
-      const arrival a = arrivals_.top();
-      arrivals_.pop();
-      const serving::trace_request& r = trace_[a.index];
-      const std::uint64_t owner = r.conversation != 0 ? r.conversation : (std::uint64_t{1} << 63) + a.index;
+    arriving_.clear();
+    arrivals_.take(t, arriving_);
+    for (const std::size_t index : arriving_) {
+      const serving::trace_request& r = trace_[index];
+      const std::uint64_t owner = r.conversation != 0 ? r.conversation : (std::uint64_t{1} << 63) + index;
       serving::request q;
-      q.id = a.index + 1;
+      q.id = index + 1;
       q.max_output_tokens = r.output_tokens;
       q.session = r.conversation;
       q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
@@ -298,16 +272,16 @@ class simulator {
       try {
         sched_.submit(std::move(q));
       } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("simulate: trace request " + std::to_string(a.index + 1) + " (conversation " +
+        throw std::invalid_argument("simulate: trace request " + std::to_string(index + 1) + " (conversation " +
                                     std::to_string(r.conversation) + ", turn " + std::to_string(r.turn) + "): " + e.what());
       }
-      request_record& rec = result_.requests[a.index];
-      rec.trace_index = a.index;
+      request_record& rec = result_.requests[index];
+      rec.trace_index = index;
       rec.conversation = r.conversation;
       rec.turn = r.turn;
-      rec.submitted = a.time;  // it waited from then on, also while a step was running
-      rec.prompt_tokens = static_cast<std::int32_t>(sched_.tokens(a.index + 1).size());
-      submit_order_.push_back(a.index);
+      rec.submitted = arrivals_.available_at(index);  // it waited from then on, also while a step was running
+      rec.prompt_tokens = static_cast<std::int32_t>(sched_.tokens(index + 1).size());
+      submit_order_.push_back(index);
     }
   }
 
@@ -389,12 +363,7 @@ class simulator {
       rec.preemptions = f.preemptions;
       result_.output_tokens += rec.output_tokens;
       last_token_.erase(i);
-      if (next_turn_[i] != SIZE_MAX) {
-        const serving::trace_request& n = trace_[next_turn_[i]];
-        arrivals_.push({std::max(n.arrival, end + n.think), next_turn_[i]});
-      } else if (f.session != 0) {
-        sched_.end_session(f.session);
-      }
+      if (arrivals_.finished(i, end) && f.session != 0) sched_.end_session(f.session);
     }
     return end;
   }
@@ -420,8 +389,8 @@ class simulator {
   Allocator blocks_;
   serving::scheduler<Allocator> sched_;
   engine_type engine_;
-  std::priority_queue<arrival, std::vector<arrival>, std::greater<>> arrivals_;
-  std::vector<std::size_t> next_turn_, submit_order_;
+  serving::turn_arrivals arrivals_{trace_};
+  std::vector<std::size_t> arriving_, submit_order_;
   std::unordered_map<std::size_t, double> last_token_;
   std::vector<double> itl_;
   double blocked_request_seconds_ = 0;

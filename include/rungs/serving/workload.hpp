@@ -20,6 +20,11 @@
 
 #include <rungs/serving/scheduler.hpp>
 
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <queue>
+#include <span>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -310,5 +315,86 @@ inline std::vector<trace_request> generate_chat(const chat_workload& w) {
     }
   return rows;
 }
+
+/// When each request of a trace becomes available to the scheduler: standalone requests and
+/// first turns at their arrival time; each later turn of a conversation only once the previous
+/// turn has finished, after its think time (never before its own arrival time). The serving
+/// demo and the simulator both release turns through this, so a trace means the same in both.
+/// Requests are identified by their index in the trace.
+class turn_arrivals {
+ public:
+  explicit turn_arrivals(std::span<const trace_request> trace)
+      : arrival_(trace.size()), think_(trace.size()), next_turn_(trace.size(), none),
+        available_at_(trace.size(), std::numeric_limits<double>::quiet_NaN()), remaining_(trace.size()) {
+    std::unordered_map<session_id, std::size_t> last;  // conversation -> its latest turn so far
+    for (std::size_t i = 0; i < trace.size(); ++i) {
+      arrival_[i] = trace[i].arrival;
+      think_[i] = trace[i].think;
+      const session_id c = trace[i].conversation;
+      if (c != 0) {
+        if (auto it = last.find(c); it != last.end()) {
+          next_turn_[it->second] = i;
+          it->second = i;
+          continue;
+        }
+        last.emplace(c, i);
+      }
+      ready_.push({arrival_[i], i});
+    }
+  }
+
+  /// Appends to `out` the requests available at `now`, in order of availability (ties by
+  /// index), and returns how many.
+  std::size_t take(double now, std::vector<std::size_t>& out) {
+    std::size_t n = 0;
+    for (; !ready_.empty() && ready_.top().time <= now; ++n) {
+      out.push_back(ready_.top().index);
+      available_at_[ready_.top().index] = ready_.top().time;
+      ready_.pop();
+    }
+    return n;
+  }
+  std::vector<std::size_t> take(double now) {
+    std::vector<std::size_t> out;
+    take(now, out);
+    return out;
+  }
+
+  /// The next time a request becomes available, if one is scheduled (later turns are scheduled
+  /// only when the previous turn finishes).
+  std::optional<double> next() const {
+    if (ready_.empty()) return std::nullopt;
+    return ready_.top().time;
+  }
+
+  /// When request `i` became available (its time to first token starts there); NaN before.
+  double available_at(std::size_t i) const { return available_at_.at(i); }
+
+  /// Request `i` finished at `now`: its conversation's next turn becomes available after the
+  /// think time. Returns true when `i` had no later turn (the conversation, if any, is over).
+  bool finished(std::size_t i, double now) {
+    --remaining_;
+    const std::size_t n = next_turn_.at(i);
+    if (n == none) return true;
+    ready_.push({std::max(arrival_[n], now + think_[n]), n});
+    return false;
+  }
+
+  /// Requests not finished yet (waiting to arrive, queued or running).
+  std::size_t remaining() const { return remaining_; }
+
+ private:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+  struct entry {
+    double time;
+    std::size_t index;
+    bool operator>(const entry& o) const { return time != o.time ? time > o.time : index > o.index; }
+  };
+  std::vector<double> arrival_, think_;
+  std::vector<std::size_t> next_turn_;
+  std::vector<double> available_at_;
+  std::priority_queue<entry, std::vector<entry>, std::greater<entry>> ready_;
+  std::size_t remaining_ = 0;
+};
 
 }  // namespace rungs::serving
