@@ -323,31 +323,34 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   return p;
 }
 
+namespace detail {
+// What decode and prefill runs share: Q, K, V, O, the block tables, the strides and the
+// workspace. `args` names the struct in the messages ("decode_args.q is null").
+template <class Args>
+void check_paged_args(const Args& a, const std::string& args) {
+  check_pointer(a.q, (args + ".q").c_str());
+  check_pointer(a.k_cache, (args + ".k_cache").c_str());
+  check_pointer(a.v_cache, (args + ".v_cache").c_str());
+  check_pointer(a.out, (args + ".out").c_str());
+  if (a.block_tables == nullptr) fail(args, ".block_tables is null");
+}
+}  // namespace detail
+
 /// Checks a decode run's buffers against its plan (host values only: pointers, alignment,
 /// strides, workspace size). Throws std::invalid_argument naming the field and the rule.
 inline void validate(const decode_plan& plan, const decode_args& a) {
-  const attention_shape& s = plan.config.shape;
-  detail::check_pointer(a.q, "decode_args.q");
-  detail::check_pointer(a.k_cache, "decode_args.k_cache");
-  detail::check_pointer(a.v_cache, "decode_args.v_cache");
-  detail::check_pointer(a.out, "decode_args.out");
-  if (a.block_tables == nullptr) detail::fail("decode_args.block_tables is null");
+  detail::check_paged_args(a, "decode_args");
   if (a.seq_lens == nullptr) detail::fail("decode_args.seq_lens is null");
-  detail::check_row_stride(a.q_stride, s.q_row_elements(), "decode_args.q_stride");
+  detail::check_row_stride(a.q_stride, plan.config.shape.q_row_elements(), "decode_args.q_stride");
   detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
   detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
 }
 
 inline void validate(const prefill_plan& plan, const prefill_args& a) {
-  const attention_shape& s = plan.config.shape;
-  detail::check_pointer(a.q, "prefill_args.q");
-  detail::check_pointer(a.k_cache, "prefill_args.k_cache");
-  detail::check_pointer(a.v_cache, "prefill_args.v_cache");
-  detail::check_pointer(a.out, "prefill_args.out");
-  if (a.block_tables == nullptr) detail::fail("prefill_args.block_tables is null");
+  detail::check_paged_args(a, "prefill_args");
   if (a.q_indptr == nullptr) detail::fail("prefill_args.q_indptr is null");
   if (a.kv_lens == nullptr) detail::fail("prefill_args.kv_lens is null");
-  detail::check_row_stride(a.q_stride, s.q_row_elements(), "prefill_args.q_stride");
+  detail::check_row_stride(a.q_stride, plan.config.shape.q_row_elements(), "prefill_args.q_stride");
   detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
   detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
 }

@@ -93,19 +93,25 @@ inline attention_params common_params(const attention_config& c, const split_wor
   return p;
 }
 
-inline attention_params decode_params(const decode_plan& plan, const decode_args& a) {
-  const attention_shape& s = plan.config.shape;
+// The fields decode and prefill share: the plan's split layout and the caller's buffers.
+template <class Plan, class Args>
+attention_params paged_params(const Plan& plan, const Args& a) {
   attention_params p = common_params(plan.config, plan.workspace, a.workspace, plan.num_splits, plan.split_tokens,
                                      plan.bucket.max_context);
   p.q = a.q;
-  p.q_stride = a.q_stride != 0 ? a.q_stride : s.q_row_elements();
+  p.q_stride = a.q_stride != 0 ? a.q_stride : plan.config.shape.q_row_elements();
   p.k_cache = a.k_cache;
   p.v_cache = a.v_cache;
   p.block_tables = a.block_tables;
   p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
+  p.out = a.out;
+  return p;
+}
+
+inline attention_params decode_params(const decode_plan& plan, const decode_args& a) {
+  attention_params p = paged_params(plan, a);
   p.kv_lens = a.seq_lens;
   p.q_indptr = nullptr;
-  p.out = a.out;
   p.max_q_len = 1;
   p.max_total_q = plan.bucket.max_batch;
   return p;
@@ -118,18 +124,9 @@ inline launch_grid decode_grid(const decode_plan& plan) {
 }
 
 inline attention_params prefill_params(const prefill_plan& plan, const prefill_args& a) {
-  const attention_shape& s = plan.config.shape;
-  attention_params p = common_params(plan.config, plan.workspace, a.workspace, plan.num_splits, plan.split_tokens,
-                                     plan.bucket.max_context);
-  p.q = a.q;
-  p.q_stride = a.q_stride != 0 ? a.q_stride : s.q_row_elements();
-  p.k_cache = a.k_cache;
-  p.v_cache = a.v_cache;
-  p.block_tables = a.block_tables;
-  p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
+  attention_params p = paged_params(plan, a);
   p.kv_lens = a.kv_lens;
   p.q_indptr = a.q_indptr;
-  p.out = a.out;
   p.max_q_len = plan.bucket.max_q_len;
   p.max_total_q = plan.bucket.max_total_q;
   return p;
