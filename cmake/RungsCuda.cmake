@@ -58,9 +58,19 @@ endfunction()
 
 # Properties every rungs-owned CUDA target gets. CMake 3.25 has no cuda_std_20, so
 # C++20 is requested with -std=c++20 for the CUDA language.
+#
+# RUNGS_CUDA_RESOURCE_CHECKS (default ON) turns ptxas's spill and local-memory warnings into
+# errors: a kernel that spills (or indexes a register array dynamically) fails the build on
+# every architecture named, so a register-pressure regression shows in CI, which has no GPU.
+# It applies to rungs' own targets only; consumers' flags are untouched.
+set(RUNGS_PTXAS_RESOURCE_FLAGS "-warn-spills,-warn-lmem-usage,-Werror")
 function(rungs_cuda_target target)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${RUNGS_CUDA_ARCHITECTURES}")
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr -Xcompiler=-Wall>)
+  if(RUNGS_CUDA_RESOURCE_CHECKS)
+    target_compile_options(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=${RUNGS_PTXAS_RESOURCE_FLAGS}>")
+  endif()
   target_link_libraries(${target} PRIVATE rungs::cuda)
 endfunction()

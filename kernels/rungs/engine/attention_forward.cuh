@@ -43,15 +43,27 @@ __device__ inline void store_element(__half* p, float x) { *p = __float2half(x);
 __device__ inline float load_element(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 __device__ inline float load_element(const __half* p) { return __half2float(*p); }
 
+// x reduced to about [-pi, pi] (Cody-Waite: 2 pi split into 6.28125, exact in 7 bits, and the
+// rest), so the SFU's __sinf/__cosf are accurate to ~1e-6 absolute. sinf/cosf would be no more
+// accurate here (the float argument itself is only good to ~1e-3 at |x| ~ 1e4), and their
+// huge-argument path keeps a table in local memory, which rungs' ptxas check rejects.
+__device__ inline float wrap_two_pi(float x) {
+  const float turns = rintf(x * 0.15915494309189535f);
+  x = fmaf(-turns, 6.28125f, x);
+  return fmaf(-turns, 1.9353071795864769e-3f, x);
+}
+
 // One block per token: the weightless projections of reference_forward.hpp, in float.
 template <class T, int QRow, int KvRow>
 __global__ void project_tokens(const std::int32_t* tokens, const std::int32_t* positions, T* q, T* k, T* v) {
   const std::int64_t t = blockIdx.x;
   const float tk = 0.37f * static_cast<float>(tokens[t]), ps = 0.011f * static_cast<float>(positions[t]);
-  for (int c = threadIdx.x; c < QRow; c += blockDim.x) store_element(q + t * QRow + c, sinf(tk + 0.13f * c + ps));
+  for (int c = threadIdx.x; c < QRow; c += blockDim.x) {
+    store_element(q + t * QRow + c, __sinf(wrap_two_pi(tk + 0.13f * c + ps)));
+  }
   for (int c = threadIdx.x; c < KvRow; c += blockDim.x) {
-    store_element(k + t * KvRow + c, cosf(tk - 0.07f * c + ps));
-    store_element(v + t * KvRow + c, sinf(0.5f * tk + 0.29f * c) + ps);
+    store_element(k + t * KvRow + c, __cosf(wrap_two_pi(tk - 0.07f * c + ps)));
+    store_element(v + t * KvRow + c, __sinf(wrap_two_pi(0.5f * tk + 0.29f * c)) + ps);
   }
 }
 
