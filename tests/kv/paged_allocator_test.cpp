@@ -141,6 +141,28 @@ TEST_CASE("fork copies reserved lookahead blocks each sharer writes") {
   CHECK(a.copies().size() == 2);
 }
 
+TEST_CASE("a sharer that writes its reserved blocks one at a time copies each of them") {
+  // append skips the copy-on-write pass once a forked sequence's whole tail is private; until
+  // then every append must look, even after one that found nothing left to copy in its range.
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const sequence_id p = admit(a, tokens(4)).id;      // [0], full
+  CHECK(a.append(p, tokens(1), 8) == errc::ok);      // 5 tokens + 8 drafts: [0, 1, 2, 3]
+  const sequence_id c = a.fork(p).value();
+  CHECK(a.append(c, tokens(1)) == errc::ok);         // position 5: block 1
+  CHECK(a.append(c, tokens(2)) == errc::ok);         // positions 6, 7: block 1, already private
+  CHECK(a.copies().size() == 1);
+  CHECK(a.append(c, tokens(3)) == errc::ok);         // positions 8..10: block 2
+  CHECK(a.append(c, tokens(4)) == errc::ok);         // positions 11..14: blocks 2 and 3
+  CHECK(table(a, c) == ids{0, 4, 5, 6});
+  CHECK(table(a, p) == ids{0, 1, 2, 3});
+  CHECK(std::vector<block_copy>(a.copies().begin(), a.copies().end()) ==
+        std::vector<block_copy>{{1, 4}, {2, 5}, {3, 6}});
+  CHECK(a.append(p, tokens(1), 7) == errc::ok);      // the parent's blocks are private again
+  CHECK(a.copies().size() == 3);
+  CHECK(a.metrics().cow_copies == 3);
+  CHECK(a.check_consistency().empty());
+}
+
 TEST_CASE("finish stops appends, free releases; stale ids are errors") {
   free_list_allocator a({.num_blocks = 4, .block_size = 4, .max_sequences = 2, .max_model_len = 16});
   const sequence_id s = admit(a, tokens(5)).id;

@@ -122,6 +122,7 @@ class paged_allocator {
     s.active = true;
     s.finished = false;
     s.priority = params.priority;
+    s.tail_may_be_shared = false;
     s.num_blocks = hits;
     s.num_tokens = hits * config_.block_size;
     if constexpr (Cache::enabled) cache_.start(r, chain);
@@ -143,26 +144,14 @@ class paged_allocator {
     const std::span<block_id> row = tables_.row(id.slot);
     const std::int32_t needed = blocks_for(static_cast<std::int32_t>(end));
     const std::int32_t grow = std::max(0, needed - s->num_blocks);
-    // Existing blocks this step writes into: the partial last block and reserved lookahead
-    // blocks. A shared one (fork) gets a private copy before the write.
-    const std::int32_t first_written = div_.quot(s->num_tokens);
-    const std::int32_t last_existing = written > 0 ? std::min(needed, s->num_blocks) : 0;
-    std::int32_t shared = 0;
-    for (std::int32_t k = first_written; k < last_existing; ++k)
-      shared += pool_.ref_count(row[k]) > 1;
-    if (RUNGS_UNLIKELY(grow + shared > pool_.num_unused())) return errc::out_of_blocks;
-    if (RUNGS_UNLIKELY(copies_.size() + shared > copies_.capacity()))
-      return errc::buffer_too_small;  // the engine never called clear_copies()
-
-    for (std::int32_t k = first_written; shared > 0 && k < last_existing; ++k) {
-      if (pool_.ref_count(row[k]) <= 1) continue;
-      const block_id dst = take_block(s->priority);
-      copies_.push_back(block_copy{row[k], dst});
-      [[maybe_unused]] const errc e = pool_.release(row[k]);
-      RUNGS_KV_ASSERT(e == errc::ok, "a shared block has users to release");
-      row[k] = dst;
-      ++cow_copies_;
-      --shared;
+    // Only fork shares a block at or past a sequence's write position (prefix hits and cached
+    // blocks are full, and written positions never move back), so a sequence not forked since
+    // its tail was last made private needs no copy-on-write pass.
+    if (RUNGS_UNLIKELY(s->tail_may_be_shared)) {
+      const errc e = unshare_tail(*s, row, needed, written > 0, grow);
+      if (e != errc::ok) return e;
+    } else if (RUNGS_UNLIKELY(grow > pool_.num_unused())) {
+      return errc::out_of_blocks;
     }
     for (std::int32_t k = s->num_blocks; k < needed; ++k) row[k] = take_block(s->priority);
     s->num_blocks += grow;
@@ -172,7 +161,7 @@ class paged_allocator {
   }
 
   result<sequence_id> fork(sequence_id parent) {
-    const sequence_state* p = find(parent);
+    sequence_state* p = find(parent);
     if (RUNGS_UNLIKELY(p == nullptr)) return errc::unknown_sequence;
     if (RUNGS_UNLIKELY(p->finished)) return errc::sequence_finished;
     if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;
@@ -192,6 +181,7 @@ class paged_allocator {
     c.priority = p->priority;
     c.num_blocks = p->num_blocks;
     c.num_tokens = p->num_tokens;
+    c.tail_may_be_shared = p->tail_may_be_shared = true;
     if constexpr (Cache::enabled) cache_.fork(parent.slot, r, p->num_tokens);
     return sequence_id{r, c.generation};
   }
@@ -360,6 +350,7 @@ class paged_allocator {
     std::uint8_t priority = 0;
     bool active = false;
     bool finished = false;
+    bool tail_may_be_shared = false;  ///< set by fork; cleared once append made the tail private
   };
 
   static allocator_config validated(const allocator_config& c) {
@@ -397,6 +388,34 @@ class paged_allocator {
   }
 
   /// Only after checking that enough blocks are unused.
+  // Copy-on-write before an append: the existing blocks it writes into (the partial last
+  // block and reserved lookahead blocks) that are shared get private copies, recorded in
+  // copies_. Checks come first, so a rejected call changes nothing. `grow` new blocks must fit
+  // beside the copies.
+  errc unshare_tail(sequence_state& s, std::span<block_id> row, std::int32_t needed, bool writes,
+                    std::int32_t grow) {
+    const std::int32_t first_written = div_.quot(s.num_tokens);
+    const std::int32_t last_existing = writes ? std::min(needed, s.num_blocks) : 0;
+    std::int32_t shared = 0;
+    for (std::int32_t k = first_written; k < last_existing; ++k) shared += pool_.ref_count(row[k]) > 1;
+    if (grow + shared > pool_.num_unused()) return errc::out_of_blocks;
+    if (copies_.size() + shared > copies_.capacity())
+      return errc::buffer_too_small;  // the engine never called clear_copies()
+    for (std::int32_t k = first_written; shared > 0 && k < last_existing; ++k) {
+      if (pool_.ref_count(row[k]) <= 1) continue;
+      const block_id dst = take_block(s.priority);
+      copies_.push_back(block_copy{row[k], dst});
+      [[maybe_unused]] const errc e = pool_.release(row[k]);
+      RUNGS_KV_ASSERT(e == errc::ok, "a shared block has users to release");
+      row[k] = dst;
+      ++cow_copies_;
+      --shared;
+    }
+    // Every block from the write position to the end of the row is private now.
+    if (last_existing == s.num_blocks) s.tail_may_be_shared = false;
+    return errc::ok;
+  }
+
   block_id take_block(std::uint8_t priority) {
     const result<block_id> b = pool_.allocate(priority, [this](block_id evicted) {
       if constexpr (Cache::enabled) cache_.forget(evicted);
