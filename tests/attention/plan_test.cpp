@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -75,6 +76,44 @@ TEST_CASE("decode plan: forced split sizes, including splits past every sequence
   CHECK(p.num_splits == 21);
   const auto one = ra::plan_decode(config(8, 2, 64, 16), {.max_batch = 4, .max_context = 100}, h100, {.split_tokens = 4096});
   CHECK(one.num_splits == 1);
+}
+
+TEST_CASE("decode_workspace_bound covers every smaller batch and context") {
+  // The case that planning at the largest context misses: 8/2 heads, head dim 64, 132 SMs.
+  // 16 sequences of 4096 tokens: 32 CTAs, 9 splits wanted, ceil(4096 / 9) = 456 -> 512-token
+  // splits -> 8. Of 2100 tokens: ceil(2100 / 9) = 234 -> 256 -> 9 splits, 128 rows:
+  // 128 x 9 x 64 x 4 = 294912 bytes, then 128 x 9 x 4 = 4608.
+  const auto cfg = config(8, 2, 64, 16);
+  CHECK(ra::plan_decode(cfg, {.max_batch = 16, .max_context = 4096}, h100).num_splits == 8);
+  const auto shorter = ra::plan_decode(cfg, {.max_batch = 16, .max_context = 2100}, h100);
+  CHECK(shorter.num_splits == 9);
+  CHECK(shorter.workspace.bytes == 299520);
+  // The largest plan at the largest context over batches 1-16 is 13 sequences: 26 CTAs, 11
+  // splits of 384 tokens, 104 rows: 104 x 11 x 256 + 104 x 11 x 4 = 297440 < 299520.
+  std::size_t at_max_context = 0;
+  for (int b = 1; b <= 16; ++b)
+    at_max_context = std::max(at_max_context, ra::plan_decode(cfg, {.max_batch = b, .max_context = 4096}, h100).workspace.bytes);
+  CHECK(at_max_context == 297440);
+  CHECK(ra::decode_workspace_bound(cfg, {.max_batch = 16, .max_context = 4096}, h100) == 299520);
+
+  // Exhaustively: no plan within the limits asks for more than the bound.
+  for (const ra::device_info dev : {ra::device_info{1}, ra::device_info{108}, h100}) {
+    for (const auto& c : {cfg, config(32, 8, 128, 16), config(32, 32, 128, 16), config(4, 1, 256, 8)}) {
+      for (const ra::plan_options opt : {ra::plan_options{}, ra::plan_options{.split_tokens = 100}}) {
+        const std::size_t bound = ra::decode_workspace_bound(c, {.max_batch = 8, .max_context = 2048}, dev, opt);
+        std::size_t worst = 0;
+        for (int b = 1; b <= 8; ++b)
+          for (int ctx = 1; ctx <= 2048; ++ctx)
+            worst = std::max(worst, ra::plan_decode(c, {.max_batch = b, .max_context = ctx}, dev, opt).workspace.bytes);
+        INFO("sms " << dev.num_sms << ", heads " << c.shape.num_qo_heads << "/" << c.shape.num_kv_heads
+                    << ", split_tokens " << opt.split_tokens);
+        CHECK(worst <= bound);
+        CHECK(bound <= worst + worst / 4);  // and not much more: engines allocate it
+      }
+    }
+  }
+  CHECK_THROWS_WITH(ra::decode_workspace_bound(cfg, {.max_batch = 0, .max_context = 16}, h100),
+                    Catch::Contains("decode_bucket.max_batch = 0"));
 }
 
 TEST_CASE("decode plan: bad shapes and buckets name the value and the rule") {

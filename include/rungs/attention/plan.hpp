@@ -11,6 +11,7 @@
 // early; rows of a padded batch have length 0 and produce zero outputs.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -151,6 +152,12 @@ inline constexpr int max_context_limit = 1 << 30;
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
+// Splits the heuristic would like so that ctas_without_split CTAs fill num_sms * ctas_per_sm.
+inline std::int64_t wanted_splits(std::int64_t ctas_without_split, const device_info& dev, const plan_options& opt) {
+  const std::int64_t target = static_cast<std::int64_t>(dev.num_sms) * opt.ctas_per_sm;
+  return ctas_without_split >= target ? 1 : ceil_div(target, ctas_without_split);
+}
+
 inline void choose_splits(std::int64_t ctas_without_split, int max_context, const device_info& dev,
                           const plan_options& opt, int& split_tokens, int& num_splits) {
   if (opt.split_tokens < 0) fail("plan_options.split_tokens = ", opt.split_tokens, " must be 0 (choose) or positive");
@@ -159,8 +166,7 @@ inline void choose_splits(std::int64_t ctas_without_split, int max_context, cons
   } else {
     if (opt.ctas_per_sm < 1) fail("plan_options.ctas_per_sm = ", opt.ctas_per_sm, " must be at least 1");
     if (opt.min_split_tokens < 1) fail("plan_options.min_split_tokens = ", opt.min_split_tokens, " must be at least 1");
-    const std::int64_t target = static_cast<std::int64_t>(dev.num_sms) * opt.ctas_per_sm;
-    const std::int64_t wanted = ctas_without_split >= target ? 1 : ceil_div(target, ctas_without_split);
+    const std::int64_t wanted = wanted_splits(ctas_without_split, dev, opt);
     // Splits are whole multiples of 128 tokens: block-aligned for every block size and a
     // whole number of pipeline tiles for every head dim.
     std::int64_t tokens = round_up(ceil_div(max_context, wanted), 128);
@@ -277,6 +283,34 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
   return p;
+}
+
+/// The most split-KV workspace any plan_decode(config, {b, c}, dev, options) can ask for, over
+/// every batch b <= limits.max_batch and context c <= limits.max_context: what an engine
+/// allocates once for steps whose plan is only known later (eager steps, buckets of any
+/// context). Planning at the largest context is not enough: split sizes are rounded up to
+/// 128 tokens, so a shorter context can split into more pieces (8/2 heads, head dim 64, 132
+/// SMs: 16 sequences of 4096 tokens take 8 splits, of 2100 tokens 9). The bound uses
+/// splits <= min(wanted, ceil(max_context / min_split_tokens)) for the heuristic, and
+/// ceil(max_context / split_tokens) for a forced split size.
+inline std::size_t decode_workspace_bound(const attention_config& config, decode_bucket limits,
+                                          const device_info& dev, const plan_options& options = {}) {
+  (void)plan_decode(config, limits, dev, options);  // validates every argument
+  const attention_shape& s = config.shape;
+  std::size_t bound = 0;
+  for (std::int64_t b = 1; b <= limits.max_batch; ++b) {
+    std::int64_t splits = 0;
+    if (options.split_tokens > 0) {
+      splits = detail::ceil_div(limits.max_context, options.split_tokens);
+    } else {
+      const std::int64_t wanted = detail::wanted_splits(b * s.num_kv_heads, dev, options);
+      splits = std::min(wanted, detail::ceil_div(limits.max_context, options.min_split_tokens));
+    }
+    const std::size_t bytes =
+        detail::make_split_workspace(b * s.num_qo_heads, static_cast<int>(splits), s.head_dim).bytes;
+    bound = std::max(bound, bytes);
+  }
+  return bound;
 }
 
 /// Plans prefill/extend for a bucket.

@@ -99,6 +99,8 @@ class attention_forward {
     RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
     RUNGS_CUDA_CHECK(cudaMemset(v_cache_, 0, bytes));
+    // cudaMemset runs on the legacy stream, which a non-blocking backend stream does not wait for.
+    RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
   }
   attention_forward(const attention_forward&) = delete;
   attention_forward& operator=(const attention_forward&) = delete;
@@ -108,18 +110,23 @@ class attention_forward {
   }
 
   /// Workspace of a step of up to `seqs` sequences and `tokens` tokens: q, k, v and output
-  /// rows, and the largest split-KV workspace a plan for up to `seqs` sequences may ask for
-  /// (smaller batches split more).
+  /// rows, and the largest split-KV workspace a plan for up to `seqs` sequences of any
+  /// context up to max_model_len may ask for (rungs::attention::decode_workspace_bound:
+  /// smaller batches, and some shorter contexts, split more).
   std::int64_t workspace_bytes(std::int64_t seqs, std::int64_t tokens) const {
     const std::int64_t context = (max_model_len_ + Model.block_size - 1) / Model.block_size * Model.block_size;
-    std::int64_t split = 0;
-    for (std::int64_t b = 1; b <= seqs; ++b)
-      split = std::max<std::int64_t>(split, static_cast<std::int64_t>(plan(b, context).workspace.bytes));
-    return static_cast<std::int64_t>(layout_of(seqs, tokens).split) + split;
+    const std::size_t split = rungs::attention::decode_workspace_bound(
+        config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
+        device_);
+    return static_cast<std::int64_t>(layout_of(seqs, tokens).split + split);
   }
 
   void operator()(const cuda_step& s) {
     const batch_view& b = s.batch;
+    if (b.tokens != b.seqs) {
+      throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
+                                  std::to_string(b.tokens) + " tokens for " + std::to_string(b.seqs) + " sequences");
+    }
     const layout l = layout_of(b.seqs, b.tokens);
     auto* q = reinterpret_cast<device_element*>(s.workspace + l.q);
     auto* k = reinterpret_cast<device_element*>(s.workspace + l.k);
