@@ -92,6 +92,9 @@ TEST_CASE("a captured decode step replays correctly as lengths, block tables and
     RUNGS_CUDA_CHECK(cudaMemcpyAsync(tables.data(), tables_stage.data(), tables_stage.size() * sizeof(std::int32_t),
                                      cudaMemcpyHostToDevice, stream));
     RUNGS_CUDA_CHECK(cudaMemsetAsync(out.data(), 0xff, out.size() * sizeof(host_t), stream));
+    // The uploads above ran on the legacy stream (cudaMemcpy from pageable memory may return
+    // before its DMA lands), which the non-blocking capture stream does not wait for.
+    RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
     RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream));
     RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream));
 

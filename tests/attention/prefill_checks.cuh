@@ -23,7 +23,9 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
   constexpr int kMaxBatch = 6;
   constexpr int kMaxQ = 70;
   const int max_len = std::min(3 * block_size + 13, 260);
-  const int max_context = max_len + 30;
+  // The bucket must admit a pure prefill of kMaxQ tokens even when the block size keeps the
+  // sampled lengths short (block size 8: max_len 37).
+  const int max_context = std::max(max_len + 30, kMaxQ);
   auto kv_lens = random_lengths(rng, 4, max_len, block_size);
   std::vector<std::int32_t> q_lens(kv_lens.size());
   std::uniform_int_distribution<int> pick(1, kMaxQ);
