@@ -100,6 +100,7 @@ class cuda_backend {
   cuda_backend& operator=(const cuda_backend&) = delete;
 
   ~cuda_backend() {
+    if (stream_) cudaStreamSynchronize(stream_);  // the last step may still read the buffers
     for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
     free_buffers(static_);
     free_buffers(eager_);
@@ -112,6 +113,11 @@ class cuda_backend {
   cudaStream_t stream() const { return stream_; }
 
   void setup(const backend_setup& s) {
+    if (stream_) RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);  // a second setup starts over
+    if (workspace_) cudaFree(workspace_);
+    workspace_ = nullptr;
+    workspace_bytes_ = 0;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
     allocate(static_, s.seqs, s.tokens, s.width);
@@ -151,6 +157,8 @@ class cuda_backend {
       rep.ok = true;
     } catch (const std::exception& e) {
       rep.error = e.what();
+    } catch (...) {  // whatever the forward threw, the capture below must still be ended
+      rep.error = "the forward threw a non-standard exception";
     }
     if (capturing) {  // the forward threw mid-capture: end (and drop) the capture
       cudaGraph_t partial = nullptr;
