@@ -215,6 +215,13 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   CHECK(error_of([] {
           ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_total_q = 17, .max_context = 8}, h100);
         }) == "prefill_bucket.max_total_q = 17 must be in [max_q_len, max_batch * max_q_len] = [8, 16]");
+  // The split merge runs a warp per output row, 4 per CTA: 1e9 tokens x 64 heads is past 2^31 CTAs.
+  CHECK(error_of([] {
+          ra::plan_prefill(config(64, 64, 128, 16),
+                           {.max_batch = 65535, .max_q_len = 16384, .max_total_q = 1000000000, .max_context = 16384}, h100,
+                           {.split_tokens = 128});
+        }) == "max_total_q * num_qo_heads = 64000000000 output rows need 16000000000 merge CTAs, past the grid's x "
+              "limit; lower max_total_q");
   // Prefill accepts any group (rows are flattened).
   CHECK_NOTHROW(ra::plan_prefill(config(24, 2, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 8}, h100));
 }

@@ -352,6 +352,12 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
                  " exceeds the grid's x limit; use larger splits");
   }
+  const std::int64_t merge_ctas =
+      detail::ceil_div(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads, geometry::merge_warps);
+  if (p.num_splits > 1 && merge_ctas > INT32_MAX) {
+    detail::fail("max_total_q * num_qo_heads = ", static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
+                 " output rows need ", merge_ctas, " merge CTAs, past the grid's x limit; lower max_total_q");
+  }
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
   return p;

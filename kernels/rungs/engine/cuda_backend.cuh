@@ -120,6 +120,7 @@ class cuda_backend {
     workspace_bytes_ = 0;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
+    shapes_.assign(s.slots, graph_key{});
     allocate(static_, s.seqs, s.tokens, s.width);
     std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(s.seqs, s.tokens) : 0;
     if (ws > 0) RUNGS_CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(ws)));
@@ -153,6 +154,7 @@ class cuda_backend {
       rep.bytes = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
       release(slot);
       graphs_.at(slot) = exec;
+      shapes_.at(slot) = graph_key{dummy.seqs(), dummy.tokens(), dummy.width()};
       exec = nullptr;
       rep.ok = true;
     } catch (const std::exception& e) {
@@ -179,6 +181,9 @@ class cuda_backend {
   void replay(std::size_t slot, const padded_batch& staged) {
     cudaGraphExec_t exec = graphs_.at(slot);
     if (!exec) throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " has no graph");
+    // A graph's packed layout and grids are those of its capture shape and no other.
+    if (shapes_.at(slot) != graph_key{staged.seqs(), staged.tokens(), staged.width()})
+      throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " replayed with a shape it was not captured at");
     upload(static_, staged);
     RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     last_ = &static_;
@@ -317,6 +322,7 @@ class cuda_backend {
     std::swap(uploaded_, o.uploaded_);
     std::swap(setup_, o.setup_);
     std::swap(graphs_, o.graphs_);
+    std::swap(shapes_, o.shapes_);
     std::swap(static_, o.static_);
     std::swap(eager_, o.eager_);
     std::swap(workspace_, o.workspace_);
@@ -336,6 +342,11 @@ class cuda_backend {
   std::vector<cudaGraphExec_t> graphs_;
   buffers static_, eager_;
   const buffers* last_ = nullptr;
+  struct graph_key {
+    std::int64_t seqs = -1, tokens = -1, width = -1;
+    bool operator==(const graph_key&) const = default;
+  };
+  std::vector<graph_key> shapes_;  // the shape each slot's graph was captured at
   std::byte* workspace_ = nullptr;  // shared by every graph
   std::size_t workspace_bytes_ = 0;
   std::byte* eager_workspace_ = nullptr;  // only for eager steps larger than every bucket
