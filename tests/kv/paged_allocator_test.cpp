@@ -211,6 +211,30 @@ TEST_CASE("rejected calls leave the allocator exactly as it was") {
   CHECK(after_free == observe(a));
 }
 
+TEST_CASE("admission on the first chunk: admit_tokens counts past the cached prefix") {
+  prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const std::vector<token_id> shared = tokens(8, 1);  // 2 full blocks, cached once freed
+  const sequence_id first = admit(a, shared).id;
+  CHECK(a.free(first) == errc::ok);
+  const sequence_id hold = admit(a, tokens(16, 500)).id;  // 4 blocks: 4 unused, 2 of them cached
+  (void)hold;
+  // A 24-token prompt sharing the 8 cached tokens needs 6 blocks, 4 beyond the 2 hits; with the
+  // 2 evictable hits taken, 2 blocks are left for new tokens: the whole prompt does not fit.
+  std::vector<token_id> prompt = shared;
+  for (token_id t : tokens(16, 900)) prompt.push_back(t);
+  const snapshot before = observe(a);
+  CHECK(a.create(prompt).error() == errc::out_of_blocks);
+  CHECK(a.create(prompt, {.admit_tokens = 12}).error() == errc::out_of_blocks);  // 8 + 12 tokens: 3 new blocks
+  CHECK(a.create(prompt, {.admit_tokens = -1}).error() == errc::invalid_range);
+  CHECK(before == observe(a));
+  // 8 cached + 8 new tokens: 2 new blocks fit.
+  const sequence_start s = a.create(prompt, {.admit_tokens = 8}).value();
+  CHECK(s.cached_tokens == 8);
+  CHECK(a.append(s.id, std::span(prompt).subspan(8, 8)) == errc::ok);
+  CHECK(a.append(s.id, std::span(prompt).subspan(16, 8)) == errc::out_of_blocks);  // the next chunk waits
+  CHECK(a.check_consistency().empty());
+}
+
 TEST_CASE("admission: can_admit and create keep the watermark free") {
   free_list_allocator a({.num_blocks = 10, .block_size = 4, .max_sequences = 4,
                          .max_model_len = 64, .watermark_blocks = 2});

@@ -82,6 +82,13 @@ TEST_CASE("rungs-plan simulate: the blog's experiment as a table and as JSON") {
   const result t = plan({"simulate", "--trace", data + "/chat.csv", "--prefix-caching"});
   CHECK(t.status == 0);
   CHECK(t.out.starts_with("simulate: 3 requests;"));
+  // vLLM v1's admission on the first chunk: the blog's 14 chats preempt 131 times, not 2.
+  const result whole = plan({"simulate", "--chat", "14"});
+  const result chunk = plan({"simulate", "--chat", "14", "--admit-first-chunk"});
+  REQUIRE(chunk.status == 0);
+  CHECK(chunk.out.find(", admission on the first chunk\n") != std::string::npos);
+  CHECK(whole.out.find("preemptions                                     2\n") != std::string::npos);
+  CHECK(chunk.out.find("preemptions                                   131\n") != std::string::npos);
 }
 
 TEST_CASE("rungs-plan simulate and fit: bad input is one line naming the flag and the rule, exit 2") {

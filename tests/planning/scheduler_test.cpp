@@ -207,3 +207,58 @@ TEST_CASE("scheduler: requests that can never be served are refused at submit") 
   s.submit({.id = 1, .prompt = {1}, .max_output_tokens = 1});
   CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = {1}, .max_output_tokens = 1}), "scheduler: request 1 is already queued");
 }
+
+TEST_CASE("scheduler: admitting on the first chunk (vLLM v1) starts long prompts sooner, at the risk of preemption") {
+  // 6 blocks of 4 tokens, 12 tokens per step. r1: 8 prompt tokens, 6 outputs; r2: 20 prompt
+  // tokens (5 blocks), 1 output.
+  struct trace {
+    std::vector<std::vector<entry_view>> steps;
+    std::vector<admission_stop> stops;
+    scheduler_stats stats;
+  };
+  auto run = [](bool whole_prompt) {
+    kv::free_list_allocator blocks({.num_blocks = 6, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+    scheduler s(blocks, {.max_num_seqs = 4, .max_num_batched_tokens = 12, .admit_whole_prompt = whole_prompt,
+                         .max_model_len = 32});
+    s.submit({.id = 1, .prompt = iota_tokens(0, 8), .max_output_tokens = 6});
+    s.submit({.id = 2, .prompt = iota_tokens(100, 20), .max_output_tokens = 1});
+    counting_executor x;
+    trace t;
+    while (!s.idle()) {
+      const scheduled_step& p = s.schedule();
+      t.steps.push_back(entries(p));
+      t.stops.push_back(p.stopped);
+      (void)s.commit(x.execute(p));
+    }
+    t.stats = s.stats();
+    return t;
+  };
+  const trace whole = run(true), chunk = run(false);
+  using steps = std::vector<std::vector<entry_view>>;
+  // Whole prompt: r2's 5 blocks never fit beside r1's (4 free at first, then fewer) until r1
+  // finishes after its 6th output.
+  CHECK(whole.steps == steps{{{1, 0, 8, false, true}}, {{1, 8, 1, true, true}}, {{1, 9, 1, true, true}},
+                             {{1, 10, 1, true, true}}, {{1, 11, 1, true, true}}, {{1, 12, 1, true, true}},
+                             {{2, 0, 12, false, false}}, {{2, 12, 8, false, true}}});
+  CHECK(whole.stops.front() == admission_stop::kv_blocks);
+  CHECK(whole.stats.preemptions == 0);
+  CHECK(whole.stats.admitted == 2);
+  // First chunk: r2 starts in step 1 with the budget's last 4 tokens (1 block). Step 2: r1's
+  // token 8 takes a 3rd block, r2's next 11 tokens need 3 of the 2 left: r2, the most recent,
+  // preempts itself. Step 3 readmits it for 11 tokens (3 blocks, the last free); step 4 it
+  // needs 2 more and preempts itself again; step 5 readmits it; step 6 r1's token 12 needs a
+  // block and preempts r2. r1 finishes; r2 recomputes from scratch: no step saved, 26 tokens
+  // recomputed.
+  CHECK(chunk.steps == steps{{{1, 0, 8, false, true}, {2, 0, 4, false, false}},
+                             {{1, 8, 1, true, true}},
+                             {{1, 9, 1, true, true}, {2, 0, 11, false, false}},
+                             {{1, 10, 1, true, true}},
+                             {{1, 11, 1, true, true}, {2, 0, 11, false, false}},
+                             {{1, 12, 1, true, true}},
+                             {{2, 0, 12, false, false}},
+                             {{2, 12, 8, false, true}}});
+  CHECK(chunk.stops[1] == admission_stop::preemption);
+  CHECK(chunk.stats.preemptions == 3);
+  CHECK(chunk.stats.admitted == 5);
+  CHECK(chunk.stats.recomputed_tokens == 4 + 11 + 11);
+}

@@ -126,6 +126,7 @@ std::string describe(const simulate_args& a, std::size_t requests, const plannin
      << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
                                      : std::string("separate prefill steps"))
      << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
+     << (c.scheduler.admit_whole_prompt ? "" : ", admission on the first chunk")
      << (c.prefix_caching ? ", prefix caching" : "");
   return os.str();
 }

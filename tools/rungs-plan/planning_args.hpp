@@ -24,7 +24,7 @@ inline constexpr std::string_view simulation_flags_help =
     "workload: --trace FILE | --chat N [--turns T] [--prompt-tokens P] [--output-tokens O] [--jitter F] [--think S] "
     "[--interval S] [--seed N]; KV: [--kv-memory BYTES] [--block-size N] [--layers N] [--kv-heads N] [--head-dim N] "
     "[--dtype fp16|bf16|fp8|fp32] [--watermark F] [--prefix-caching]; scheduler: [--max-num-seqs N] "
-    "[--max-num-batched-tokens N] [--max-model-len N] [--no-chunked-prefill] [--reserve-max-model-len]; graphs: "
+    "[--max-num-batched-tokens N] [--max-model-len N] [--no-chunked-prefill] [--reserve-max-model-len] [--admit-first-chunk]; graphs: "
     "[--ladder LADDER...] [--timing startup|delayed|lazy|idle] [--largest-at-startup] [--eager-uses N] "
     "[--graph-memory BYTES]; cost: [--step-cost WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S] "
     "[--capture-cost S,PER_TOKEN_S] [--graph-cost BYTES,PER_TOKEN_BYTES]";
@@ -161,6 +161,8 @@ inline bool parse_simulation_flag(args_t args, std::size_t& i, simulation_args& 
     c.scheduler.chunked_prefill = false;
   } else if (f == "--reserve-max-model-len") {
     c.scheduler.reserve_max_model_len = true;
+  } else if (f == "--admit-first-chunk") {
+    c.scheduler.admit_whole_prompt = false;
   } else if (f == "--ladder") {
     std::size_t n = i + 1;
     while (n < args.size() && !args[n].starts_with("--")) ++n;

@@ -7,8 +7,9 @@
 //
 // A sequence's life:
 //   create(prompt, params)   reuses the longest cached prefix (capped one token short of the
-//                            prompt), checks the whole prompt fits (keeping the watermark
-//                            free), returns {id, cached_tokens}; no other block is taken yet.
+//                            prompt), checks the whole prompt fits (or its first
+//                            params.admit_tokens new tokens; keeping the watermark free),
+//                            returns {id, cached_tokens}; no other block is taken yet.
 //   append(seq, tokens, k)   the step's new tokens (a prefill chunk, or the last sampled token)
 //                            plus k lookahead slots for draft tokens. A block is allocated only
 //                            when the last one is full; a shared block about to be written is
@@ -97,6 +98,7 @@ class paged_allocator {
     if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;
     if (RUNGS_UNLIKELY(prompt.size() > static_cast<std::size_t>(config_.max_model_len)))
       return errc::sequence_too_long;
+    if (RUNGS_UNLIKELY(params.admit_tokens < 0)) return errc::invalid_range;
     const std::uint32_t r = free_rows_.back();
     const std::span<block_id> row = tables_.row(r);
     std::int32_t hits = 0, evictable_hits = 0;
@@ -107,7 +109,11 @@ class paged_allocator {
       if (!prompt.empty()) hits = cache_.match(chain, prompt.first(prompt.size() - 1), row);
       for (std::int32_t i = 0; i < hits; ++i) evictable_hits += pool_.ref_count(row[i]) == 0;
     }
-    const std::int32_t needed = blocks_for(static_cast<std::int32_t>(prompt.size())) - hits;
+    // Tokens that must fit now: the whole prompt, or the cached prefix plus admit_tokens.
+    std::int64_t admitted = static_cast<std::int64_t>(prompt.size());
+    if (params.admit_tokens > 0)
+      admitted = std::min(admitted, static_cast<std::int64_t>(hits) * config_.block_size + params.admit_tokens);
+    const std::int32_t needed = blocks_for(static_cast<std::int32_t>(admitted)) - hits;
     if (needed + evictable_hits + config_.watermark_blocks > pool_.num_unused()) {
       std::fill_n(row.begin(), hits, null_block);
       return errc::out_of_blocks;

@@ -39,6 +39,10 @@ struct sequence_params {
   /// Retention priority of the sequence's blocks once unused (higher is evicted later); only
   /// priority-aware eviction policies read it.
   std::uint8_t priority = 0;
+  /// Admission: create() requires room for this many prompt tokens past the cached prefix
+  /// (the first prefill chunk, as vLLM's v1 scheduler allocates), instead of the whole prompt;
+  /// 0 means the whole prompt. Later chunks may then find the pool full (preempt and retry).
+  std::int32_t admit_tokens = 0;
 };
 
 /// Result of admitting a sequence: its id and how many leading prompt tokens were found in the

@@ -18,8 +18,10 @@
 //
 // Policies, after vLLM's schedulers (v1 with chunked prefill, v0 without):
 //   admission   first come, first served from the waiting queue, when the allocator can hold
-//               the request's whole prompt with its watermark to spare (kv create()); the
-//               first request that does not fit blocks the ones behind it (no reordering).
+//               the request's whole prompt with its watermark to spare (kv create()), or
+//               with admit_whole_prompt = false only the chunk this step would compute (as
+//               vLLM's v1 scheduler allocates: later chunks may then preempt); the first
+//               request that does not fit blocks the ones behind it (no reordering).
 //               Requests preempted in a step block admission in that step.
 //   steps       chunked_prefill (v1): the running requests first (decodes take one token,
 //               partial prefills their next chunk), then new admissions, all within
@@ -78,6 +80,7 @@ struct scheduler_options {
   std::int32_t max_num_batched_tokens = 2048;   ///< tokens computed per step at most
   bool chunked_prefill = true;                  ///< mixed steps (v1); false: separate prefill steps (v0)
   bool reserve_max_model_len = false;           ///< reserve max_model_len tokens per request at admission
+  bool admit_whole_prompt = true;               ///< false: admit when this step's chunk fits (vLLM v1)
   std::int32_t max_model_len = 8192;            ///< longest conversation (prompt, history and outputs)
   std::optional<token_id> eos{};                ///< a sampled eos finishes a request
 
@@ -389,7 +392,8 @@ class scheduler {
       const auto all = static_cast<std::int32_t>(r.tokens.size());
       if (!opts_.chunked_prefill && all > budget) return stop(admission_stop::token_budget);  // v0: whole prompts only
       if (opts_.reserve_max_model_len && !blocks_->can_admit(opts_.max_model_len)) return stop(admission_stop::kv_blocks);
-      const kv::sequence_params params{.adapter_id = r.adapter_id, .cache_salt = r.cache_salt, .priority = r.priority};
+      const kv::sequence_params params{.adapter_id = r.adapter_id, .cache_salt = r.cache_salt, .priority = r.priority,
+                                       .admit_tokens = opts_.admit_whole_prompt ? 0 : budget};
       const kv::result<kv::sequence_start> started = blocks_->create(std::span<const token_id>(r.tokens), params);
       if (!started)  // first come, first served: the head waits, and so do the others
         return stop(started.error() == kv::errc::too_many_sequences ? admission_stop::max_seqs : admission_stop::kv_blocks);
@@ -397,7 +401,7 @@ class scheduler {
       r.computed = started->cached_tokens;
       const std::int32_t count = std::min(all - r.computed, budget);
       if (blocks_->append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
-        (void)blocks_->free(*r.seq);  // create() checked the prompt fits; keep the queue intact regardless
+        (void)blocks_->free(*r.seq);  // create() checked the chunk fits; keep the queue intact regardless
         r.seq.reset();
         r.computed = 0;
         return stop(admission_stop::kv_blocks);
