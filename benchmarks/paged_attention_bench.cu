@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   const cudaError_t status = cudaGetDeviceCount(&devices);
   if (status != cudaSuccess || devices == 0) {
     const bool required = std::getenv("RUNGS_REQUIRE_GPU") != nullptr;
-    std::printf("paged_attention_bench: no usable CUDA device (%s); nothing measured\n",
+    std::printf("# paged_attention_bench: no usable CUDA device (%s); nothing measured\n",
                 status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
     return required ? 1 : 0;
   }

@@ -36,11 +36,7 @@ constexpr std::int64_t pool = 16 * per_seq * 4;
 template <class Timing>
 using gpu_engine = engine<gqa, token_ladder, largest_first, Timing, counting_pool, cuda_backend>;
 
-cuda_backend::options sized_for(const attention_forward<gqa>& f) {
-  cuda_backend::options o;
-  o.workspace_bytes = [&f](std::int64_t seqs, std::int64_t tokens) { return f.workspace_bytes(seqs, tokens); };
-  return o;
-}
+cuda_backend::options sized_for(const attention_forward<gqa>& f) { return f.backend_options(); }
 
 std::vector<unsigned char> cache_bytes(const attention_forward<gqa>& f) {
   std::vector<unsigned char> h(static_cast<std::size_t>(f.config().shape.pool_elements()) * 2);

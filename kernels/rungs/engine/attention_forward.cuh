@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -119,6 +120,23 @@ class attention_forward {
         config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
         device_);
     return static_cast<std::int64_t>(layout_of(seqs, tokens).split + split);
+  }
+
+  /// cuda_backend options for this forward: its workspace, and a per-step host check (the
+  /// backend's plan hook, run on every replay and eager step) that the live batch is a decode
+  /// batch. A replay cannot be checked inside the forward: it sees the bucket's padded shape,
+  /// where tokens equal sequences even when the live batch had several tokens per sequence.
+  cuda_backend_options backend_options() const {
+    cuda_backend_options o;
+    o.workspace_bytes = [this](std::int64_t seqs, std::int64_t tokens) { return workspace_bytes(seqs, tokens); };
+    o.plan = [](const padded_batch& staged, std::span<std::byte>) {
+      if (staged.real_tokens() != staged.real_seqs()) {
+        throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
+                                    std::to_string(staged.real_tokens()) + " tokens for " +
+                                    std::to_string(staged.real_seqs()) + " sequences");
+      }
+    };
+    return o;
   }
 
   void operator()(const cuda_step& s) {

@@ -118,6 +118,10 @@ class cuda_backend {
     if (workspace_) cudaFree(workspace_);
     workspace_ = nullptr;
     workspace_bytes_ = 0;
+    free_buffers(eager_);  // sized for the old row width
+    if (eager_workspace_) cudaFree(eager_workspace_);
+    eager_workspace_ = nullptr;
+    eager_workspace_bytes_ = 0;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
     shapes_.assign(s.slots, graph_key{});
