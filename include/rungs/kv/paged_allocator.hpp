@@ -393,7 +393,6 @@ class paged_allocator {
     return const_cast<paged_allocator*>(this)->find(id);
   }
 
-  /// Only after checking that enough blocks are unused.
   // Copy-on-write before an append: the existing blocks it writes into (the partial last
   // block and reserved lookahead blocks) that are shared get private copies, recorded in
   // copies_. Checks come first, so a rejected call changes nothing. `grow` new blocks must fit
@@ -422,6 +421,7 @@ class paged_allocator {
     return errc::ok;
   }
 
+  /// Only after checking that enough blocks are unused.
   block_id take_block(std::uint8_t priority) {
     const result<block_id> b = pool_.allocate(priority, [this](block_id evicted) {
       if constexpr (Cache::enabled) cache_.forget(evicted);
