@@ -130,21 +130,14 @@ class attention_forward {
     cuda_backend_options o;
     o.workspace_bytes = [this](std::int64_t seqs, std::int64_t tokens) { return workspace_bytes(seqs, tokens); };
     o.plan = [](const padded_batch& staged, std::span<std::byte>) {
-      if (staged.real_tokens() != staged.real_seqs()) {
-        throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
-                                    std::to_string(staged.real_tokens()) + " tokens for " +
-                                    std::to_string(staged.real_seqs()) + " sequences");
-      }
+      require_decode(staged.real_tokens(), staged.real_seqs());
     };
     return o;
   }
 
   void operator()(const cuda_step& s) {
     const batch_view& b = s.batch;
-    if (b.tokens != b.seqs) {
-      throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
-                                  std::to_string(b.tokens) + " tokens for " + std::to_string(b.seqs) + " sequences");
-    }
+    require_decode(b.tokens, b.seqs);
     const layout l = layout_of(b.seqs, b.tokens);
     auto* q = reinterpret_cast<device_element*>(s.workspace + l.q);
     auto* k = reinterpret_cast<device_element*>(s.workspace + l.k);
@@ -177,6 +170,13 @@ class attention_forward {
   const rungs::attention::attention_config& config() const { return config_; }
 
  private:
+  static void require_decode(std::int64_t tokens, std::int64_t seqs) {
+    if (tokens != seqs) {
+      throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
+                                  std::to_string(tokens) + " tokens for " + std::to_string(seqs) + " sequences");
+    }
+  }
+
   struct layout {
     std::size_t q, k, v, out, split;
   };

@@ -122,6 +122,7 @@ class cuda_backend {
     if (eager_workspace_) cudaFree(eager_workspace_);
     eager_workspace_ = nullptr;
     eager_workspace_bytes_ = 0;
+    last_ = nullptr;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
     shapes_.assign(s.slots, graph_key{});
