@@ -21,6 +21,13 @@ namespace rungs_test {
 
 namespace ra = rungs::attention;
 
+// Plausible aligned device addresses (never dereferenced on the host), for validate()
+// calls in host tests.
+template <class T = void>
+T* at(std::uintptr_t a) {
+  return reinterpret_cast<T*>(a);
+}
+
 /// One way a case is run: plan options and whether queries are strided.
 struct gpu_run {
   const char* name;

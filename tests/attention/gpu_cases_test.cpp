@@ -15,12 +15,6 @@ using namespace rungs_test;
 
 namespace {
 
-// Plausible aligned device addresses (never dereferenced on the host).
-template <class T = void>
-T* at(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
-}
-
 const ra::device_info devices[] = {{1}, {108}, {132}};
 
 // f(head_dim, block_size, group) over what the GPU tests cover; returns how many settings.

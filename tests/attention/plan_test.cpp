@@ -11,7 +11,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpu_cases.hpp"  // at(): fake device addresses
+
 namespace ra = rungs::attention;
+using rungs_test::at;
 
 namespace {
 
@@ -28,12 +31,6 @@ std::string error_of(auto&& f) {
     return e.what();
   }
   return "no exception";
-}
-
-// Plausible aligned device addresses (never dereferenced on the host).
-template <class T = void>
-T* at(std::uintptr_t a) {
-  return reinterpret_cast<T*>(a);
 }
 
 }  // namespace

@@ -187,6 +187,11 @@ inline split_workspace make_split_workspace(std::int64_t rows, int num_splits, i
   return w;
 }
 
+// Sequences are the grid's z dimension.
+inline void check_max_batch(int max_batch, const char* bucket) {
+  if (max_batch < 1 || max_batch > 65535) fail(bucket, ".max_batch = ", max_batch, " must be in [1, 65535] (the grid's z limit)");
+}
+
 inline void check_device(const device_info& dev) {
   if (dev.num_sms < 1) fail("device_info.num_sms = ", dev.num_sms, " must be at least 1 (use query_device())");
 }
@@ -268,9 +273,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   check_decode_shape(config.shape);
   detail::check_config(config);
   detail::check_device(dev);
-  if (bucket.max_batch < 1 || bucket.max_batch > 65535) {
-    detail::fail("decode_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
-  }
+  detail::check_max_batch(bucket.max_batch, "decode_bucket");
   if (bucket.max_context < 1 || bucket.max_context > detail::max_context_limit) {
     detail::fail("decode_bucket.max_context = ", bucket.max_context, " must be in [1, 2^30]");
   }
@@ -319,9 +322,7 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   check_shape(config.shape);
   detail::check_config(config);
   detail::check_device(dev);
-  if (bucket.max_batch < 1 || bucket.max_batch > 65535) {
-    detail::fail("prefill_bucket.max_batch = ", bucket.max_batch, " must be in [1, 65535] (the grid's z limit)");
-  }
+  detail::check_max_batch(bucket.max_batch, "prefill_bucket");
   if (bucket.max_q_len < 1) detail::fail("prefill_bucket.max_q_len = ", bucket.max_q_len, " must be at least 1");
   if (bucket.max_context > detail::max_context_limit) {
     detail::fail("prefill_bucket.max_context = ", bucket.max_context, " must be at most 2^30");

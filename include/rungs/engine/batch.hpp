@@ -70,10 +70,20 @@ struct batch_view {
   const std::int32_t* block_tables = nullptr;  // [seqs][width]
 };
 
+/// The padded shape a batch was staged at: what a backend's graph for a bucket is prepared
+/// (captured) for, and what a replay must match.
+struct staged_shape {
+  std::int64_t seqs = 0;
+  std::int64_t tokens = 0;
+  std::int64_t width = 0;
+  friend constexpr bool operator==(const staged_shape&, const staged_shape&) = default;
+};
+
 /// Host staging of one step: sized once for the largest graph shape, grown only for a batch
 /// above every bucket (which runs eagerly).
 class padded_batch {
  public:
+  staged_shape shape() const { return {seqs_, tokens_, width_}; }
   std::int64_t seqs() const { return seqs_; }
   std::int64_t tokens() const { return tokens_; }
   std::int64_t width() const { return width_; }

@@ -77,7 +77,7 @@ class host_backend {
       if (opts_.simulate && opts_.simulate->fail)
         if (auto why = opts_.simulate->fail(slot, b)) throw std::runtime_error(*why);
       run(dummy);  // warm-up on a batch of padding: must leave every cache untouched
-      prepared_.at(slot) = prepared_shape{dummy.seqs(), dummy.tokens(), dummy.width()};
+      prepared_.at(slot) = dummy.shape();
       rep.ok = true;
     } catch (const std::exception& e) {
       rep.error = e.what();
@@ -97,9 +97,8 @@ class host_backend {
   }
 
   void replay(std::size_t slot, const padded_batch& staged) {
-    const std::optional<prepared_shape>& p = prepared_.at(slot);
     // A graph replays the shape it was captured at and nothing else.
-    if (!p || p->seqs != staged.seqs() || p->tokens != staged.tokens() || p->width != staged.width())
+    if (prepared_.at(slot) != staged.shape())
       throw std::logic_error("host_backend: slot " + std::to_string(slot) + " replayed with a shape it was not prepared for");
     run(staged);
     ++replays_;
@@ -123,10 +122,6 @@ class host_backend {
   std::size_t workspace_size() const { return workspace_.size(); }
 
  private:
-  struct prepared_shape {
-    std::int64_t seqs, tokens, width;
-  };
-
   std::int64_t workspace_for(std::int64_t seqs, std::int64_t tokens) const {
     return opts_.workspace_bytes ? opts_.workspace_bytes(seqs, tokens) : 0;
   }
@@ -148,7 +143,7 @@ class host_backend {
   host_forward forward_;
   options opts_;
   backend_setup setup_{};
-  std::vector<std::optional<prepared_shape>> prepared_;
+  std::vector<std::optional<staged_shape>> prepared_;
   std::vector<float> out_;
   std::vector<std::byte> workspace_;
   std::int64_t captures_ = 0, replays_ = 0, eager_runs_ = 0;

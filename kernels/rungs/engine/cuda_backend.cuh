@@ -64,7 +64,8 @@ struct device_rows {
 };
 
 struct cuda_backend_options {
-  /// Workspace bytes a step of `seqs` sequences and `tokens` tokens needs.
+  /// Workspace bytes a step of `seqs` sequences and `tokens` tokens needs; never less for a
+  /// larger step (eager steps within the largest graph shape reuse its workspace unasked).
   std::function<std::int64_t(std::int64_t seqs, std::int64_t tokens)> workspace_bytes{};
   /// Plan bytes for a staged shape, and the host-side planner that fills them each step.
   std::function<std::int64_t(std::int64_t seqs, std::int64_t tokens, std::int64_t width)> plan_bytes{};
@@ -125,7 +126,7 @@ class cuda_backend {
     last_ = nullptr;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
-    shapes_.assign(s.slots, graph_key{});
+    shapes_.assign(s.slots, std::nullopt);
     allocate(static_, s.seqs, s.tokens, s.width);
     std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(s.seqs, s.tokens) : 0;
     if (ws > 0) RUNGS_CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(ws)));
@@ -159,7 +160,7 @@ class cuda_backend {
       rep.bytes = static_cast<std::int64_t>(free_before) - static_cast<std::int64_t>(free_after);
       release(slot);
       graphs_.at(slot) = exec;
-      shapes_.at(slot) = graph_key{dummy.seqs(), dummy.tokens(), dummy.width()};
+      shapes_.at(slot) = dummy.shape();
       exec = nullptr;
       rep.ok = true;
     } catch (const std::exception& e) {
@@ -187,7 +188,7 @@ class cuda_backend {
     cudaGraphExec_t exec = graphs_.at(slot);
     if (!exec) throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " has no graph");
     // A graph's packed layout and grids are those of its capture shape and no other.
-    if (shapes_.at(slot) != graph_key{staged.seqs(), staged.tokens(), staged.width()})
+    if (shapes_.at(slot) != staged.shape())
       throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " replayed with a shape it was not captured at");
     upload(static_, staged);
     RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
@@ -198,8 +199,10 @@ class cuda_backend {
     buffers& b = fits(static_, staged) ? static_ : grow(eager_, staged);
     cuda_step step = upload(b, staged);
     // A batch above every bucket may need more workspace than the largest graph: only eager
-    // steps get it, from a separate buffer, so graphs keep their addresses.
-    std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(staged.seqs(), staged.tokens()) : 0;
+    // steps get it, from a separate buffer, so graphs keep their addresses. Within the largest
+    // graph shape the shared workspace suffices (workspace_bytes never shrinks as steps grow).
+    const bool within = staged.seqs() <= setup_.seqs && staged.tokens() <= setup_.tokens;
+    std::int64_t ws = !within && opts_.workspace_bytes ? opts_.workspace_bytes(staged.seqs(), staged.tokens()) : 0;
     if (static_cast<std::size_t>(ws) > workspace_bytes_) {
       if (static_cast<std::size_t>(ws) > eager_workspace_bytes_) {
         RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -347,11 +350,7 @@ class cuda_backend {
   std::vector<cudaGraphExec_t> graphs_;
   buffers static_, eager_;
   const buffers* last_ = nullptr;
-  struct graph_key {
-    std::int64_t seqs = -1, tokens = -1, width = -1;
-    bool operator==(const graph_key&) const = default;
-  };
-  std::vector<graph_key> shapes_;  // the shape each slot's graph was captured at
+  std::vector<std::optional<staged_shape>> shapes_;  // the shape each slot's graph was captured at
   std::byte* workspace_ = nullptr;  // shared by every graph
   std::size_t workspace_bytes_ = 0;
   std::byte* eager_workspace_ = nullptr;  // only for eager steps larger than every bucket
