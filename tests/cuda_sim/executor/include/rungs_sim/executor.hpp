@@ -1,0 +1,82 @@
+// rungs' PTX executor: the interface between the executor (tests/cuda_sim/executor) and the host
+// CUDA runtime (tests/cuda_sim/runtime) that runs nvcc's own PTX for the kernels on the CPU.
+//
+// Contract (both sides code against exactly this; extend, do not change):
+//  - load_ptx parses one PTX module as nvcc 13 emits it; any construct it cannot parse is a
+//    sim_error naming the module, line and text.
+//  - launch executes one grid. Global memory is plain host memory: a pointer argument is the
+//    host address the runtime handed out from cudaMalloc. Every global access is checked
+//    against `memory` first; an access outside every live allocation is a sim_error naming
+//    kernel, PTX line, thread (block and thread index) and address.
+//  - An opcode or modifier the executor does not implement is a sim_error naming the
+//    instruction and its PTX line, never a silent no-op.
+//  - Races, uninitialised shared reads and bad accesses are reported through sim_error (the
+//    launch stops at the first finding) so a test fails with the finding as its message.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rungs::sim {
+
+struct sim_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The runtime's view of device memory, consulted on every global access.
+class global_memory {
+ public:
+  virtual ~global_memory() = default;
+  // True when [address, address + size) lies inside one live allocation.
+  [[nodiscard]] virtual bool valid(std::uint64_t address, std::size_t size) const = 0;
+};
+
+struct module;  // a parsed PTX module (opaque)
+
+[[nodiscard]] std::shared_ptr<const module> load_ptx(std::string text, std::string name);
+
+// The .entry names of a module, and the byte size and alignment of each parameter of one entry
+// (the runtime copies cudaLaunchKernel's args[i] into a parameter buffer with these).
+struct param_info {
+  std::size_t size = 0;
+  std::size_t align = 1;
+};
+[[nodiscard]] std::vector<std::string> entries(const module& m);
+[[nodiscard]] std::vector<param_info> entry_params(const module& m, std::string_view entry);
+
+struct dim3s {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// How adversarial the schedule is. The same seed gives the same schedule and the same findings.
+struct schedule {
+  std::uint64_t seed = 0;
+  bool randomize = true;          // warp order and CTA order shuffled; cp.async lands at a random legal moment
+  bool race_check = true;         // shared-memory races between barriers
+  bool uninitialized_check = true;  // reads of never-written shared memory
+};
+
+// Global-memory traffic of one launch.
+struct traffic {
+  std::uint64_t bytes_read = 0, bytes_written = 0;      // bytes requested by the kernel's threads
+  std::uint64_t sectors_read = 0, sectors_written = 0;  // distinct 32-byte sectors touched
+  std::uint64_t sector_reads_total = 0;                 // sectors per warp-instruction, summed (re-reads counted)
+};
+
+struct launch_result {
+  std::uint64_t warp_instructions = 0;  // warp-level instructions issued
+  traffic global;
+};
+
+// Runs entry `entry` of `m` over `grid` x `block` threads. `args[i]` points at the value of
+// parameter i (as cudaLaunchKernel's kernelParams do). Blocks until the grid has finished.
+launch_result launch(const module& m, std::string_view entry, dim3s grid, dim3s block,
+                     std::size_t dynamic_shared_bytes, void* const* args, const global_memory& memory,
+                     const schedule& sched);
+
+}  // namespace rungs::sim
