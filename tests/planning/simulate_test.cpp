@@ -122,7 +122,38 @@ TEST_CASE("simulate refuses what cannot work, naming it") {
                     Catch::Contains("block_size") && Catch::Contains("24"));
   simulation_config d;
   d.scheduler.max_model_len = 4096;  // 10 turns of 500 tokens do not fit
+  d.strict = true;
   CHECK_THROWS_WITH(simulate(d, serving::generate_chat({.conversations = 1})),
-                    Catch::Contains("simulate: trace request 9 (conversation 1, turn 9)") &&
-                        Catch::Contains("more than max_model_len = 4096"));
+                    "simulate: trace request 9 (conversation 1, turn 9): needs 4500 tokens (history 4000 + prompt 150 + "
+                    "output 350), more than max_model_len = 4096");
+}
+
+TEST_CASE("simulate counts a request that can never run as rejected and goes on") {
+  simulation_config c;
+  c.scheduler.max_model_len = 4096;
+  // Turn 9 needs 4500 tokens with its history; turn 10 follows the 8 answered turns (4000
+  // tokens) and needs 4500 too. The first 8 turns run.
+  const simulation_result r = simulate(c, serving::generate_chat({.conversations = 1}));
+  CHECK(r.rejected == 2);
+  CHECK(r.requests[8].rejected == "needs 4500 tokens (history 4000 + prompt 150 + output 350), more than max_model_len = 4096");
+  CHECK(r.requests[9].rejected == r.requests[8].rejected);
+  CHECK(r.requests[7].rejected.empty());
+  CHECK(r.requests[7].finished > 0);
+  CHECK(r.scheduler.finished == 8);
+  CHECK(r.ttft.count == 8);  // rejected requests have no time to first token
+  CHECK(r.output_tokens == 8 * 350);
+
+  // Issue 14: a 2^31 - 1 token row is refused before its prompt is built (8 GiB), and a
+  // request needing more KV blocks than the pool is rejected by the scheduler's rule.
+  simulation_config small;
+  small.kv_bytes = std::int64_t{64} << 20;  // 512 tokens of 128 KiB: 32 blocks of 16
+  const simulation_result h = simulate(small, {{.arrival = 0, .prompt_tokens = 2147483647, .output_tokens = 1},
+                                               {.arrival = 0, .prompt_tokens = 1000, .output_tokens = 1},
+                                               {.arrival = 1, .prompt_tokens = 100, .output_tokens = 10}});
+  CHECK(h.rejected == 2);
+  CHECK(h.requests[0].rejected ==
+        "needs 2147483648 tokens (history 0 + prompt 2147483647 + output 1), more than max_model_len = 8192");
+  CHECK(h.requests[1].rejected == "scheduler: request 2 needs 63 KV blocks (+ watermark 0), more than the pool's 32");
+  CHECK(h.requests[2].finished > 1);
+  CHECK(h.output_tokens == 10);
 }

@@ -92,6 +92,10 @@ struct simulation_config {
   std::size_t first_requests = 10;
   /// Keep a record of every step (for plots and tests); off for very long traces.
   bool record_steps = true;
+  /// A request that can never run (longer than max_model_len with its history and output,
+  /// or more KV blocks than the pool) throws std::invalid_argument; otherwise it is counted
+  /// in simulation_result::rejected and the simulation goes on.
+  bool strict = false;
 };
 
 /// One request, as the simulation saw it. Times in seconds from the server's start.
@@ -105,6 +109,7 @@ struct request_record {
   std::int32_t prompt_tokens = 0;  ///< with the conversation's history
   std::int32_t output_tokens = 0;
   std::int32_t preemptions = 0;
+  std::string rejected;            ///< why it could never run; empty when it ran
   double ttft() const { return first_token - submitted; }
 };
 
@@ -152,6 +157,7 @@ struct simulation_result {
   double ttft_first = 0;            ///< the first submitted request
   double ttft_first_mean = 0;       ///< mean over the first `first_requests`
   std::int64_t output_tokens = 0;
+  std::int64_t rejected = 0;        ///< requests that could never run (not in ttft or itl)
   engine::engine_stats engine{};
   serving::scheduler_stats scheduler{};
   double capture_seconds_in_service = 0;  ///< captures inside steps or idle gaps
@@ -166,13 +172,7 @@ struct simulation_result {
 
 namespace detail {
 
-/// Token ids of the synthetic workload: deterministic per (conversation or request, turn,
-/// position), so a turn's history is the same tokens and prefix caching can hit it.
-inline kv::token_id synthetic_token(std::uint64_t owner, std::uint64_t salt, std::uint64_t position) {
-  std::uint64_t z = owner * 0x9E3779B97F4A7C15ull ^ (salt + 0x632BE59BD9B4E019ull) * 0xBF58476D1CE4E5B9ull ^ position;
-  z = (z ^ (z >> 31)) * 0x94D049BB133111EBull;
-  return static_cast<kv::token_id>((z ^ (z >> 29)) % 32000);
-}
+using serving::synthetic_token;
 
 struct pool_shape {  // what the engine needs of the pool: its shape (the scheduler owns the blocks)
   std::int64_t blocks, size;
@@ -261,28 +261,48 @@ class simulator {
     arrivals_.take(t, arriving_);
     for (const std::size_t index : arriving_) {
       const serving::trace_request& r = trace_[index];
-      const std::uint64_t owner = r.conversation != 0 ? r.conversation : (std::uint64_t{1} << 63) + index;
-      serving::request q;
-      q.id = index + 1;
-      q.max_output_tokens = r.output_tokens;
-      q.session = r.conversation;
-      q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
-      for (std::int32_t p = 0; p < r.prompt_tokens; ++p)
-        q.prompt[static_cast<std::size_t>(p)] = synthetic_token(owner, static_cast<std::uint64_t>(r.turn), static_cast<std::uint64_t>(p));
-      try {
-        sched_.submit(std::move(q));
-      } catch (const std::invalid_argument& e) {
-        throw std::invalid_argument("simulate: trace request " + std::to_string(index + 1) + " (conversation " +
-                                    std::to_string(r.conversation) + ", turn " + std::to_string(r.turn) + "): " + e.what());
-      }
       request_record& rec = result_.requests[index];
       rec.trace_index = index;
       rec.conversation = r.conversation;
       rec.turn = r.turn;
       rec.submitted = arrivals_.available_at(index);  // it waited from then on, also while a step was running
+      rec.rejected = submit(index, r);
+      if (!rec.rejected.empty()) {
+        if (cfg_.strict)
+          throw std::invalid_argument("simulate: trace request " + std::to_string(index + 1) + " (conversation " +
+                                      std::to_string(r.conversation) + ", turn " + std::to_string(r.turn) +
+                                      "): " + rec.rejected);
+        ++result_.rejected;
+        // The conversation goes on without it: its next turn is sent as if it had been answered.
+        if (arrivals_.finished(index, t) && r.conversation != 0) sched_.end_session(r.conversation);
+        continue;
+      }
       rec.prompt_tokens = static_cast<std::int32_t>(sched_.tokens(index + 1).size());
       submit_order_.push_back(index);
     }
+  }
+
+  // Submits trace request `index`; returns why it can never run (empty: submitted). The
+  // length is checked before the prompt is built, so a huge row costs no memory.
+  std::string submit(std::size_t index, const serving::trace_request& r) {
+    const std::int64_t history = r.conversation != 0 ? static_cast<std::int64_t>(sched_.conversation_tokens(r.conversation).size()) : 0;
+    const std::int64_t longest = history + r.prompt_tokens + r.output_tokens;
+    if (longest > cfg_.scheduler.max_model_len)
+      return "needs " + std::to_string(longest) + " tokens (history " + std::to_string(history) + " + prompt " +
+             std::to_string(r.prompt_tokens) + " + output " + std::to_string(r.output_tokens) +
+             "), more than max_model_len = " + std::to_string(cfg_.scheduler.max_model_len);
+    serving::request q;
+    q.id = index + 1;
+    q.max_output_tokens = r.output_tokens;
+    q.session = r.conversation;
+    q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
+    serving::trace_prompt(r, index, q.prompt);
+    try {
+      sched_.submit(std::move(q));
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return {};
   }
 
   // Nothing runs until `next`: the engine may capture (the idle timing does).
@@ -370,7 +390,8 @@ class simulator {
 
   void finish_summary() {
     std::vector<double> ttft;
-    for (const request_record& r : result_.requests) ttft.push_back(r.ttft());
+    for (const request_record& r : result_.requests)
+      if (r.rejected.empty()) ttft.push_back(r.ttft());
     result_.ttft = summarize(std::move(ttft));
     if (result_.seconds_waiting_for_blocks > 0)
       result_.mean_waiting_for_blocks = blocked_request_seconds_ / result_.seconds_waiting_for_blocks;
