@@ -108,7 +108,8 @@ TEST_CASE("rungs-plan simulate and fit: bad input is one line naming the flag an
               "linear ladder: step = 0 must be positive");
   check_usage(plan({"simulate", "--trace", data + "/steps.txt"}),
               data + "/steps.txt:2: unknown column '1' (a CSV trace starts with a header: "
-                     "arrival,prompt_tokens,output_tokens[,conversation,turn,think])");
+                     "arrival,prompt_tokens,output_tokens[,conversation,turn,think,hash_ids], or Azure's "
+                     "TIMESTAMP,ContextTokens,GeneratedTokens)");
   check_usage(plan({"simulate", "--chat", "2", "--plot", "out.svg"}), "--plot = 'out.svg' must name a .png file");
   check_usage(plan({"fit", "--trace", data + "/steps.txt"}), "fit needs exactly one budget: --rungs K or --graph-memory BYTES");
   check_usage(plan({"fit", "--trace", data + "/steps.txt", "--rungs", "0"}), "--rungs = 0 must be positive");
