@@ -17,3 +17,5 @@
 #include <rungs/ladder/pow2.hpp>
 #include <rungs/ladder/rung.hpp>
 #include <rungs/ladder/static_ladder.hpp>
+#include <rungs/ladder/transforms.hpp>
+#include <rungs/ladder/vllm_capture_sizes.hpp>
