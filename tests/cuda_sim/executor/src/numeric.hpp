@@ -1,0 +1,99 @@
+// Floating-point semantics of the PTX instructions the executor implements, bit-exact where
+// the PTX ISA defines the result: round to nearest even, .ftz (subnormal inputs and results
+// flushed to a zero of the same sign), .sat (clamp to [0, 1], NaN -> +0), and NaN results
+// returned as the canonical NaN (f32 0x7fffffff, f16/bf16 0x7fff, f64 0x7fffffffffffffff), the
+// value NVIDIA GPUs produce for every NaN result. The approximate instructions (ex2, rsqrt,
+// sin, cos) are computed with the host's libm, inside the ISA's stated error bounds; their
+// special values (0, +-inf, NaN) are exact.
+#pragma once
+
+#include <rungs/numeric/float16.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace rungs::sim::detail {
+
+inline constexpr std::uint32_t kCanonicalNanF32 = 0x7fffffffu;
+inline constexpr std::uint16_t kCanonicalNan16 = 0x7fffu;
+inline constexpr std::uint64_t kCanonicalNanF64 = 0x7fffffffffffffffull;
+
+inline float as_f32(std::uint64_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits)); }
+inline double as_f64(std::uint64_t bits) { return std::bit_cast<double>(bits); }
+
+inline float flush(float x) {  // .ftz: a subnormal becomes a zero of the same sign
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+
+inline float f32_in(std::uint64_t bits, bool ftz) {
+  const float x = as_f32(bits);
+  return ftz ? flush(x) : x;
+}
+
+inline std::uint64_t f32_out(float r, bool ftz, bool sat) {
+  if (std::isnan(r)) return sat ? 0u : kCanonicalNanF32;
+  if (sat) r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+  if (sat && r == 0.0f) r = 0.0f;  // -0 clamps to +0
+  if (ftz) r = flush(r);
+  return std::bit_cast<std::uint32_t>(r);
+}
+
+inline std::uint64_t f64_out(double r) {
+  return std::isnan(r) ? kCanonicalNanF64 : std::bit_cast<std::uint64_t>(r);
+}
+
+// min/max.f32: a NaN operand is ignored (both NaN: canonical NaN); -0 orders below +0.
+inline std::uint64_t f32_minmax(float a, float b, bool is_max, bool ftz) {
+  if (ftz) {
+    a = flush(a);
+    b = flush(b);
+  }
+  if (std::isnan(a) && std::isnan(b)) return kCanonicalNanF32;
+  if (std::isnan(a)) return std::bit_cast<std::uint32_t>(b);
+  if (std::isnan(b)) return std::bit_cast<std::uint32_t>(a);
+  if (a == b) {  // equal, or +0 and -0
+    const bool a_neg = std::signbit(a);
+    const bool pick_a = is_max ? !a_neg : a_neg;
+    return std::bit_cast<std::uint32_t>(pick_a ? a : b);
+  }
+  return std::bit_cast<std::uint32_t>(is_max ? (a > b ? a : b) : (a < b ? a : b));
+}
+
+// f32 -> f16 / bf16 bits, round to nearest even (rungs/numeric/float16.hpp), canonical NaN.
+inline std::uint16_t f16_from_f32(float x) {
+  return std::isnan(x) ? kCanonicalNan16 : rungs::detail::f16_bits_from_float(x);
+}
+inline std::uint16_t bf16_from_f32(float x) {
+  return std::isnan(x) ? kCanonicalNan16 : rungs::detail::bf16_bits_from_float(x);
+}
+// f16 / bf16 -> f32: exact (subnormals kept); a NaN becomes the canonical f32 NaN.
+inline std::uint32_t f32_from_f16(std::uint16_t h) {
+  const float x = rungs::detail::f16_bits_to_float(h);
+  return std::isnan(x) ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
+}
+inline std::uint32_t f32_from_bf16(std::uint16_t h) {
+  const float x = rungs::detail::bf16_bits_to_float(h);
+  return std::isnan(x) ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
+}
+
+// ex2.approx(.ftz).f32: 2^x; 2^-inf = +0, 2^+inf = +inf, 2^NaN = NaN. The ISA bounds the
+// relative error (2^-22 over the full range); libm's exp2f is within 1 ulp.
+inline std::uint64_t ex2_f32(float x, bool ftz) {
+  if (ftz) x = flush(x);
+  if (std::isnan(x)) return kCanonicalNanF32;
+  return f32_out(std::exp2(x), ftz, false);
+}
+
+// Float -> integer conversions saturate to the destination range; NaN converts to 0.
+template <class I>
+I float_to_int(double x) {
+  if (std::isnan(x)) return 0;
+  constexpr double lo = static_cast<double>(std::numeric_limits<I>::min());
+  constexpr double hi = static_cast<double>(std::numeric_limits<I>::max());
+  if (x <= lo) return std::numeric_limits<I>::min();
+  if (x >= hi) return std::numeric_limits<I>::max();
+  return static_cast<I>(x);
+}
+
+}  // namespace rungs::sim::detail

@@ -1,0 +1,888 @@
+// PTX text -> the executor's internal form (ptx.hpp). Handles what nvcc 13 emits for rungs'
+// kernels (see tests/cuda_sim/COVERAGE.md) and refuses anything else with the module name,
+// line and text: a construct it cannot parse never becomes a silent no-op.
+#include "ptx.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cctype>
+#include <charconv>
+#include <cstring>
+#include <optional>
+#include <sstream>
+#include <unordered_map>
+
+namespace rungs::sim {
+namespace {
+
+using namespace detail;
+
+struct statement {
+  std::string text;
+  std::uint32_t line = 0;
+};
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split_words(std::string_view s) {
+  std::vector<std::string> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+    std::size_t j = i;
+    while (j < s.size() && !std::isspace(static_cast<unsigned char>(s[j]))) ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+// Splits at commas that are not inside {} [] ().
+std::vector<std::string> split_commas(std::string_view s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '{' || c == '[' || c == '(') ++depth;
+    if (c == '}' || c == ']' || c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(s.substr(start, i - start)));
+      start = i + 1;
+    }
+  }
+  const std::string last = trim(s.substr(start));
+  if (!last.empty() || !out.empty()) out.push_back(last);
+  return out;
+}
+
+bool is_ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '%' || c == '.';
+}
+
+std::size_t type_bytes(vtype t) {
+  switch (t) {
+    case vtype::b8: case vtype::u8: case vtype::s8: return 1;
+    case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: return 2;
+    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2: return 4;
+    case vtype::b64: case vtype::u64: case vtype::s64: case vtype::f64: return 8;
+    case vtype::pred: return 1;
+    case vtype::none: return 0;
+  }
+  return 0;
+}
+
+bool parse_type(std::string_view w, vtype& t) {
+  static const std::unordered_map<std::string_view, vtype> types{
+      {"pred", vtype::pred}, {"b8", vtype::b8},   {"b16", vtype::b16},     {"b32", vtype::b32},
+      {"b64", vtype::b64},   {"u8", vtype::u8},   {"u16", vtype::u16},     {"u32", vtype::u32},
+      {"u64", vtype::u64},   {"s8", vtype::s8},   {"s16", vtype::s16},     {"s32", vtype::s32},
+      {"s64", vtype::s64},   {"f16", vtype::f16}, {"f16x2", vtype::f16x2}, {"bf16", vtype::bf16},
+      {"bf16x2", vtype::bf16x2}, {"f32", vtype::f32}, {"f64", vtype::f64}};
+  const auto it = types.find(w);
+  if (it == types.end()) return false;
+  t = it->second;
+  return true;
+}
+
+struct symbol {
+  space where = space::none;
+  std::uint64_t value = 0;
+  bool dynamic_shared = false;  // extern .shared: its value is the kernel's static shared size
+};
+
+class parser {
+ public:
+  parser(std::string text, std::string name) : text_(std::move(text)) { mod_.name = std::move(name); }
+
+  module run() {
+    const auto stmts = split_statements();
+    std::size_t i = 0;
+    while (i < stmts.size()) i = module_statement(stmts, i);
+    for (std::size_t f = 0; f < mod_.functions.size(); ++f) {
+      if (mod_.functions[f].is_entry) mod_.by_name.emplace(mod_.functions[f].name, f);
+    }
+    return std::move(mod_);
+  }
+
+ private:
+  [[noreturn]] void fail(std::uint32_t line, std::string_view what, std::string_view text) const {
+    std::ostringstream os;
+    os << "PTX module '" << mod_.name << "' line " << line << ": " << what << ": `" << text << "`";
+    throw sim_error(os.str());
+  }
+
+  // Statements: text up to ';', and the scope markers "{" and "}" as their own statements.
+  // A '{' that starts a statement opens a scope; inside a statement it is a vector/initializer.
+  std::vector<statement> split_statements() {
+    std::vector<statement> out;
+    std::string cur;
+    bool content = false;  // cur holds more than whitespace
+    std::uint32_t line = 1, cur_line = 0;
+    int inner = 0;  // braces inside the current statement
+    const std::string& s = text_;
+    auto push = [&](std::string t, std::uint32_t at) {
+      out.push_back({std::move(t), at});
+      cur.clear();
+      content = false;
+    };
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      const char c = s[i];
+      if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+        while (i + 1 < s.size() && s[i + 1] != '\n') ++i;
+        continue;
+      }
+      if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+        i += 2;
+        while (i + 1 < s.size() && !(s[i] == '*' && s[i + 1] == '/')) {
+          if (s[i] == '\n') ++line;
+          ++i;
+        }
+        ++i;
+        cur += ' ';
+        continue;
+      }
+      if (c == '\n') {
+        // .version, .target, .address_size, .file and .loc end at the end of their line.
+        if (content && inner == 0) {
+          const std::string t = trim(cur);
+          for (const char* d : {".version", ".target", ".address_size", ".file", ".loc"}) {
+            const std::size_t n = std::strlen(d);
+            if (t.compare(0, n, d) == 0 && (t.size() == n || std::isspace(static_cast<unsigned char>(t[n])))) {
+              push(t, cur_line);
+              break;
+            }
+          }
+        }
+        ++line;
+      }
+      const bool space_char = std::isspace(static_cast<unsigned char>(c)) != 0;
+      if (!content && !space_char) {
+        cur.clear();
+        cur_line = line;
+      }
+      if (c == '"') {
+        cur += c;
+        for (++i; i < s.size() && s[i] != '"'; ++i) cur += s[i];
+        cur += '"';
+        content = true;
+        continue;
+      }
+      if (inner == 0 && c == ':') {  // "name:" at a statement start is a label
+        const std::string t = trim(cur);
+        if (!t.empty() && std::all_of(t.begin(), t.end(), [](char x) { return is_ident_char(x) && x != '%'; })) {
+          push(t + ":", cur_line);
+          continue;
+        }
+      }
+      if (inner == 0 && c == '{') {
+        const std::string t = content ? trim(cur) : std::string();
+        // A scope opens at a statement start and after a function header (.entry/.func ...).
+        if (t.empty() || is_function_header(t) || t.rfind(".section", 0) == 0) {
+          if (!t.empty()) push(t, cur_line);
+          push("{", line);
+          continue;
+        }
+      }
+      if (inner == 0 && c == '}' && !content) {
+        push("}", line);
+        continue;
+      }
+      if (c == '{') ++inner;
+      if (c == '}') --inner;
+      if (c == ';' && inner == 0) {
+        if (content) push(trim(cur), cur_line);
+        else cur.clear();
+        continue;
+      }
+      cur += c;
+      if (!space_char) content = true;
+    }
+    if (content) fail(cur_line, "statement without ';'", trim(cur));
+    return out;
+  }
+
+  static bool is_function_header(const std::string& t) {
+    const auto w = split_words(t.substr(0, t.find('(')));
+    return std::find(w.begin(), w.end(), ".entry") != w.end() || std::find(w.begin(), w.end(), ".func") != w.end();
+  }
+
+  std::size_t skip_block(const std::vector<statement>& st, std::size_t i) {
+    int depth = 0;
+    for (; i < st.size(); ++i) {
+      if (st[i].text == "{") ++depth;
+      if (st[i].text == "}" && --depth == 0) return i + 1;
+    }
+    fail(st.back().line, "unbalanced braces", st.back().text);
+  }
+
+  std::size_t module_statement(const std::vector<statement>& st, std::size_t i) {
+    const statement& s = st[i];
+    const auto words = split_words(s.text);
+    const std::string& w0 = words.front();
+    if (w0 == ".version" || w0 == ".target" || w0 == ".address_size" || w0 == ".file") return i + 1;
+    if (w0 == ".section") return skip_block(st, i + 1);  // debug sections: nothing executable
+    if (is_function_header(s.text)) {
+      if (i + 1 < st.size() && st[i + 1].text == "{") return function_body(st, i);
+      return i + 1;  // a prototype (.extern .func ...;)
+    }
+    if (s.text == "{" || s.text == "}") fail(s.line, "unexpected brace at module scope", s.text);
+    variable(s, module_symbols_, nullptr);
+    return i + 1;
+  }
+
+  // .global / .shared / .const / .local declarations. Module-scope .shared variables share
+  // the shared window with the kernel's own; .global/.const ones are recorded so that code
+  // naming them fails clearly at run time (rungs' kernels declare but never use them).
+  void variable(const statement& s, std::unordered_map<std::string, symbol>& into, function* f) {
+    std::string body = s.text;
+    const auto eq = body.find('=');
+    if (eq != std::string::npos) body = body.substr(0, eq);
+    auto words = split_words(body);
+    space where = space::none;
+    bool is_extern = false;
+    std::size_t align = 0;
+    vtype t = vtype::none;
+    std::string name;
+    for (std::size_t k = 0; k < words.size(); ++k) {
+      const std::string& w = words[k];
+      if (w == ".global") where = space::global;
+      else if (w == ".shared") where = space::shared;
+      else if (w == ".const") where = space::global;
+      else if (w == ".local") where = space::local;
+      else if (w == ".extern") is_extern = true;
+      else if (w == ".visible" || w == ".weak" || w == ".common") {
+      } else if (w == ".align" && k + 1 < words.size()) align = std::stoul(words[++k]);
+      else if (w.size() > 1 && w[0] == '.' && parse_type(std::string_view(w).substr(1), t)) {
+      } else if (!w.empty() && w[0] != '.') name = w;
+      else fail(s.line, "unsupported declaration", s.text);
+    }
+    if (where == space::none || name.empty() || t == vtype::none) fail(s.line, "unsupported declaration", s.text);
+    std::size_t count = 1;
+    bool unsized = false;
+    if (const auto lb = name.find('['); lb != std::string::npos) {
+      const auto rb = name.find(']', lb);
+      if (rb == std::string::npos) fail(s.line, "bad array declarator", s.text);
+      const std::string n = name.substr(lb + 1, rb - lb - 1);
+      if (n.empty()) unsized = true;
+      else count = std::stoull(n);
+      name = name.substr(0, lb);
+    }
+    const std::size_t bytes = type_bytes(t) * count;
+    if (align == 0) align = type_bytes(t);
+    symbol sym{where, 0, false};
+    if (where == space::shared) {
+      if (is_extern) {
+        if (!unsized) fail(s.line, "extern .shared must be an unsized array", s.text);
+        sym.dynamic_shared = true;
+        dynamic_align_ = std::max(dynamic_align_, align);
+      } else {
+        std::size_t& top = f ? f->static_shared : module_shared_;
+        top = (top + align - 1) / align * align;
+        sym.value = top;
+        top += bytes;
+      }
+    } else if (where == space::local) {
+      if (!f) fail(s.line, ".local at module scope is not supported", s.text);
+      f->local_bytes = (f->local_bytes + align - 1) / align * align;
+      sym.value = f->local_bytes;
+      f->local_bytes += bytes;
+    } else {
+      module::variable v;
+      v.name = name;
+      v.size = std::max<std::size_t>(bytes, 1);
+      v.data = std::make_unique<unsigned char[]>(v.size);
+      if (eq != std::string::npos) initializer(s, s.text.substr(eq + 1), t, v);
+      sym.where = space::global;
+      sym.value = reinterpret_cast<std::uintptr_t>(v.data.get());
+      mod_.variables.push_back(std::move(v));
+    }
+    into[name] = sym;
+  }
+
+  // "= {1, 2, ...}" or "= 5": integer elements of the variable's type, little-endian.
+  void initializer(const statement& s, const std::string& text, vtype t, module::variable& v) {
+    std::string body = trim(text);
+    if (!body.empty() && body.front() == '{') {
+      if (body.back() != '}') fail(s.line, "bad initializer", s.text);
+      body = body.substr(1, body.size() - 2);
+    }
+    const std::size_t esize = type_bytes(t);
+    std::size_t at = 0;
+    for (const std::string& e : split_commas(body)) {
+      std::uint64_t value = 0;
+      if (!parse_immediate(e, t, value)) fail(s.line, "unsupported initializer element '" + e + "'", s.text);
+      if (at + esize > v.size) fail(s.line, "initializer longer than the variable", s.text);
+      std::memcpy(v.data.get() + at, &value, esize);
+      at += esize;
+    }
+  }
+
+  std::size_t function_body(const std::vector<statement>& st, std::size_t i) {
+    const statement& head = st[i];
+    function f;
+    f.line = head.line;
+    const std::string& h = head.text;
+    const auto lp = h.find('(');
+    const auto rp = h.rfind(')');
+    {
+      // ".visible .entry NAME(" or ".func (.param .b32 ret) NAME(...)"
+      std::string before = h.substr(0, lp == std::string::npos ? h.size() : lp);
+      const auto words = split_words(before);
+      f.is_entry = std::find(words.begin(), words.end(), ".entry") != words.end();
+      if (words.empty()) fail(head.line, "function without a name", h);
+      f.name = words.back();
+      if (!f.is_entry && lp != std::string::npos) {  // .func: the name follows the return list
+        const auto close = h.find(')', lp);
+        const auto next = h.find('(', close);
+        const auto w2 = split_words(h.substr(close + 1, next - close - 1));
+        if (!w2.empty()) f.name = w2.back();
+      }
+    }
+    std::unordered_map<std::string, symbol> fsyms;
+    if (f.is_entry && lp != std::string::npos && rp != std::string::npos && rp > lp) {
+      for (const std::string& p : split_commas(h.substr(lp + 1, rp - lp - 1))) {
+        if (p.empty()) continue;
+        const auto words = split_words(p);
+        vtype t = vtype::none;
+        std::size_t align = 0;
+        std::string name;
+        for (std::size_t k = 0; k < words.size(); ++k) {
+          const std::string& w = words[k];
+          if (w == ".param" || w == ".ptr" || w == ".global" || w == ".shared" || w == ".const" || w == ".local") {
+          } else if (w == ".align" && k + 1 < words.size()) align = std::stoul(words[++k]);
+          else if (w[0] == '.' && parse_type(std::string_view(w).substr(1), t)) {
+          } else if (w[0] != '.') name = w;
+          else fail(head.line, "unsupported parameter", p);
+        }
+        std::size_t count = 1;
+        if (const auto lb = name.find('['); lb != std::string::npos) {
+          count = std::stoull(name.substr(lb + 1, name.find(']') - lb - 1));
+          name = name.substr(0, lb);
+        }
+        if (t == vtype::none || name.empty()) fail(head.line, "unsupported parameter", p);
+        param_decl d;
+        d.name = name;
+        d.info.size = type_bytes(t) * count;
+        d.info.align = align ? align : type_bytes(t);
+        f.param_bytes = (f.param_bytes + d.info.align - 1) / d.info.align * d.info.align;
+        d.offset = f.param_bytes;
+        f.param_bytes += d.info.size;
+        fsyms[name] = {space::param, d.offset, false};
+        f.params.push_back(d);
+      }
+    }
+    f.static_shared = module_shared_;
+    scopes_.clear();
+    scopes_.emplace_back();
+    labels_.clear();
+    pending_branches_.clear();
+    dynamic_refs_.clear();
+    specials_.clear();
+    slots_ = 0;
+    fsyms_ = &fsyms;
+    cur_ = &f;
+    std::size_t k = i + 2;  // past the header and "{"
+    int depth = 1;
+    for (; k < st.size() && depth > 0; ++k) {
+      const statement& s = st[k];
+      if (s.text == "{") {
+        ++depth;
+        scopes_.emplace_back();
+        continue;
+      }
+      if (s.text == "}") {
+        --depth;
+        scopes_.pop_back();
+        continue;
+      }
+      body_statement(s);
+    }
+    if (depth != 0) fail(head.line, "function body not closed", h);
+    for (const auto& [index, label] : pending_branches_) {
+      const auto it = labels_.find(label);
+      if (it == labels_.end()) fail(f.code[index].line, "unknown label '" + label + "'", f.code[index].text);
+      f.code[index].target = it->second;
+    }
+    f.dynamic_shared_offset = (f.static_shared + dynamic_align_ - 1) / dynamic_align_ * dynamic_align_;
+    for (const auto& [index, operand_index] : dynamic_refs_) {
+      operand& o = f.code[index].ops[operand_index];
+      o.imm += f.dynamic_shared_offset;
+    }
+    // An entry without a terminating ret still ends: falling off the end is an exit.
+    instr end;
+    end.code = op::exit;
+    end.line = f.code.empty() ? head.line : f.code.back().line;
+    end.text = "(end of function)";
+    f.code.push_back(end);
+    f.slots = slots_;
+    f.specials.assign(specials_.begin(), specials_.end());
+    mod_.functions.push_back(std::move(f));
+    cur_ = nullptr;
+    return k;
+  }
+
+  void body_statement(const statement& s) {
+    const std::string& t = s.text;
+    if (t.back() == ':') {
+      labels_[t.substr(0, t.size() - 1)] = static_cast<std::uint32_t>(cur_->code.size());
+      return;
+    }
+    const auto words = split_words(t);
+    const std::string& w0 = words.front();
+    if (w0 == ".reg") return registers(s, words);
+    if (w0 == ".pragma" || w0 == ".maxntid" || w0 == ".reqntid" || w0 == ".minnctapersm" || w0 == ".maxnreg" ||
+        w0 == ".file")
+      return;
+    if (w0 == ".loc") return;  // source lines: messages name PTX lines (nvcc -lineinfo is not used)
+    if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern") {
+      return variable(s, *fsyms_, cur_);
+    }
+    if (w0[0] == '.') fail(s.line, "unsupported directive", t);
+    instruction(s);
+  }
+
+  void registers(const statement& s, const std::vector<std::string>& words) {
+    // .reg .type name, name<N>, ...
+    std::size_t k = 1;
+    vtype t = vtype::none;
+    while (k < words.size() && words[k][0] == '.') {
+      if (!parse_type(std::string_view(words[k]).substr(1), t)) fail(s.line, "unsupported register type", s.text);
+      ++k;
+    }
+    std::string rest;
+    for (; k < words.size(); ++k) rest += words[k];
+    for (const std::string& n : split_commas(rest)) {
+      if (n.empty()) fail(s.line, "empty register name", s.text);
+      if (const auto lt = n.find('<'); lt != std::string::npos) {
+        const auto count = std::stoul(n.substr(lt + 1, n.find('>') - lt - 1));
+        const std::string base = n.substr(0, lt);
+        for (unsigned long r = 0; r < count; ++r) scopes_.back()[base + std::to_string(r)] = slots_++;
+      } else {
+        scopes_.back()[n] = slots_++;
+      }
+    }
+  }
+
+  const std::uint32_t* find_register(const std::string& name) {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+      const auto f = it->find(name);
+      if (f != it->end()) return &f->second;
+    }
+    return nullptr;
+  }
+
+  std::optional<std::uint32_t> special_register(const std::string& name) {
+    static const std::unordered_map<std::string_view, special> specials{
+        {"%tid.x", special::tid_x},       {"%tid.y", special::tid_y},       {"%tid.z", special::tid_z},
+        {"%ntid.x", special::ntid_x},     {"%ntid.y", special::ntid_y},     {"%ntid.z", special::ntid_z},
+        {"%ctaid.x", special::ctaid_x},   {"%ctaid.y", special::ctaid_y},   {"%ctaid.z", special::ctaid_z},
+        {"%nctaid.x", special::nctaid_x}, {"%nctaid.y", special::nctaid_y}, {"%nctaid.z", special::nctaid_z},
+        {"%laneid", special::laneid},     {"%warpid", special::warpid}};
+    const auto it = specials.find(name);
+    if (it == specials.end()) return std::nullopt;
+    const auto have = specials_.find(it->second);
+    if (have != specials_.end()) return have->second;
+    const std::uint32_t slot = slots_++;
+    specials_.emplace(it->second, slot);
+    return slot;
+  }
+
+  const symbol* find_symbol(const std::string& name) const {
+    if (const auto it = fsyms_->find(name); it != fsyms_->end()) return &it->second;
+    if (const auto it = module_symbols_.find(name); it != module_symbols_.end()) return &it->second;
+    return nullptr;
+  }
+
+  static bool parse_integer(std::string_view s, std::uint64_t& out) {
+    bool neg = false;
+    if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+      neg = s[0] == '-';
+      s.remove_prefix(1);
+    }
+    if (s.empty()) return false;
+    int base = 10;
+    if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
+      base = 16;
+      s.remove_prefix(2);
+    }
+    if (!s.empty() && (s.back() == 'U' || s.back() == 'u')) s.remove_suffix(1);
+    std::uint64_t v = 0;
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), v, base);
+    if (r.ec != std::errc{} || r.ptr != s.data() + s.size()) return false;
+    out = neg ? ~v + 1 : v;
+    return true;
+  }
+
+  // An immediate as the bits the instruction reads: 0fXXXXXXXX / 0dXXXXXXXXXXXXXXXX are float
+  // bit patterns; decimal floats are converted to the instruction's float type.
+  bool parse_immediate(const std::string& s, vtype t, std::uint64_t& out) {
+    if (s.size() == 10 && s[0] == '0' && (s[1] == 'f' || s[1] == 'F')) {
+      return std::from_chars(s.data() + 2, s.data() + 10, out, 16).ec == std::errc{};
+    }
+    if (s.size() == 18 && s[0] == '0' && (s[1] == 'd' || s[1] == 'D')) {
+      return std::from_chars(s.data() + 2, s.data() + 18, out, 16).ec == std::errc{};
+    }
+    if (parse_integer(s, out)) {
+      if (t == vtype::f32) out = std::bit_cast<std::uint32_t>(static_cast<float>(static_cast<std::int64_t>(out)));
+      if (t == vtype::f64) out = std::bit_cast<std::uint64_t>(static_cast<double>(static_cast<std::int64_t>(out)));
+      return true;
+    }
+    if (t == vtype::f32 || t == vtype::f64) {
+      char* end = nullptr;
+      const double d = std::strtod(s.c_str(), &end);
+      if (end != s.c_str() + s.size()) return false;
+      out = t == vtype::f32 ? std::bit_cast<std::uint32_t>(static_cast<float>(d)) : std::bit_cast<std::uint64_t>(d);
+      return true;
+    }
+    return false;
+  }
+
+  operand parse_operand(const statement& s, std::string tok, vtype t, std::size_t instr_index, std::size_t op_index) {
+    operand o;
+    if (tok.empty()) fail(s.line, "empty operand", s.text);
+    if (tok == "_") return o;  // sink
+    if (tok[0] == '!') {
+      o = parse_operand(s, tok.substr(1), t, instr_index, op_index);
+      o.negate = true;
+      return o;
+    }
+    if (tok[0] == '{') {
+      if (tok.back() != '}') fail(s.line, "bad vector operand", s.text);
+      o.kind = operand::k_vec;
+      for (const std::string& e : split_commas(tok.substr(1, tok.size() - 2))) {
+        o.elems.push_back(parse_operand(s, e, t, instr_index, op_index));
+      }
+      return o;
+    }
+    if (const auto bar = tok.find('|'); bar != std::string::npos) {  // d|p (setp, shfl)
+      o.kind = operand::k_vec;
+      o.elems.push_back(parse_operand(s, tok.substr(0, bar), t, instr_index, op_index));
+      o.elems.push_back(parse_operand(s, tok.substr(bar + 1), vtype::pred, instr_index, op_index));
+      return o;
+    }
+    if (tok[0] == '[') {
+      if (tok.back() != ']') fail(s.line, "bad address operand", s.text);
+      const std::string inner = trim(std::string_view(tok).substr(1, tok.size() - 2));
+      o.kind = operand::k_addr;
+      std::string base = inner;
+      std::uint64_t offset = 0;
+      if (const auto plus = inner.find('+'); plus != std::string::npos) {
+        base = trim(std::string_view(inner).substr(0, plus));
+        if (!parse_integer(trim(std::string_view(inner).substr(plus + 1)), offset)) {
+          fail(s.line, "bad address offset", s.text);
+        }
+      }
+      std::uint64_t absolute = 0;
+      if (const std::uint32_t* r = find_register(base)) {
+        o.has_base = true;
+        o.reg = *r;
+      } else if (const symbol* sym = find_symbol(base)) {
+        if (sym->dynamic_shared) dynamic_refs_.emplace_back(instr_index, op_index);
+        offset += sym->value;
+      } else if (parse_integer(base, absolute)) {
+        offset += absolute;
+      } else {
+        fail(s.line, "unknown name '" + base + "' in address", s.text);
+      }
+      o.imm = offset;
+      return o;
+    }
+    if (const std::uint32_t* r = find_register(tok)) {
+      o.kind = operand::k_reg;
+      o.reg = *r;
+      return o;
+    }
+    if (tok[0] == '%') {
+      if (const auto slot = special_register(tok)) {
+        o.kind = operand::k_reg;
+        o.reg = *slot;
+        return o;
+      }
+      fail(s.line, "unknown register '" + tok + "'", s.text);
+    }
+    if (const symbol* sym = find_symbol(tok)) {  // the address of a variable
+      if (sym->dynamic_shared) dynamic_refs_.emplace_back(instr_index, op_index);
+      o.kind = operand::k_imm;
+      o.imm = sym->value;
+      return o;
+    }
+    if (std::uint64_t v = 0; parse_immediate(tok, t, v)) {
+      o.kind = operand::k_imm;
+      o.imm = v;
+      return o;
+    }
+    fail(s.line, "unknown operand '" + tok + "'", s.text);
+  }
+
+  void instruction(const statement& s) {
+    std::string t = s.text;
+    instr in;
+    in.line = s.line;
+    in.text = t;
+    if (t[0] == '@') {  // guard
+      std::size_t k = 1;
+      if (t[k] == '!') {
+        in.guard_negate = true;
+        ++k;
+      }
+      std::size_t e = k;
+      while (e < t.size() && !std::isspace(static_cast<unsigned char>(t[e]))) ++e;
+      const std::string g = t.substr(k, e - k);
+      const std::uint32_t* r = find_register(g);
+      if (!r) fail(s.line, "unknown guard predicate '" + g + "'", t);
+      in.guard = static_cast<std::int32_t>(*r);
+      t = trim(std::string_view(t).substr(e));
+    }
+    std::size_t e = 0;
+    while (e < t.size() && !std::isspace(static_cast<unsigned char>(t[e]))) ++e;
+    const std::string opcode = t.substr(0, e);
+    const std::string rest = trim(std::string_view(t).substr(e));
+    decode(s, opcode, in);
+    const std::size_t index = cur_->code.size();
+    const auto toks = rest.empty() ? std::vector<std::string>{} : split_commas(rest);
+    if (in.code == op::bra) {
+      if (toks.size() != 1) fail(s.line, "bra takes one label", t);
+      pending_branches_.emplace_back(index, toks[0]);
+    } else {
+      for (std::size_t k = 0; k < toks.size(); ++k) {
+        // Operand types: cvt's source operand has the source type; setp/selp's predicate
+        // operands and the shuffle's lane operands are integers.
+        vtype ot = in.type;
+        if (in.code == op::cvt && k >= 1) ot = in.type2;
+        if (in.code == op::setp && k == 0) ot = vtype::pred;
+        if (in.code == op::shfl && k >= 2) ot = vtype::b32;
+        if ((in.code == op::shl || in.code == op::shr) && k == 2) ot = vtype::u32;
+        if (in.code == op::bfi && k >= 3) ot = vtype::u32;
+        if (in.code == op::mad && in.wide && k == 3) ot = vtype::u64;
+        in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
+      }
+    }
+    check_shape(s, in);
+    cur_->code.push_back(std::move(in));
+  }
+
+  // Operand counts and kinds per opcode, checked once here so execution need not.
+  void check_shape(const statement& s, const instr& in) {
+    if (in.code == op::unsupported) return;
+    std::size_t want = 0;
+    switch (in.code) {
+      case op::ld: case op::st: case op::mov: case op::neg: case op::abs: case op::not_: case op::cvt:
+      case op::cvta: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin: case op::cos:
+        want = 2; break;
+      case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
+      case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
+        want = 3; break;
+      case op::mad: case op::fma: case op::selp: want = 4; break;
+      case op::bfi: case op::shfl: want = 5; break;
+      case op::cp_async: want = 4; break;
+      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
+      case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
+        return;
+      case op::unsupported: return;
+    }
+    if (in.code == op::cp_async && in.ops.size() == 3) return;  // no src-size operand
+    if (in.code == op::bar_sync && in.ops.size() == 2) return;   // with a thread count
+    if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2)) want = 3;
+    if (in.ops.size() != want) fail(s.line, "wrong operand count for " + std::to_string(want) + " operands", s.text);
+    for (std::size_t k = 0; k < in.ops.size(); ++k) {
+      const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
+                           in.code != op::cp_async && in.code != op::cp_async_wait_group;
+      const operand& o = in.ops[k];
+      if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
+      if (o.kind == operand::k_vec) {
+        for (const operand& e : o.elems) {
+          if (is_dest && e.kind != operand::k_reg && e.kind != operand::k_none) {
+            fail(s.line, "vector destination elements must be registers", s.text);
+          }
+        }
+      }
+    }
+    const bool mem = in.code == op::ld || in.code == op::st;
+    if (mem && in.ops[in.code == op::ld ? 1 : 0].kind != operand::k_addr) fail(s.line, "ld/st need an address", s.text);
+    if (in.code == op::cp_async && (in.ops[0].kind != operand::k_addr || in.ops[1].kind != operand::k_addr)) {
+      fail(s.line, "cp.async needs two addresses", s.text);
+    }
+    if (mem && in.vec > 1) {
+      const operand& v = in.ops[in.code == op::ld ? 0 : 1];
+      if (v.kind != operand::k_vec || v.elems.size() != in.vec) fail(s.line, "vector width mismatch", s.text);
+    }
+  }
+
+  // Opcode and modifiers. What is recognised here is executed; everything else becomes an
+  // `unsupported` instruction that fails when (and only when) it is executed, naming itself.
+  void decode(const statement& s, const std::string& opcode, instr& in) {
+    std::vector<std::string> parts;
+    {
+      std::size_t start = 0;
+      for (std::size_t k = 0; k <= opcode.size(); ++k) {
+        if (k == opcode.size() || opcode[k] == '.') {
+          parts.push_back(opcode.substr(start, k - start));
+          start = k + 1;
+        }
+      }
+    }
+    const std::string& name = parts[0];
+    auto unsupported = [&](std::string why) {
+      in.code = op::unsupported;
+      in.why = std::move(why);
+    };
+    static const std::unordered_map<std::string_view, op> names{
+        {"ld", op::ld},     {"st", op::st},         {"mov", op::mov},     {"add", op::add},   {"sub", op::sub},
+        {"mul", op::mul},   {"mad", op::mad},       {"fma", op::fma},     {"div", op::div},   {"rem", op::rem},
+        {"min", op::min},   {"max", op::max},       {"neg", op::neg},     {"abs", op::abs},   {"and", op::and_},
+        {"or", op::or_},    {"xor", op::xor_},      {"not", op::not_},    {"shl", op::shl},   {"shr", op::shr},
+        {"bfi", op::bfi},   {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
+        {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
+        {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos}};
+    if (name == "bar" || name == "barrier") {
+      // bar.sync a / barrier.sync(.aligned) a / bar.warp.sync mask
+      if (parts.size() >= 3 && parts[1] == "warp" && parts[2] == "sync" && parts.size() == 3) {
+        in.code = op::bar_warp_sync;
+        return;
+      }
+      if (parts.size() >= 2 && parts[1] == "sync" &&
+          (parts.size() == 2 || (parts.size() == 3 && parts[2] == "aligned" && name == "barrier"))) {
+        in.code = op::bar_sync;
+        return;
+      }
+      return unsupported("barrier form '" + opcode + "'");
+    }
+    if (name == "cp") {
+      if (opcode == "cp.async.commit_group") { in.code = op::cp_async_commit; return; }
+      if (opcode == "cp.async.wait_group") { in.code = op::cp_async_wait_group; return; }
+      if (opcode == "cp.async.wait_all") { in.code = op::cp_async_wait_all; return; }
+      if (opcode == "cp.async.cg.shared.global" || opcode == "cp.async.ca.shared.global") {
+        in.code = op::cp_async;
+        return;
+      }
+      return unsupported("cp form '" + opcode + "'");
+    }
+    const auto it = names.find(name);
+    if (it == names.end()) return unsupported("opcode '" + name + "'");
+    in.code = it->second;
+    std::vector<vtype> types;
+    for (std::size_t k = 1; k < parts.size(); ++k) {
+      const std::string& m = parts[k];
+      vtype t;
+      if (parse_type(m, t)) { types.push_back(t); continue; }
+      if (m == "global") in.where = space::global;
+      else if (m == "shared") in.where = space::shared;
+      else if (m == "param") in.where = space::param;
+      else if (m == "local") in.where = space::local;
+      else if (m == "const") in.where = space::global;  // the module's variables are host storage
+      else if (m == "nc" && in.code == op::ld) {
+      } else if (m == "v2") in.vec = 2;
+      else if (m == "v4") in.vec = 4;
+      else if (m == "ftz") in.ftz = true;
+      else if (m == "sat") in.sat = true;
+      else if (m == "approx") in.approx = true;
+      else if (m == "full" && in.code == op::div) in.approx = true;
+      else if (m == "uni") in.uni = true;
+      else if (m == "hi") in.hi = true;
+      else if (m == "lo") {
+      } else if (m == "wide") in.wide = true;
+      else if (m == "to" && in.code == op::cvta) in.to = true;
+      else if (m == "rn") in.round = rounding::rn;
+      else if (m == "rz") in.round = rounding::rz;
+      else if (m == "rm") in.round = rounding::rm;
+      else if (m == "rp") in.round = rounding::rp;
+      else if (m == "rni") in.round = rounding::rni;
+      else if (m == "rzi") in.round = rounding::rzi;
+      else if (m == "rmi") in.round = rounding::rmi;
+      else if (m == "rpi") in.round = rounding::rpi;
+      else if (in.code == op::shfl && m == "sync") {
+      } else if (in.code == op::shfl && m == "up") in.mode = shfl_mode::up;
+      else if (in.code == op::shfl && m == "down") in.mode = shfl_mode::down;
+      else if (in.code == op::shfl && m == "bfly") in.mode = shfl_mode::bfly;
+      else if (in.code == op::shfl && m == "idx") in.mode = shfl_mode::idx;
+      else if (in.code == op::setp && set_compare(m, in.compare)) {
+      } else return unsupported("modifier '." + m + "' of " + name);
+    }
+    if (in.code == op::cvt) {
+      if (types.size() != 2) return unsupported("cvt needs two types");
+      in.type = types[0];
+      in.type2 = types[1];
+    } else if (in.code == op::setp) {
+      if (types.size() != 1) return unsupported("setp needs one type");
+      in.type = types[0];
+    } else if (in.code == op::bra || in.code == op::ret || in.code == op::exit) {
+      if (!types.empty()) return unsupported("typed " + name);
+    } else {
+      if (types.size() != 1) return unsupported(name + " needs one type");
+      in.type = types[0];
+    }
+    if ((in.code == op::shfl) && opcode.find(".sync") == std::string::npos) return unsupported("shfl without .sync");
+    if (in.code == op::shfl && in.type != vtype::b32) return unsupported("shfl type");
+    (void)s;
+  }
+
+  static bool set_compare(const std::string& m, cmp& c) {
+    static const std::unordered_map<std::string_view, cmp> cmps{
+        {"eq", cmp::eq},   {"ne", cmp::ne},   {"lt", cmp::lt},   {"le", cmp::le},   {"gt", cmp::gt},
+        {"ge", cmp::ge},   {"equ", cmp::equ}, {"neu", cmp::neu}, {"ltu", cmp::ltu}, {"leu", cmp::leu},
+        {"gtu", cmp::gtu}, {"geu", cmp::geu}, {"num", cmp::num}, {"nan", cmp::nan}, {"lo", cmp::lt},
+        {"ls", cmp::le},   {"hi", cmp::gt},   {"hs", cmp::ge}};
+    const auto it = cmps.find(m);
+    if (it == cmps.end()) return false;
+    c = it->second;
+    return true;
+  }
+
+  std::string text_;
+  module mod_;
+  std::unordered_map<std::string, symbol> module_symbols_;
+  std::unordered_map<std::string, symbol>* fsyms_ = nullptr;
+  std::size_t module_shared_ = 0;
+  std::size_t dynamic_align_ = 16;
+  function* cur_ = nullptr;
+  std::vector<std::unordered_map<std::string, std::uint32_t>> scopes_;
+  std::unordered_map<std::string, std::uint32_t> labels_;
+  std::vector<std::pair<std::size_t, std::string>> pending_branches_;
+  std::vector<std::pair<std::size_t, std::size_t>> dynamic_refs_;
+  std::map<special, std::uint32_t> specials_;
+  std::uint32_t slots_ = 0;
+};
+
+const detail::function& find_entry(const module& m, std::string_view entry) {
+  const auto it = m.by_name.find(entry);
+  if (it == m.by_name.end()) {
+    throw sim_error("PTX module '" + m.name + "' has no .entry '" + std::string(entry) + "'");
+  }
+  return m.functions[it->second];
+}
+
+}  // namespace
+
+namespace detail {
+const function& entry_function(const module& m, std::string_view entry) { return find_entry(m, entry); }
+}  // namespace detail
+
+std::shared_ptr<const module> load_ptx(std::string text, std::string name) {
+  try {
+    return std::make_shared<const module>(parser(std::move(text), name).run());
+  } catch (const std::logic_error& e) {  // std::stoul on a malformed number
+    throw sim_error("PTX module '" + name + "': malformed number (" + e.what() + ")");
+  }
+}
+
+std::vector<std::string> entries(const module& m) {
+  std::vector<std::string> out;
+  for (const auto& f : m.functions) {
+    if (f.is_entry) out.push_back(f.name);
+  }
+  return out;
+}
+
+std::vector<param_info> entry_params(const module& m, std::string_view entry) {
+  std::vector<param_info> out;
+  for (const auto& p : find_entry(m, entry).params) out.push_back(p.info);
+  return out;
+}
+
+}  // namespace rungs::sim

@@ -1,0 +1,100 @@
+// The executor's internal form of a PTX module: every register resolved to a slot, every
+// label to an instruction index, every symbol to an address in its state space, so that
+// execution does no name lookups (speed: the cuda-sim suite runs every kernel family).
+#pragma once
+
+#include <rungs_sim/executor.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rungs::sim::detail {
+
+enum class op : std::uint8_t {
+  ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi,
+  setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
+  cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos,
+  unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
+};
+
+// Value types. `bits` is the width, `sign` tells integer signedness, `fp` floating point.
+enum class vtype : std::uint8_t { none, pred, b8, b16, b32, b64, u8, u16, u32, u64, s8, s16, s32, s64,
+                                  f16, f16x2, bf16, bf16x2, f32, f64 };
+
+enum class space : std::uint8_t { none, global, shared, param, local, generic };
+enum class cmp : std::uint8_t { eq, ne, lt, le, gt, ge, equ, neu, ltu, leu, gtu, geu, num, nan };
+enum class shfl_mode : std::uint8_t { up, down, bfly, idx };
+enum class rounding : std::uint8_t { none, rn, rz, rm, rp, rni, rzi, rmi, rpi };
+
+struct operand {
+  enum kind_t : std::uint8_t { k_none, k_reg, k_imm, k_vec, k_addr } kind = k_none;
+  bool negate = false;           // `!%p` as a source predicate
+  std::uint32_t reg = 0;         // slot (reg), or base register slot (addr with has_base)
+  bool has_base = false;         // addr: [%r + imm] (true) or [imm / symbol + imm] (false)
+  std::uint64_t imm = 0;         // immediate bits, or the address offset (symbol value included)
+  std::vector<operand> elems;    // vec: its elements (registers or immediates; sink `_` is none)
+};
+
+struct instr {
+  op code = op::unsupported;
+  vtype type = vtype::none;      // the instruction's main type (destination type of cvt)
+  vtype type2 = vtype::none;     // cvt: source type
+  space where = space::none;     // ld/st/cvta: state space
+  cmp compare = cmp::eq;         // setp
+  shfl_mode mode = shfl_mode::bfly;
+  rounding round = rounding::none;
+  std::uint8_t vec = 1;          // ld/st: .v2/.v4
+  bool ftz = false, sat = false, approx = false, uni = false, hi = false, wide = false, to = false;
+  std::int32_t guard = -1;       // predicate slot guarding the instruction, -1 none
+  bool guard_negate = false;
+  std::vector<operand> ops;      // destination(s) first, then sources, as written
+  std::uint32_t target = 0;      // bra: instruction index
+  std::uint32_t line = 0;        // 1-based line of the module text
+  std::string text;              // the statement as written (messages)
+  std::string why;               // unsupported: what is not implemented
+};
+
+struct param_decl {
+  std::string name;
+  param_info info;
+  std::size_t offset = 0;        // in the parameter buffer
+};
+
+// A special register read by the kernel, with the slot it lives in.
+enum class special : std::uint8_t { tid_x, tid_y, tid_z, ntid_x, ntid_y, ntid_z, ctaid_x, ctaid_y, ctaid_z,
+                                    nctaid_x, nctaid_y, nctaid_z, laneid, warpid };
+
+struct function {
+  std::string name;
+  bool is_entry = false;
+  std::uint32_t line = 0;
+  std::vector<param_decl> params;
+  std::size_t param_bytes = 0;
+  std::vector<instr> code;
+  std::uint32_t slots = 0;                                 // register slots (special registers included)
+  std::vector<std::pair<special, std::uint32_t>> specials; // special register -> slot
+  std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
+  std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
+  std::size_t local_bytes = 0;                             // per-thread .local bytes
+};
+
+}  // namespace rungs::sim::detail
+
+namespace rungs::sim {
+struct module {
+  // A module-scope .global/.const variable: host storage owned by the module, its address
+  // being the variable's global address (initialised from the declaration's initializer).
+  struct variable {
+    std::string name;
+    std::unique_ptr<unsigned char[]> data;
+    std::size_t size = 0;
+  };
+  std::string name;
+  std::vector<variable> variables;
+  std::vector<detail::function> functions;
+  std::map<std::string, std::size_t, std::less<>> by_name;  // entry name -> functions index
+};
+}  // namespace rungs::sim

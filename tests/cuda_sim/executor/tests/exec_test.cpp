@@ -1,0 +1,520 @@
+// The executor's parsing, memory spaces, control flow, warp- and CTA-level synchronisation,
+// cp.async, adversarial checks (races, uninitialised shared reads, bad global accesses) and
+// traffic accounting, on hand-written PTX. [op:...] tags: see ops_test.cpp.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "eval.hpp"
+
+using namespace rungs_sim_test;
+namespace sim = rungs::sim;
+
+namespace {
+
+// k(out, in): thread tid of a 1-D block; %tid, %lane, %rd_out = &out[tid], %rd_in = &in[tid] (u32).
+std::string kernel(const std::string& decls, const std::string& body) {
+  return lane_kernel("  .reg .b32 %lane, %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<8>;\n  .reg .f32 %f<8>;\n" + decls,
+                     "  mov.u32 %lane, %laneid;\n" + body);
+}
+
+struct buffers {
+  std::vector<std::uint32_t> in, out;
+  host_memory mem;
+  explicit buffers(std::size_t n) : in(n), out(n, 0xdeadbeefu) {
+    std::iota(in.begin(), in.end(), 0u);
+    mem.add(in);
+    mem.add(out);
+  }
+  sim::launch_result run(const std::string& text, unsigned threads, const sim::schedule& s = {}, unsigned ctas = 1) {
+    return rungs_sim_test::run(text, "k", {ctas, 1, 1}, {threads, 1, 1}, mem, s, out.data(), in.data());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("entries and parameter sizes/alignments; ld.param of every kind",
+          "[op:ld.param.u64][op:ld.param.u32][op:ld.param.v2.u32][op:ld.param.s8][op:ld.param.f32]") {
+  const std::string text = ptx_module(R"(
+.visible .entry p(.param .u64 p_a, .param .u32 p_b, .param .align 8 .b8 p_s[24], .param .s8 p_c, .param .f32 p_f)
+{
+  .reg .b32 %r<8>;
+  .reg .b16 %rs<2>;
+  .reg .f32 %f<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [p_a];
+  ld.param.u32 %r1, [p_b];
+  ld.param.v2.u32 {%r2, %r3}, [p_s+8];
+  ld.param.s8 %rs1, [p_c];
+  cvt.s32.s16 %r4, %rs1;
+  ld.param.f32 %f1, [p_f];
+  st.global.u32 [%rd1], %r1;
+  st.global.u32 [%rd1+4], %r2;
+  st.global.u32 [%rd1+8], %r3;
+  st.global.u32 [%rd1+12], %r4;
+  st.global.f32 [%rd1+16], %f1;
+  ret;
+}
+.visible .entry other() { ret; }
+)");
+  const auto m = sim::load_ptx(text, "params.ptx");
+  CHECK(sim::entries(*m) == std::vector<std::string>{"p", "other"});
+  const auto ps = sim::entry_params(*m, "p");
+  REQUIRE(ps.size() == 5);
+  CHECK((ps[0].size == 8 && ps[0].align == 8 && ps[1].size == 4 && ps[1].align == 4 && ps[2].size == 24 &&
+         ps[2].align == 8 && ps[3].size == 1 && ps[3].align == 1 && ps[4].size == 4 && ps[4].align == 4));
+  CHECK_THROWS_WITH(sim::entry_params(*m, "nope"), Catch::Contains("no .entry 'nope'"));
+
+  std::vector<std::uint32_t> out(5, 0);
+  host_memory mem;
+  mem.add(out);
+  std::uint64_t a = reinterpret_cast<std::uint64_t>(out.data());
+  std::uint32_t b = 77;
+  std::uint32_t s[6] = {1, 2, 3, 4, 5, 6};
+  std::int8_t c = -3;
+  float f = 2.5f;
+  void* args[] = {&a, &b, s, &c, &f};
+  sim::launch(*m, "p", {1, 1, 1}, {1, 1, 1}, 0, args, mem, {});
+  CHECK(out == std::vector<std::uint32_t>{77, 3, 4, static_cast<std::uint32_t>(-3), bits(2.5f)});
+}
+
+TEST_CASE("global loads and stores of every width, vectors, .nc, cvta",
+          "[op:ld.global.u32][op:st.global.u32][op:ld.global.v4.u32][op:st.global.v4.u32][op:ld.global.v4.f32]"
+          "[op:st.global.v4.f32][op:ld.global.nc.s32][op:ld.global.nc.u32][op:ld.global.f32][op:st.global.f32]"
+          "[op:ld.global.u64][op:ld.global.u16][op:st.global.u16][op:cvta.to.global.u64][op:mov.u64][op:mov.u32]"
+          "[op:mov.f32][op:mul.wide.u32][op:add.s64]") {
+  buffers b(64);
+  b.in[5] = 0xfffffff0u;
+  const std::string text = kernel("  .reg .b16 %h<2>;\n", R"(
+  setp.ne.s32 %p1, %tid, 0;
+  @%p1 bra $L_end;
+  cvta.to.global.u64 %rd1, %rd_in;
+  mov.u64 %rd2, %rd_out;
+  ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd1+16];
+  st.global.v4.u32 [%rd2], {%r4, %r3, %r2, %r1};
+  ld.global.v4.f32 {%f1, %f2, %f3, %f4}, [%rd1+32];
+  st.global.v4.f32 [%rd2+16], {%f1, %f2, %f3, %f4};
+  ld.global.nc.s32 %r5, [%rd1+20];
+  cvt.s64.s32 %rd3, %r5;
+  st.global.u64 [%rd2+32], %rd3;
+  ld.global.nc.u32 %r6, [%rd1+24];
+  st.global.u32 [%rd2+40], %r6;
+  ld.global.f32 %f5, [%rd1+28];
+  st.global.f32 [%rd2+44], %f5;
+  ld.global.u64 %rd4, [%rd1+48];
+  st.global.u64 [%rd2+48], %rd4;
+  ld.global.u16 %h1, [%rd1+56];
+  st.global.u16 [%rd2+56], %h1;
+  mov.u32 %r7, 0;
+  st.global.u16 [%rd2+58], %h1;
+  mov.f32 %f6, 0fBF800000;
+  st.global.f32 [%rd2+60], %f6;
+$L_end:
+)");
+  b.run(text, 32);
+  CHECK(b.out[0] == 7);
+  CHECK(b.out[3] == 4);
+  CHECK(b.out[4] == 8);
+  CHECK(b.out[7] == 11);
+  CHECK(b.out[8] == 0xfffffff0u);
+  CHECK(b.out[9] == 0xffffffffu);  // sign-extended .nc.s32 load
+  CHECK(b.out[10] == 6);
+  CHECK(b.out[11] == 7);
+  CHECK(b.out[12] == 12);
+  CHECK(b.out[13] == 13);
+  CHECK(b.out[14] == 0x000e000eu);  // the lower half of in[14] twice
+  CHECK(b.out[15] == 0xbf800000u);
+  CHECK(b.out[16] == 0xdeadbeefu);
+}
+
+TEST_CASE("shared memory with bar.sync: every thread sees its neighbour's write",
+          "[op:bar.sync][op:st.shared.u32][op:ld.shared.u32][op:st.shared.f32][op:ld.shared.f32]"
+          "[op:st.shared.v4.f32][op:ld.shared.v4.f32][op:ld.shared.v2.f32][op:ld.shared.v2.u16]") {
+  const std::string decl = "  .shared .align 16 .b8 smem[1024];\n  .reg .b16 %h<4>;\n";
+  const std::string body = R"(
+  mov.u32 %r1, smem;
+  shl.b32 %r2, %tid, 2;
+  add.s32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %tid;
+  cvt.rn.f32.s32 %f1, %tid;
+  st.shared.f32 [%r3+256], %f1;
+  bar.sync 0;
+  add.s32 %r4, %tid, 1;
+  and.b32 %r4, %r4, 63;
+  shl.b32 %r4, %r4, 2;
+  add.s32 %r4, %r1, %r4;
+  ld.shared.u32 %r5, [%r4];
+  ld.shared.f32 %f2, [%r4+256];
+  cvt.rni.s32.f32 %r6, %f2;
+  add.s32 %r5, %r5, %r6;
+  st.global.u32 [%rd_out], %r5;
+  bar.sync 0;
+  setp.ne.s32 %p1, %tid, 0;
+  @%p1 bra $L_end;
+  ld.shared.v4.f32 {%f1, %f2, %f3, %f4}, [smem+256];
+  st.shared.v4.f32 [smem+512], {%f4, %f3, %f2, %f1};
+  ld.shared.v2.f32 {%f5, %f6}, [smem+512];
+  cvt.rni.s32.f32 %r7, %f5;
+  st.global.u32 [%rd_out+256], %r7;
+  ld.shared.v2.u16 {%h1, %h2}, [smem+4];
+  mov.b32 %r8, {%h2, %h1};
+  st.global.u32 [%rd_out+260], %r8;
+$L_end:
+)";
+  buffers b(128);
+  b.run(kernel(decl, body), 64);
+  for (unsigned t = 0; t < 64; ++t) CHECK(b.out[t] == 2 * ((t + 1) % 64));
+  CHECK(b.out[64] == 3);
+  CHECK(b.out[65] == 0x00010000u);
+  // The same kernel without the first barrier races; the detector names both instructions.
+  std::string racy = body;
+  racy.replace(racy.find("bar.sync 0;"), 11, "");
+  buffers r(128);
+  CHECK_THROWS_WITH(r.run(kernel(decl, racy), 64), Catch::Contains("shared-memory race") &&
+                                                       Catch::Contains("st.shared.u32 [%r3], %tid") &&
+                                                       Catch::Contains("ld.shared.u32 %r5, [%r4]"));
+}
+
+TEST_CASE("local memory is per thread", "[op:st.local.u32][op:ld.local.u32]") {
+  const std::string text = kernel("  .local .align 4 .b8 depot[8];\n  .reg .b64 %SPL;\n", R"(
+  mov.u64 %SPL, depot;
+  st.local.u32 [%SPL+4], %tid;
+  bar.sync 0;
+  ld.local.u32 %r1, [%SPL+4];
+  st.global.u32 [%rd_out], %r1;
+)");
+  buffers b(64);
+  b.run(text, 64);
+  for (unsigned t = 0; t < 64; ++t) CHECK(b.out[t] == t);
+  const std::string bad = kernel("  .local .align 4 .b8 depot[8];\n  .reg .b64 %SPL;\n",
+                                 "  mov.u64 %SPL, depot;\n  st.local.u32 [%SPL+8], %tid;\n");
+  buffers c(32);
+  CHECK_THROWS_WITH(c.run(bad, 32), Catch::Contains("local-memory access at 8"));
+}
+
+TEST_CASE("divergent branches reconverge: a full-warp shuffle after an if/else", "[op:bra][op:bra.uni][op:ret]") {
+  const std::string text = kernel("", R"(
+  and.b32 %r1, %lane, 1;
+  setp.eq.s32 %p1, %r1, 0;
+  @%p1 bra $L_even;
+  shl.b32 %r2, %lane, 1;
+  bra.uni $L_join;
+$L_even:
+  add.s32 %r2, %lane, 100;
+$L_join:
+  shfl.sync.bfly.b32 %r3, %r2, 1, 31, -1;
+  st.global.u32 [%rd_out], %r3;
+  ret;
+)");
+  buffers b(64);
+  sim::schedule s;
+  for (std::uint64_t seed : {1u, 2u, 3u}) {
+    s.seed = seed;
+    b.run(text, 64, s);
+    for (unsigned t = 0; t < 64; ++t) {
+      const unsigned other = (t % 32) ^ 1;
+      CHECK(b.out[t] == ((other & 1) ? 2 * other : other + 100));
+    }
+  }
+}
+
+TEST_CASE("shfl.sync in every mode with clamps, segments and the predicate output",
+          "[op:shfl.sync.bfly.b32][op:shfl.sync.down.b32][op:shfl.sync.idx.b32][op:shfl.sync.up.b32]") {
+  // value = 10 * lane; each case stores the shuffled value + 1000 * predicate.
+  const auto shuffle = [](const std::string& instr) {
+    const std::string text = kernel("", "  mul.lo.s32 %r1, %lane, 10;\n  " + instr +
+                                            ";\n  selp.b32 %r3, 1000, 0, %p1;\n  add.s32 %r2, %r2, %r3;\n"
+                                            "  st.global.u32 [%rd_out], %r2;\n");
+    buffers b(32);
+    b.run(text, 32);
+    return b.out;
+  };
+  auto out = shuffle("shfl.sync.bfly.b32 %r2|%p1, %r1, 1, 31, -1");
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == 10 * (l ^ 1) + 1000);
+  out = shuffle("shfl.sync.bfly.b32 %r2|%p1, %r1, 8, 0x101f, -1");  // width 16: c = (32-16) << 8 | 31
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == 10 * (l ^ 8) + 1000);
+  out = shuffle("shfl.sync.down.b32 %r2|%p1, %r1, 4, 31, -1");
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == (l + 4 <= 31 ? 10 * (l + 4) + 1000 : 10 * l));
+  out = shuffle("shfl.sync.down.b32 %r2|%p1, %r1, 4, 0x181f, -1");  // width 8
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == ((l % 8) + 4 <= 7 ? 10 * (l + 4) + 1000 : 10 * l));
+  out = shuffle("shfl.sync.up.b32 %r2|%p1, %r1, 1, 0, -1");
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == (l >= 1 ? 10 * (l - 1) + 1000 : 0));
+  out = shuffle("shfl.sync.idx.b32 %r2|%p1, %r1, 3, 31, -1");
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == 30 + 1000);
+  out = shuffle("shfl.sync.idx.b32 %r2|%p1, %r1, 3, 0x101f, -1");  // width 16: lane 3 of each half
+  for (unsigned l = 0; l < 32; ++l) CHECK(out[l] == 10 * ((l & 16) + 3) + 1000);
+}
+
+TEST_CASE("shfl.sync member masks: divergent half-warps shuffle separately; bad masks are reported",
+          "[op:shfl.sync.bfly.b32]") {
+  // Lanes < 16 take one path, the others another; each half reduces with its own mask.
+  const std::string text = kernel("", R"(
+  setp.lt.u32 %p1, %lane, 16;
+  @%p1 bra $L_low;
+  shfl.sync.bfly.b32 %r2, %lane, 1, 0x101f, 0xffff0000;
+  add.s32 %r2, %r2, 500;
+  bra.uni $L_join;
+$L_low:
+  shfl.sync.bfly.b32 %r2, %lane, 2, 0x101f, 0xffff;
+$L_join:
+  st.global.u32 [%rd_out], %r2;
+)");
+  buffers b(32);
+  b.run(text, 32);
+  for (unsigned l = 0; l < 32; ++l) CHECK(b.out[l] == (l < 16 ? (l ^ 2) : (l ^ 1) + 500));
+
+  // A full mask in one half only: the other half exits, so the shuffle can never complete.
+  const std::string exits = kernel("", R"(
+  setp.lt.u32 %p1, %lane, 16;
+  @!%p1 bra $L_out;
+  shfl.sync.bfly.b32 %r2, %lane, 1, 31, -1;
+  st.global.u32 [%rd_out], %r2;
+$L_out:
+  ret;
+)");
+  buffers c(32);
+  CHECK_THROWS_WITH(c.run(exits, 32), Catch::Contains("deadlock") || Catch::Contains("exited"));
+  // A mask that leaves out the lane whose value is read.
+  const std::string partial = kernel("", "  shfl.sync.bfly.b32 %r2, %lane, 16, 31, -1;\n"
+                                         "  shfl.sync.bfly.b32 %r2, %lane, 16, 31, 0xffff;\n");
+  buffers d(16);
+  CHECK_THROWS_WITH(d.run(partial, 16), Catch::Contains("names exited or absent lanes"));
+  const std::string self = kernel("", "  shfl.sync.bfly.b32 %r2, %lane, 1, 31, 2;\n");
+  buffers e(32);
+  CHECK_THROWS_WITH(e.run(self, 32), Catch::Contains("does not name the lane itself"));
+}
+
+TEST_CASE("bar.sync must be reached by every thread, from converged warps", "[op:bar.sync]") {
+  const std::string divergent = kernel("", R"(
+  setp.lt.u32 %p1, %lane, 16;
+  @%p1 bra $L_skip;
+  bar.sync 0;
+$L_skip:
+  ret;
+)");
+  buffers b(32);
+  CHECK_THROWS_WITH(b.run(divergent, 32), Catch::Contains("part of a warp"));
+  const std::string early_exit = kernel("", R"(
+  setp.ge.u32 %p1, %tid, 32;
+  @%p1 bra $L_out;
+  bar.sync 0;
+$L_out:
+  ret;
+)");
+  buffers c(64);
+  CHECK_THROWS_WITH(c.run(early_exit, 64), Catch::Contains("exited"));
+}
+
+TEST_CASE("same-warp shared accesses need bar.warp.sync (Volta+ independent thread scheduling)",
+          "[op:bar.warp.sync]") {
+  const auto text = [](const std::string& sync) {
+    return kernel("  .shared .align 4 .b8 smem[128];\n",
+                  "  mov.u32 %r4, smem;\n  shl.b32 %r1, %lane, 2;\n  add.s32 %r1, %r1, %r4;\n"
+                  "  st.shared.u32 [%r1], %lane;\n" + sync +
+                  "  xor.b32 %r2, %lane, 1;\n  shl.b32 %r2, %r2, 2;\n  add.s32 %r2, %r2, %r4;\n"
+                  "  ld.shared.u32 %r3, [%r2];\n  st.global.u32 [%rd_out], %r3;\n");
+  };
+  buffers ok(32);
+  ok.run((text("  bar.warp.sync -1;\n")), 32);
+  for (unsigned l = 0; l < 32; ++l) CHECK(ok.out[l] == (l ^ 1));
+  buffers racy(32);
+  CHECK_THROWS_WITH(racy.run((text("")), 32), Catch::Contains("shared-memory race"));
+  // A shuffle is not a memory fence: it does not order the shared accesses either.
+  buffers shfl(32);
+  CHECK_THROWS_WITH(shfl.run((text("  shfl.sync.bfly.b32 %r9, %lane, 1, 31, -1;\n")), 32),
+                    Catch::Contains("shared-memory race"));
+}
+
+TEST_CASE("reads of never-written shared memory are reported", "[op:ld.shared.u32]") {
+  const std::string text = kernel("  .shared .align 4 .b8 smem[128];\n", R"(
+  setp.ne.s32 %p1, %lane, 0;
+  @%p1 bra $L_read;
+  st.shared.u32 [smem], %lane;
+$L_read:
+  bar.sync 0;
+  ld.shared.u32 %r1, [smem+4];
+  st.global.u32 [%rd_out], %r1;
+)");
+  buffers b(32);
+  CHECK_THROWS_WITH(b.run(text, 32), Catch::Contains("never-written shared byte 4"));
+  sim::schedule off;
+  off.uninitialized_check = false;
+  buffers c(32);
+  CHECK_NOTHROW(c.run(text, 32, off));
+}
+
+namespace {
+// Each thread copies in[4 tid .. 4 tid + 4) (16 bytes) to shared with cp.async (zero-filled
+// when tid >= valid), waits, syncs, and writes the neighbour's first word plus the sum of the
+// 4 words it copied itself.
+std::string cp_async_kernel(const std::string& between_issue_and_wait, const std::string& after_barrier = "") {
+  return kernel("  .shared .align 16 .b8 smem[2048];\n  .reg .b32 %valid;\n", R"(
+  ld.param.u64 %rd_t, [k_in];
+  mul.wide.u32 %rd1, %tid, 16;
+  add.s64 %rd1, %rd_t, %rd1;
+  shl.b32 %r1, %tid, 4;
+  mov.u32 %r2, smem;
+  add.s32 %r2, %r2, %r1;
+  setp.lt.u32 %p1, %tid, 48;
+  selp.b32 %valid, 16, 0, %p1;
+  cp.async.cg.shared.global [%r2], [%rd1], 16, %valid;
+  cp.async.commit_group;
+)" + between_issue_and_wait + R"(
+  cp.async.wait_group 0;
+  bar.sync 0;
+)" + after_barrier + R"(
+  add.s32 %r3, %tid, 1;
+  and.b32 %r3, %r3, 63;
+  shl.b32 %r3, %r3, 4;
+  mov.u32 %r4, smem;
+  add.s32 %r3, %r3, %r4;
+  ld.shared.u32 %r5, [%r3];
+  ld.shared.v4.u32 {%r6, %r7, %r8, %r9}, [%r2];
+  add.s32 %r6, %r6, %r7;
+  add.s32 %r6, %r6, %r8;
+  add.s32 %r6, %r6, %r9;
+  shl.b32 %r6, %r6, 16;
+  add.s32 %r5, %r5, %r6;
+  st.global.u32 [%rd_out], %r5;
+)");
+}
+}  // namespace
+
+TEST_CASE("cp.async lands (or zero-fills) by its wait_group, at random moments under a seed",
+          "[op:cp.async.cg.shared.global][op:cp.async.commit_group][op:cp.async.wait_group][op:ld.shared.v4.u32]") {
+  for (std::uint64_t seed : {0u, 1u, 2u, 3u, 4u}) {
+    buffers b(256);
+    sim::schedule s;
+    s.seed = seed;
+    s.randomize = seed != 0;
+    b.run(cp_async_kernel(""), 64, s);
+    for (unsigned t = 0; t < 64; ++t) {
+      const unsigned n = (t + 1) % 64;
+      const unsigned neighbour = n < 48 ? 4 * n : 0;
+      const unsigned own = t < 48 ? 16 * t + 6 : 0;
+      CHECK(b.out[t] == neighbour + (own << 16));
+    }
+  }
+  // Reading the destination before the wait: the issuing thread itself.
+  buffers early(256);
+  CHECK_THROWS_WITH(early.run(cp_async_kernel("  ld.shared.u32 %r10, [%r2];\n"), 64),
+                    Catch::Contains("before the cp.async.wait_group"));
+  // Writing another thread's destination after the barrier (a stage reused too early).
+  buffers reuse(256);
+  sim::schedule s;
+  s.seed = 9;
+  CHECK_THROWS_WITH(
+      reuse.run(cp_async_kernel("", "  setp.eq.s32 %p2, %tid, 0;\n  @%p2 st.shared.u32 [smem+16], %tid;\n"), 64, s),
+      Catch::Contains("shared-memory race"));
+  // A global source outside every allocation.
+  const std::string oob = kernel("  .shared .align 16 .b8 smem[16];\n",
+                                 "  cp.async.cg.shared.global [smem], [%rd_in+4096], 16, 16;\n  cp.async.wait_all;\n");
+  buffers o(16);
+  CHECK_THROWS_WITH(o.run(oob, 1), Catch::Contains("outside every live allocation") && Catch::Contains("PTX line"));
+}
+
+TEST_CASE("cp.async issued before the barrier that frees its stage is a race (the agent's pipeline defect)",
+          "[op:cp.async.cg.shared.global]") {
+  // Thread t reads stage word t, then (wrongly) the next copy into the same stage is issued by
+  // thread t^1 before the barrier that ends everyone's reads.
+  const std::string text = kernel("  .shared .align 16 .b8 smem[1024];\n", R"(
+  shl.b32 %r1, %tid, 4;
+  mov.u32 %r2, smem;
+  add.s32 %r2, %r2, %r1;
+  st.shared.u32 [%r2], %tid;
+  bar.sync 0;
+  ld.shared.u32 %r3, [%r2];
+  xor.b32 %r4, %tid, 1;
+  shl.b32 %r4, %r4, 4;
+  mov.u32 %r5, smem;
+  add.s32 %r4, %r4, %r5;
+  ld.param.u64 %rd_t, [k_in];
+  cp.async.cg.shared.global [%r4], [%rd_t], 16, 16;
+  cp.async.commit_group;
+  bar.sync 0;
+  cp.async.wait_group 0;
+  bar.sync 0;
+)");
+  for (std::uint64_t seed : {0u, 5u, 6u}) {
+    buffers b(64);
+    sim::schedule s;
+    s.seed = seed;
+    s.randomize = seed != 0;
+    CHECK_THROWS_WITH(b.run(text, 64, s), Catch::Contains("shared-memory race") && Catch::Contains("cp.async"));
+  }
+}
+
+TEST_CASE("global accesses outside live allocations and misaligned accesses are reported") {
+  buffers b(32);
+  const std::string text = kernel("", "  ld.global.u32 %r1, [%rd_in+128];\n  st.global.u32 [%rd_out], %r1;\n");
+  CHECK_THROWS_WITH(b.run(text, 1), Catch::Contains("outside every live allocation") &&
+                                        Catch::Contains("kernel k") && Catch::Contains("PTX line") &&
+                                        Catch::Contains("thread (0,0,0) of block (0,0,0)"));
+  const std::string misaligned = kernel("", "  ld.global.u32 %r1, [%rd_in+2];\n");
+  CHECK_THROWS_WITH(b.run(misaligned, 1), Catch::Contains("misaligned global access"));
+}
+
+TEST_CASE("unknown constructs: parse errors name the line; unimplemented opcodes fail when executed") {
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  mov.u32 %r1, 0;\n}\n"), "bad.ptx"),
+                    Catch::Contains("bad.ptx") && Catch::Contains("line 7") && Catch::Contains("unknown register"));
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  bra $L_nowhere;\n}\n"), "bad.ptx"),
+                    Catch::Contains("unknown label"));
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret\n}\n"), "bad.ptx"),
+                    Catch::Contains("line"));
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  .frobnicate 3;\n}\n"), "bad.ptx"),
+                    Catch::Contains("unsupported directive"));
+  // popc is not implemented: the module loads, the launch fails naming the instruction.
+  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 popc.b32 %r1, %tid;\n");
+  buffers b(32);
+  CHECK_NOTHROW(b.run(text, 1));  // thread 1 does not exist: never executed
+  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("popc"));
+}
+
+TEST_CASE("traffic: bytes requested and distinct 32-byte sectors per launch") {
+  const std::string text = kernel("", R"(
+  mul.wide.u32 %rd1, %tid, 16;
+  ld.param.u64 %rd2, [k_in];
+  add.s64 %rd2, %rd2, %rd1;
+  ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd2];
+  ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd2];
+  st.global.u32 [%rd_out], %r1;
+)");
+  buffers b(256);
+  const auto r = b.run(text, 64);
+  // Sectors are 32-byte aligned in the address space; the buffers need not be.
+  const auto sectors = [](const void* p, std::uint64_t bytes) {
+    const auto a = reinterpret_cast<std::uint64_t>(p);
+    return (a + bytes - 1) / 32 - a / 32 + 1;
+  };
+  CHECK(r.global.bytes_read == 2 * 64 * 16);
+  CHECK(r.global.sectors_read == sectors(b.in.data(), 64 * 16));
+  // Per warp instruction: each warp's 512 contiguous bytes; the re-read counted again.
+  CHECK(r.global.sector_reads_total ==
+        2 * (sectors(b.in.data(), 512) + sectors(b.in.data() + 128, 512)));
+  CHECK(r.global.bytes_written == 64 * 4);
+  CHECK(r.global.sectors_written == sectors(b.out.data(), 64 * 4));
+  CHECK(r.warp_instructions > 0);
+}
+
+TEST_CASE("grids: every CTA runs once, in any order, with its own shared memory and ids") {
+  const std::string text = kernel("  .shared .align 4 .b8 smem[4];\n  .reg .b32 %cta;\n", R"(
+  mov.u32 %cta, %ctaid.x;
+  setp.ne.s32 %p1, %tid, 0;
+  @%p1 bra $L_wait;
+  st.shared.u32 [smem], %cta;
+$L_wait:
+  bar.sync 0;
+  ld.shared.u32 %r1, [smem];
+  mov.u32 %r2, %ntid.x;
+  mad.lo.s32 %r3, %cta, %r2, %tid;
+  mul.wide.u32 %rd1, %r3, 4;
+  ld.param.u64 %rd2, [k_out];
+  add.s64 %rd2, %rd2, %rd1;
+  st.global.u32 [%rd2], %r1;
+)");
+  buffers b(4 * 40);
+  sim::schedule s;
+  s.seed = 11;
+  b.run(text, 40, s, 4);
+  for (unsigned i = 0; i < 160; ++i) CHECK(b.out[i] == i / 40);
+}

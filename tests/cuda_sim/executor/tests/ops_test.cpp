@@ -1,0 +1,286 @@
+// The executor's instructions against the PTX ISA's semantics, with exact expected bits
+// (rounding to nearest even, .ftz, .sat, canonical NaN, saturating conversions, shift
+// clamps). Each TEST_CASE's [op:...] tags name the opcode+modifier strings it covers; the
+// coverage check (coverage_test.cpp) requires one for every string rungs' kernels use.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "eval.hpp"
+
+using namespace rungs_sim_test;
+
+namespace {
+constexpr std::uint32_t kNaN = 0x7fffffffu;  // the canonical f32 NaN
+constexpr std::uint32_t kQNaN = 0x7fc00001u; // some other NaN as input
+constexpr std::uint32_t kInf = 0x7f800000u, kNegInf = 0xff800000u;
+constexpr std::uint32_t kOne = 0x3f800000u;
+}  // namespace
+
+TEST_CASE("add/sub/mul.f32 round to nearest even, keep subnormals, canonicalise NaN",
+          "[op:add.f32][op:sub.f32][op:mul.f32][op:mul.rn.f32]") {
+  CHECK(eval32("add.f32 %d, %a, %b", bits(1.5f), bits(2.25f)) == bits(3.75f));
+  CHECK(eval32("add.f32 %d, %a, %b", kOne, 0x33800000u) == kOne);           // 1 + 2^-24: tie, to even
+  CHECK(eval32("add.f32 %d, %a, %b", 0x3f800001u, 0x33800000u) == 0x3f800002u);  // tie, odd: up
+  CHECK(eval32("add.f32 %d, %a, %b", 1u, 1u) == 2u);                        // subnormals kept
+  CHECK(eval32("add.f32 %d, %a, %b", kQNaN, kOne) == kNaN);
+  CHECK(eval32("add.f32 %d, %a, %b", kInf, kNegInf) == kNaN);
+  CHECK(eval32("add.ftz.f32 %d, %a, %b", 1u, 1u) == 0u);                    // .ftz: subnormal in -> +0
+  CHECK(eval32("add.ftz.f32 %d, %a, %b", 0x80000001u, 0u) == 0u);  // -0 + +0 = +0
+  CHECK(eval32("add.sat.f32 %d, %a, %b", bits(0.75f), bits(0.5f)) == kOne);
+  CHECK(eval32("add.sat.f32 %d, %a, %b", bits(-1.0f), bits(0.5f)) == 0u);
+  CHECK(eval32("add.sat.f32 %d, %a, %b", kQNaN, kOne) == 0u);              // .sat: NaN -> +0
+  CHECK(eval32("sub.f32 %d, %a, %b", kOne, kOne) == 0u);                    // x - x = +0
+  CHECK(eval32("sub.f32 %d, %a, %b", bits(1.0f), bits(3.0f)) == bits(-2.0f));
+  CHECK(eval32("mul.f32 %d, %a, %b", bits(3.0f), bits(0.5f)) == bits(1.5f));
+  CHECK(eval32("mul.rn.f32 %d, %a, %b", bits(3.0f), bits(0.5f)) == bits(1.5f));
+  CHECK(eval32("mul.f32 %d, %a, %b", 0u, kInf) == kNaN);
+  CHECK(eval32("mul.rn.f32 %d, %a, %b", 0x00800000u, bits(0.5f)) == 0x00400000u);  // to subnormal, exact
+}
+
+TEST_CASE("fma.rn.f32 rounds once", "[op:fma.rn.f32]") {
+  // (1 + 2^-12)^2 - 1 = 2^-11 + 2^-24 exactly; a separate multiply would lose the 2^-24.
+  CHECK(eval32("fma.rn.f32 %d, %a, %b, %c", 0x3f800800u, 0x3f800800u, bits(-1.0f)) == 0x3a000400u);
+  CHECK(eval32("fma.rn.f32 %d, %a, %b, %c", bits(2.0f), bits(3.0f), bits(1.0f)) == bits(7.0f));
+  CHECK(eval32("fma.rn.f32 %d, %a, %b, %c", kInf, 0u, kOne) == kNaN);
+  CHECK(eval32("fma.rn.ftz.f32 %d, %a, %b, %c", 1u, kOne, 0u) == 0u);
+  CHECK(eval32("fma.rn.sat.f32 %d, %a, %b, %c", bits(2.0f), bits(3.0f), 0u) == kOne);
+}
+
+TEST_CASE("div/rcp.rn.f32 are IEEE-exact; rcp of zeros is a signed infinity", "[op:div.rn.f32][op:rcp.rn.f32]") {
+  CHECK(eval32("div.rn.f32 %d, %a, %b", kOne, bits(3.0f)) == 0x3eaaaaabu);
+  CHECK(eval32("div.rn.f32 %d, %a, %b", 0u, 0u) == kNaN);
+  CHECK(eval32("rcp.rn.f32 %d, %a", bits(3.0f)) == 0x3eaaaaabu);
+  CHECK(eval32("rcp.rn.f32 %d, %a", 0u) == kInf);
+  CHECK(eval32("rcp.rn.f32 %d, %a", 0x80000000u) == kNegInf);
+  CHECK(eval32("rcp.rn.f32 %d, %a", 1u) == kInf);  // 1 / 2^-149 overflows
+  CHECK(eval32("rcp.rn.f32 %d, %a", kQNaN) == kNaN);
+}
+
+TEST_CASE("ex2.approx: exact special values, .ftz flushes input and result, ISA error bound",
+          "[op:ex2.approx.ftz.f32][op:ex2.approx.f32]") {
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", 0u) == kOne);
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", kNegInf) == 0u);
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", kInf) == kInf);
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", kQNaN) == kNaN);
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", bits(3.0f)) == bits(8.0f));
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", 0x80000001u) == kOne);          // -subnormal -> -0 -> 1
+  CHECK(eval32("ex2.approx.ftz.f32 %d, %a", bits(-130.0f)) == 0u);          // 2^-130 flushed
+  CHECK(eval32("ex2.approx.f32 %d, %a", bits(-130.0f)) == 0x00080000u);     // 2^-130 kept
+  CHECK(eval32("ex2.approx.f32 %d, %a", bits(200.0f)) == kInf);
+  for (float x : {-3.3f, -0.7f, 0.1f, 1.9f, 12.25f}) {
+    const float y = from_bits(eval32("ex2.approx.ftz.f32 %d, %a", bits(x)));
+    CHECK(std::fabs(y - std::exp2(static_cast<double>(x))) <= std::exp2(static_cast<double>(x)) * 0x1p-22);
+  }
+}
+
+TEST_CASE("max.f32: a NaN operand is ignored; two NaNs give the canonical NaN; -0 < +0", "[op:max.f32]") {
+  CHECK(eval32("max.f32 %d, %a, %b", bits(2.0f), bits(3.0f)) == bits(3.0f));
+  CHECK(eval32("max.f32 %d, %a, %b", kOne, kQNaN) == kOne);
+  CHECK(eval32("max.f32 %d, %a, %b", kQNaN, kOne) == kOne);
+  CHECK(eval32("max.f32 %d, %a, %b", kQNaN, kQNaN) == kNaN);
+  CHECK(eval32("max.f32 %d, %a, %b", 0x80000000u, 0u) == 0u);
+  CHECK(eval32("max.f32 %d, %a, %b", 0u, 0x80000000u) == 0u);
+  CHECK(eval32("max.f32 %d, %a, %b", kNegInf, bits(-1e30f)) == bits(-1e30f));
+  CHECK(eval32("min.f32 %d, %a, %b", 0u, 0x80000000u) == 0x80000000u);
+  CHECK(eval32("min.f32 %d, %a, %b", kQNaN, bits(-2.0f)) == bits(-2.0f));
+  CHECK(eval32("max.ftz.f32 %d, %a, %b", 5u, 0x80000000u) == 0u);  // 5 * 2^-149 flushed to +0
+}
+
+TEST_CASE("neg/abs.f32 change only the sign bit", "[op:neg.f32][op:abs.f32]") {
+  CHECK(eval32("neg.f32 %d, %a", kOne) == 0xbf800000u);
+  CHECK(eval32("neg.f32 %d, %a", 0u) == 0x80000000u);
+  CHECK(eval32("abs.f32 %d, %a", bits(-2.0f)) == bits(2.0f));
+  CHECK(eval32("abs.f32 %d, %a", 0x80000001u) == 1u);
+}
+
+TEST_CASE("rsqrt/sin/cos.approx: exact special values, results within the ISA's bounds",
+          "[op:rsqrt.approx.f32][op:sin.approx.f32][op:cos.approx.f32]") {
+  CHECK(eval32("rsqrt.approx.f32 %d, %a", bits(4.0f)) == bits(0.5f));
+  CHECK(eval32("rsqrt.approx.f32 %d, %a", 0u) == kInf);
+  CHECK(eval32("rsqrt.approx.f32 %d, %a", 0x80000000u) == kNegInf);
+  CHECK(eval32("rsqrt.approx.f32 %d, %a", bits(-1.0f)) == kNaN);
+  CHECK(eval32("sin.approx.f32 %d, %a", 0u) == 0u);
+  CHECK(eval32("cos.approx.f32 %d, %a", 0u) == kOne);
+  CHECK(eval32("sin.approx.f32 %d, %a", kInf) == kNaN);
+  for (float x : {-3.1f, -1.0f, 0.5f, 2.0f, 3.1f}) {  // absolute error <= 2^-20.9 on [-pi, pi]
+    CHECK(std::fabs(from_bits(eval32("sin.approx.f32 %d, %a", bits(x))) - std::sin(static_cast<double>(x))) < 0x1p-20);
+    CHECK(std::fabs(from_bits(eval32("cos.approx.f32 %d, %a", bits(x))) - std::cos(static_cast<double>(x))) < 0x1p-20);
+  }
+}
+
+TEST_CASE("cvt between f32 and integers: nearest even, saturation, NaN -> 0",
+          "[op:cvt.rni.f32.f32][op:cvt.rn.f32.s32][op:cvt.rni.s32.f32]") {
+  CHECK(eval32("cvt.rni.f32.f32 %d, %a", bits(2.5f)) == bits(2.0f));
+  CHECK(eval32("cvt.rni.f32.f32 %d, %a", bits(3.5f)) == bits(4.0f));
+  CHECK(eval32("cvt.rni.f32.f32 %d, %a", bits(-0.5f)) == 0x80000000u);
+  CHECK(eval32("cvt.rni.f32.f32 %d, %a", kQNaN) == kNaN);
+  CHECK(eval32("cvt.rn.f32.s32 %d, %a", 16777217u) == 0x4b800000u);  // 2^24 + 1 -> 2^24 (even)
+  CHECK(eval32("cvt.rn.f32.s32 %d, %a", 16777219u) == 0x4b800002u);  // 2^24 + 3 -> 2^24 + 4
+  CHECK(eval32("cvt.rn.f32.s32 %d, %a", 0xffffffffu) == bits(-1.0f));
+  CHECK(eval32("cvt.rni.s32.f32 %d, %a", bits(2.5f)) == 2u);
+  CHECK(eval32("cvt.rni.s32.f32 %d, %a", bits(-2.5f)) == static_cast<std::uint32_t>(-2));
+  CHECK(eval32("cvt.rni.s32.f32 %d, %a", bits(1e10f)) == 0x7fffffffu);
+  CHECK(eval32("cvt.rni.s32.f32 %d, %a", bits(-1e10f)) == 0x80000000u);
+  CHECK(eval32("cvt.rni.s32.f32 %d, %a", kQNaN) == 0u);
+  CHECK(eval32("cvt.rzi.s32.f32 %d, %a", bits(-2.7f)) == static_cast<std::uint32_t>(-2));
+}
+
+TEST_CASE("f64 conversions and arithmetic", "[op:cvt.rn.f32.u64][op:cvt.rn.f32.f64][op:cvt.rn.f64.s64][op:mul.f64]") {
+  CHECK(eval64("cvt.rn.f32.u64 %d, %la; cvt.u64.u32 %ld, %d", ~0ull) == 0x5f800000u);  // 2^64 - 1 -> 2^64
+  CHECK(eval64("cvt.rn.f32.f64 %d, %la; cvt.u64.u32 %ld, %d", 0x3fd5555555555555ull) == 0x3eaaaaabu);
+  CHECK(eval64("cvt.rn.f64.s64 %ld, %la", (1ull << 53) + 1) == 0x4340000000000000ull);  // 2^53 + 1 -> 2^53
+  CHECK(eval64("cvt.rn.f64.s64 %ld, %la", ~0ull) == 0xbff0000000000000ull);             // -1
+  CHECK(eval64("mul.f64 %ld, %la, %lb", 0x3ff8000000000000ull, 0x4000000000000000ull) == 0x4008000000000000ull);
+  CHECK(eval64("mul.f64 %ld, %la, %lb", 0x7ff0000000000000ull, 0) == 0x7fffffffffffffffull);
+}
+
+TEST_CASE("integer add/sub/mul/mad: wrap, .hi, .wide", "[op:add.s32][op:sub.s32][op:mul.lo.s32][op:mul.hi.s32]"
+          "[op:mad.lo.s32][op:mul.wide.s32][op:mul.wide.u32][op:mad.wide.u32][op:add.s64][op:add.u64][op:sub.s64]"
+          "[op:mul.lo.s64]") {
+  CHECK(eval32("add.s32 %d, %a, %b", 0x7fffffffu, 1u) == 0x80000000u);
+  CHECK(eval32("sub.s32 %d, %a, %b", 0u, 1u) == 0xffffffffu);
+  CHECK(eval32("add.sat.s32 %d, %a, %b", 0x7fffffffu, 1u) == 0x7fffffffu);
+  CHECK(eval32("mul.lo.s32 %d, %a, %b", 0x10000u, 0x10001u) == 0x10000u);
+  CHECK(eval32("mul.hi.s32 %d, %a, %b", static_cast<std::uint32_t>(-2), 3u) == 0xffffffffu);
+  CHECK(eval32("mul.hi.s32 %d, %a, %b", 0x40000000u, 4u) == 1u);
+  CHECK(eval32("mad.lo.s32 %d, %a, %b, %c", 3u, 4u, 5u) == 17u);
+  CHECK(eval64("mul.wide.s32 %ld, %a, %b", static_cast<std::uint32_t>(-2), 3u) == 0xfffffffffffffffaull);
+  CHECK(eval64("mul.wide.u32 %ld, %a, %b", 0xffffffffu, 2u) == 0x1fffffffeull);
+  CHECK(eval64("mad.wide.u32 %ld, %a, %b, %lc", 0xffffffffu, 0xffffffffu, 1u) == 0xfffffffe00000002ull);
+  CHECK(eval64("add.s64 %ld, %la, %lb", ~0ull, 2) == 1u);
+  CHECK(eval64("add.u64 %ld, %la, %lb", 1ull << 40, 1ull << 40) == 1ull << 41);
+  CHECK(eval64("sub.s64 %ld, %la, %lb", 0, 1) == ~0ull);
+  CHECK(eval64("mul.lo.s64 %ld, %la, %lb", 1ull << 40, 1ull << 30) == 0u);  // 2^70 wraps to 0
+}
+
+TEST_CASE("integer div/rem: truncation toward zero; division by zero is reported",
+          "[op:div.s32][op:div.u32][op:rem.s32][op:div.s64][op:div.u64]") {
+  CHECK(eval32("div.s32 %d, %a, %b", static_cast<std::uint32_t>(-7), 2u) == static_cast<std::uint32_t>(-3));
+  CHECK(eval32("rem.s32 %d, %a, %b", static_cast<std::uint32_t>(-7), 2u) == static_cast<std::uint32_t>(-1));
+  CHECK(eval32("div.u32 %d, %a, %b", 0xfffffff9u, 2u) == 0x7ffffffcu);
+  CHECK(eval32("div.s32 %d, %a, %b", 0x80000000u, 0xffffffffu) == 0x80000000u);
+  CHECK(eval64("div.s64 %ld, %la, %lb", static_cast<std::uint64_t>(-9), 4) == static_cast<std::uint64_t>(-2));
+  CHECK(eval64("div.u64 %ld, %la, %lb", ~0ull, 1ull << 32) == 0xffffffffu);
+  CHECK_THROWS_WITH(eval32("div.s32 %d, %a, %b", 1u, 0u), Catch::Contains("division by zero") && Catch::Contains("PTX line"));
+  CHECK_THROWS_WITH(eval32("rem.s32 %d, %a, %b", 1u, 0u), Catch::Contains("remainder by zero"));
+}
+
+TEST_CASE("integer min/max/neg", "[op:min.s32][op:max.s32][op:neg.s32]") {
+  CHECK(eval32("min.s32 %d, %a, %b", 0xffffffffu, 1u) == 0xffffffffu);
+  CHECK(eval32("max.s32 %d, %a, %b", 0xffffffffu, 1u) == 1u);
+  CHECK(eval32("min.u32 %d, %a, %b", 0xffffffffu, 1u) == 1u);
+  CHECK(eval32("neg.s32 %d, %a", 5u) == static_cast<std::uint32_t>(-5));
+  CHECK(eval32("neg.s32 %d, %a", 0x80000000u) == 0x80000000u);
+}
+
+TEST_CASE("shifts clamp the amount at the register width", "[op:shl.b32][op:shr.s32][op:shr.u32][op:shl.b64][op:shr.u64]") {
+  CHECK(eval32("shl.b32 %d, %a, %b", 1u, 31u) == 0x80000000u);
+  CHECK(eval32("shl.b32 %d, %a, %b", 1u, 32u) == 0u);
+  CHECK(eval32("shr.s32 %d, %a, %b", 0x80000000u, 40u) == 0xffffffffu);
+  CHECK(eval32("shr.s32 %d, %a, %b", 0x80000000u, 4u) == 0xf8000000u);
+  CHECK(eval32("shr.u32 %d, %a, %b", 0x80000000u, 31u) == 1u);
+  CHECK(eval32("shr.u32 %d, %a, %b", 0x80000000u, 33u) == 0u);
+  CHECK(eval64("shl.b64 %ld, %la, %b", 1, 63) == 1ull << 63);
+  CHECK(eval64("shl.b64 %ld, %la, %b", 1, 64) == 0);
+  CHECK(eval64("shr.u64 %ld, %la, %b", 1ull << 63, 64) == 0);
+  CHECK(eval64("shr.u64 %ld, %la, %b", 1ull << 63, 62) == 2);
+  CHECK(eval64("shr.s64 %ld, %la, %b", 1ull << 63, 62) == ~1ull);
+}
+
+TEST_CASE("bit operations", "[op:and.b32][op:or.b32][op:xor.b32][op:not.b32][op:and.b64][op:or.b64][op:xor.b64]"
+          "[op:not.b64][op:bfi.b64]") {
+  CHECK(eval32("and.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0x0f000f00u);
+  CHECK(eval32("or.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0xfff0fff0u);
+  CHECK(eval32("xor.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0xf0f0f0f0u);
+  CHECK(eval32("not.b32 %d, %a", 0x0000ffffu) == 0xffff0000u);
+  CHECK(eval64("and.b64 %ld, %la, %lb", ~0ull, 0x8000000000000001ull) == 0x8000000000000001ull);
+  CHECK(eval64("or.b64 %ld, %la, %lb", 1ull << 63, 1) == 0x8000000000000001ull);
+  CHECK(eval64("xor.b64 %ld, %la, %lb", ~0ull, 1) == ~1ull);
+  CHECK(eval64("not.b64 %ld, %la", 0) == ~0ull);
+  CHECK(eval64("bfi.b64 %ld, %la, %lb, 32, 32", 0x12345678ull, 0xffffffffaaaaaaaaull) == 0x12345678aaaaaaaaull);
+  CHECK(eval64("bfi.b64 %ld, %la, %lb, 60, 8", 0xffull, 0) == 0xf000000000000000ull);  // clipped at bit 63
+  CHECK(eval64("bfi.b64 %ld, %la, %lb, 4, 0", 0xffull, 5) == 5);                        // len 0: b
+}
+
+TEST_CASE("setp: signed, unsigned and ordered/unordered float comparisons; predicate logic; selp",
+          "[op:setp.lt.s32][op:setp.ge.s32][op:setp.gt.s32][op:setp.ne.s32][op:setp.eq.s32][op:setp.le.s32]"
+          "[op:setp.lt.u32][op:setp.ge.u32][op:setp.eq.b32][op:setp.eq.s16][op:setp.eq.s64][op:setp.ge.s64]"
+          "[op:setp.lt.s64][op:setp.ne.s64][op:setp.lt.u64][op:setp.eq.f32][op:setp.lt.f32][op:setp.leu.f32]"
+          "[op:setp.gt.f32][op:setp.ltu.f32][op:setp.neu.f32][op:and.pred][op:or.pred][op:not.pred]"
+          "[op:selp.f32][op:selp.b32][op:selp.b64]") {
+  const auto p = [](const std::string& s, std::uint32_t a, std::uint32_t b) {
+    return eval32(s + " %p, %a, %b; selp.b32 %d, 1, 0, %p", a, b);
+  };
+  const std::uint32_t m1 = 0xffffffffu;
+  CHECK(p("setp.lt.s32", m1, 1) == 1);
+  CHECK(p("setp.lt.u32", m1, 1) == 0);
+  CHECK(p("setp.ge.s32", 1, 1) == 1);
+  CHECK(p("setp.gt.s32", m1, 1) == 0);
+  CHECK(p("setp.ne.s32", 2, 1) == 1);
+  CHECK(p("setp.eq.s32", 2, 2) == 1);
+  CHECK(p("setp.le.s32", 0x80000000u, m1) == 1);
+  CHECK(p("setp.ge.u32", 0x80000000u, m1) == 0);
+  CHECK(p("setp.eq.b32", 7, 7) == 1);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; setp.eq.s16 %p, %ha, %hb; selp.b32 %d, 1, 0, %p", 0xffffffffu) == 1);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; setp.eq.s16 %p, %ha, %hb; selp.b32 %d, 1, 0, %p", 0x0001ffffu) == 0);
+  CHECK(p("setp.eq.f32", 0, 0x80000000u) == 1);  // +0 == -0
+  CHECK(p("setp.eq.f32", kQNaN, kQNaN) == 0);
+  CHECK(p("setp.lt.f32", kQNaN, kOne) == 0);
+  CHECK(p("setp.ltu.f32", kQNaN, kOne) == 1);
+  CHECK(p("setp.leu.f32", kQNaN, kOne) == 1);
+  CHECK(p("setp.leu.f32", bits(2.0f), kOne) == 0);
+  CHECK(p("setp.gt.f32", bits(2.0f), kOne) == 1);
+  CHECK(p("setp.neu.f32", kQNaN, kQNaN) == 1);
+  CHECK(p("setp.neu.f32", kOne, kOne) == 0);
+  CHECK(p("setp.ne.f32", kQNaN, kOne) == 0);  // ordered: false with a NaN
+  const auto p64 = [](const std::string& s, std::uint64_t a, std::uint64_t b) {
+    return eval64(s + " %p, %la, %lb; selp.b64 %ld, 1, 0, %p", a, b);
+  };
+  CHECK(p64("setp.eq.s64", 1ull << 40, 1ull << 40) == 1);
+  CHECK(p64("setp.ge.s64", ~0ull, 0) == 0);
+  CHECK(p64("setp.lt.s64", ~0ull, 0) == 1);
+  CHECK(p64("setp.ne.s64", 1, 0) == 1);
+  CHECK(p64("setp.lt.u64", ~0ull, 0) == 0);
+  // setp with a second destination: p|q gets the comparison and its complement.
+  CHECK(eval32("setp.lt.s32 %p|%q, %a, %b; selp.b32 %d, 1, 0, %q", 1, 2) == 0);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; setp.gt.s32 %q, %b, 5; and.pred %p, %p, %q; selp.b32 %d, 1, 0, %p", 1, 6) == 1);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; setp.gt.s32 %q, %b, 5; and.pred %p, %p, %q; selp.b32 %d, 1, 0, %p", 1, 4) == 0);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; setp.gt.s32 %q, %b, 5; or.pred %p, %p, %q; selp.b32 %d, 1, 0, %p", 9, 6) == 1);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; not.pred %p, %p; selp.b32 %d, 1, 0, %p", 1) == 0);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; selp.b32 %d, 1, 0, !%p", 1) == 0);
+  CHECK(eval32("setp.lt.s32 %p, %a, 5; selp.f32 %d, %b, %c, %p", 1, bits(2.0f), bits(3.0f)) == bits(2.0f));
+  CHECK(eval64("setp.lt.s32 %p, %a, 5; selp.b64 %ld, %la, %lb, %p", 9, 1ull << 40, 1ull << 41) == 1ull << 40);  // %p false: %lb
+}
+
+TEST_CASE("integer conversions extend by the source type and wrap or saturate",
+          "[op:cvt.s64.s32][op:cvt.u32.u64][op:cvt.u64.u32]") {
+  CHECK(eval64("cvt.s64.s32 %ld, %a", 0xfffffffeu) == static_cast<std::uint64_t>(-2));
+  CHECK(eval64("cvt.u64.u32 %ld, %a", 0xfffffffeu) == 0xfffffffeull);
+  CHECK(eval64("cvt.u32.u64 %d, %la; cvt.u64.u32 %ld, %d", 0x123456789ull) == 0x23456789ull);
+  CHECK(eval64("cvt.sat.s32.s64 %d, %la; cvt.u64.u32 %ld, %d", 1ull << 40) == 0x7fffffffull);
+  CHECK(eval64("cvt.sat.u32.s64 %d, %la; cvt.u64.u32 %ld, %d", ~0ull) == 0);
+}
+
+TEST_CASE("16-bit floats: widening is exact, narrowing rounds to nearest even, NaN is canonical",
+          "[op:cvt.f32.f16][op:cvt.rn.f16x2.f32][op:cvt.rn.bf16x2.f32][op:mov.b32]") {
+  // nvcc's inline-asm form of __half2float: a nested scope with .f16 registers.
+  const std::string widen = "{ .reg .f16 low, high; mov.b32 {low, high}, %a; cvt.f32.f16 %d, high; }";
+  CHECK(eval32(widen, 0x3c000000u) == kOne);
+  CHECK(eval32(widen, 0x00010000u) == 0x33800000u);  // the smallest subnormal, 2^-24
+  CHECK(eval32(widen, 0xfc000000u) == kNegInf);
+  CHECK(eval32(widen, 0xfe010000u) == kNaN);
+  CHECK(eval32(widen, 0x80000000u) == 0x80000000u);
+  // cvt.rn.f16x2.f32 d, a, b: a in the upper half, b in the lower.
+  CHECK(eval32("cvt.rn.f16x2.f32 %d, %a, %b", kOne, bits(65520.0f)) == 0x3c007c00u);   // tie -> even = inf
+  CHECK(eval32("cvt.rn.f16x2.f32 %d, %a, %b", bits(65519.0f), 0x33000000u) == 0x7bff0000u);  // 2^-25: tie -> +0
+  CHECK(eval32("cvt.rn.f16x2.f32 %d, %a, %b", 0x33400000u, kQNaN) == 0x00017fffu);    // 1.5 * 2^-25 -> 2^-24
+  CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", kOne, 0x3f808000u) == 0x3f803f80u);     // tie, even: down
+  CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", 0x3f818000u, 0x3f808001u) == 0x3f823f81u);  // tie odd: up; above tie: up
+  CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", kQNaN, 0x7f7fffffu) == 0x7fff7f80u);    // NaN; max float -> inf
+  // bf16 -> f32 as nvcc writes it: mov.b32 %f, {0, %rs}.
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; mov.b32 %d, {0, %ha}", 0x00003f80u) == kOne);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; mov.b32 %d, {%hb, %ha}", 0x12345678u) == 0x56781234u);
+  CHECK(eval32("mov.f32 %d, 0f3F800000", 0) == kOne);
+  CHECK(eval32("mov.b32 %d, %a", 0xabcdef01u) == 0xabcdef01u);
+}
