@@ -277,6 +277,12 @@ class executor {
     }
     w.diverged = running != mask;
   }
+  static void regroup_if_diverged(warp& w) {
+    if (w.diverged) {
+      write_back(w);
+      w.group_valid = false;
+    }
+  }
   // The group's lanes keep their PC in group_pc while they run together; write it back
   // before they part.
   static void write_back(warp& w) {
@@ -309,10 +315,7 @@ class executor {
       case op::bra: {
         if (mask == w.group_mask || mask == 0) {
           w.group_pc = mask ? in.target : pc + 1;
-          if (w.diverged) {
-            write_back(w);
-            w.group_valid = false;
-          }
+          regroup_if_diverged(w);
         } else {
           for_lanes(w.group_mask, [&](unsigned l) { w.pc[l] = (mask >> l) & 1 ? in.target : pc + 1; });
           w.group_valid = false;
@@ -323,10 +326,7 @@ class executor {
       case op::exit: {
         if (mask == 0) {
           ++w.group_pc;
-          if (w.diverged) {
-            write_back(w);
-            w.group_valid = false;
-          }
+          regroup_if_diverged(w);
           return true;
         }
         write_back(w);
@@ -349,10 +349,7 @@ class executor {
     }
     if (mask != 0) execute(w, in, pc, mask);
     ++w.group_pc;
-    if (w.diverged) {
-      write_back(w);
-      w.group_valid = false;
-    }
+    regroup_if_diverged(w);
     return true;
   }
 
@@ -443,10 +440,7 @@ class executor {
     if (ready == w.group_mask && waiting == 0 && mask == w.group_mask) {
       sync_execute(w, in, pc, ready, masks);
       ++w.group_pc;
-      if (w.diverged) {
-        write_back(w);
-        w.group_valid = false;
-      }
+      regroup_if_diverged(w);
       return true;
     }
     write_back(w);
