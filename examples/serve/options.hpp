@@ -30,6 +30,7 @@ enum class ladder_kind { gaudi_linear, gaudi_exponential, gaudi_file, vllm, sgla
 enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by_phase };
 enum class timing_kind { startup, delayed, lazy, idle };
 enum class allocator_kind { prefix_caching, free_list };
+enum class clock_kind { wall, virtual_time };
 
 /// Every setting. Unset optionals take the backend's default (see resolve_defaults in main).
 struct demo_options {
@@ -60,6 +61,7 @@ struct demo_options {
   bool largest_at_startup = false;
   std::int64_t eager_uses = 0;
   allocator_kind allocator = allocator_kind::prefix_caching;
+  clock_kind clock = clock_kind::wall;
   // output
   double status_every = 0.5;
   std::string json, plot;
@@ -227,6 +229,10 @@ inline const std::vector<flag>& flags() {
        [](demo_options& o, std::string_view v) {
          o.allocator = choice<allocator_kind>("--allocator", v, {{"prefix-caching", allocator_kind::prefix_caching},
                                                                 {"free-list", allocator_kind::free_list}});
+       }},
+      {"--clock", "wall|virtual", "serving time: wall (default) | virtual: each step and capture takes a modeled time, so a run does not depend on the machine's speed (host backend)",
+       [](demo_options& o, std::string_view v) {
+         o.clock = choice<clock_kind>("--clock", v, {{"wall", clock_kind::wall}, {"virtual", clock_kind::virtual_time}});
        }},
       // output
       {"--status-every", "SECONDS", "serving time between status lines (default 0.5)",

@@ -54,6 +54,11 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   s.opts = o;
   s.backend = backend;
   s.model = info.model;
+  if (o.clock == clock_kind::virtual_time) {
+    // The CUDA backend reports measured capture times, which the virtual clock cannot model.
+    if (!host) throw usage_error("--clock virtual needs --backend host");
+    s.virtual_clock = virtual_costs{};
+  }
   // Workload: the blog's chats (scaled down on the host), or a trace.
   std::vector<serving::trace_request> rows;
   if (!o.trace.empty()) {
@@ -242,7 +247,7 @@ std::string config_json(const run_setup& s, const backend_info& info) {
   std::ostringstream os;
   const auto& m = info.shape;
   os << "{\"backend\": " << json::quote(s.backend == backend_kind::host ? "host" : "cuda")
-     << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_heads
+     << ", \"clock\": " << json::quote(s.virtual_clock ? "virtual" : "wall") << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_heads
      << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_size << ", \"block_size\": " << m.block_size
      << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes << "}, \"memory_bytes\": "
      << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
@@ -260,6 +265,9 @@ serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream&
   auto make_backend = [&] {
     rungs::engine::host_backend::options bo;
     bo.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
+    if (s.virtual_clock)  // captures report modeled seconds, not measured ones
+      bo.simulate = rungs::engine::simulated_capture{.seconds = s.virtual_clock->capture_seconds,
+                                                     .seconds_per_unit = s.virtual_clock->capture_seconds_per_unit};
     return rungs::engine::host_backend(
         [&model, &pools](const rungs::engine::host_step& st) { model.forward(st.batch, pools, st.out, st.workspace); }, bo);
   };

@@ -51,6 +51,7 @@ struct run_setup {
   std::int64_t kv_bytes = 0;      ///< the KV cache's share
   std::int64_t block_bytes = 0;   ///< one KV block, every layer
   eng::graph_budget graphs{};     ///< the graphs' share, split prompt/decode (--prompt-graph-ratio)
+  std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
 };
 
 /// Composes engine<Shape, Buckets, Order, Timing, Allocator, Backend> from the run's policies,
@@ -59,7 +60,10 @@ struct run_setup {
 template <eng::model_shape Shape, class MakeBackend, class Runtime>
 serve_result serve_engine(const run_setup& s, bucket_choice buckets, MakeBackend make_backend, Runtime& runtime,
                           std::ostream& log, bool terminal) {
-  serve_options so{.scheduler = s.scheduler, .routing = buckets.routing, .status_every = s.opts.status_every};
+  serve_options so{.scheduler = s.scheduler,
+                   .virtual_clock = s.virtual_clock,
+                   .routing = buckets.routing,
+                   .status_every = s.opts.status_every};
   return with_policies(std::move(buckets), s.opts, [&](auto space, step_routing, auto order, auto timing, auto alloc) {
     using space_t = decltype(space);
     using order_t = decltype(order);

@@ -14,10 +14,12 @@
 // mixed batches. The engine returns one row per sequence (the final hidden state of its last
 // new token); the runtime turns the rows of sampling entries into tokens.
 //
-// Time: serving time is wall time since the first step, except that a period with nothing to
-// run (every chat is thinking) is skipped rather than slept through: arrivals inside it happen
-// at their scheduled time and the engine is told it is idle (the `idle` capture timing
-// captures then). Latencies (time to first token, inter-token) are in serving time.
+// Time: serving time is wall time since the first step, or with the virtual clock the modeled
+// cost of the work done (virtual_costs), so that a run does not depend on the machine's speed
+// (the tests use it). Either way a period with nothing to run (every chat is thinking) is
+// skipped rather than slept through: arrivals inside it happen at their scheduled time and the
+// engine is told it is idle (the `idle` capture timing captures then). Latencies (time to
+// first token, inter-token) are in serving time.
 #pragma once
 
 #include <rungs/engine/engine.hpp>
@@ -52,8 +54,53 @@ enum class step_routing {
   single,    ///< the whole step in the space's one phase
 };
 
+/// The virtual clock's costs. An engine step takes `step_seconds` plus `token_seconds` per
+/// token row it computes (a replay computes its whole bucket, padding included); a capture takes
+/// what the backend reports, which the host backend makes `capture_seconds` plus
+/// `capture_seconds_per_unit` per cost unit of the bucket (bs x seq, or bs) instead of a
+/// measurement. The values put the default host run near its wall-clock length.
+struct virtual_costs {
+  double step_seconds = 0.002;
+  double token_seconds = 5e-5;
+  double capture_seconds = 0.005;
+  double capture_seconds_per_unit = 1e-5;
+
+  double step(std::int64_t tokens_computed) const {
+    return step_seconds + token_seconds * static_cast<double>(tokens_computed);
+  }
+};
+
+/// Serving time: wall time since start(), or (virtual) the seconds spent, plus the idle
+/// periods skipped.
+class serving_clock {
+ public:
+  explicit serving_clock(std::optional<virtual_costs> costs = {}) : costs_(costs) {}
+
+  const std::optional<virtual_costs>& costs() const { return costs_; }
+  void start() { t0_ = std::chrono::steady_clock::now(); }
+  double now() const {
+    if (costs_) return elapsed_;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() + elapsed_;
+  }
+  /// Work that took `modeled` seconds: the virtual clock advances; the wall clock has already.
+  void spend(double modeled) {
+    if (costs_) elapsed_ += modeled;
+  }
+  /// Nothing to run until `t`: serving time jumps there.
+  void skip_to(double t) {
+    const double n = now();
+    if (t > n) elapsed_ += t - n;
+  }
+
+ private:
+  std::optional<virtual_costs> costs_;
+  std::chrono::steady_clock::time_point t0_{};
+  double elapsed_ = 0;
+};
+
 struct serve_options {
   serving::scheduler_options scheduler{};
+  std::optional<virtual_costs> virtual_clock{};  ///< none: wall time
   step_routing routing = step_routing::by_phase;
   eng::phase single_phase = eng::phase::decode;  ///< the phase of a single-phase bucket space
   double status_every = 0.5;                     ///< seconds of serving time between status lines
@@ -136,15 +183,16 @@ class server {
         opts_(std::move(opts)),
         log_(log),
         scheduler_(engine.blocks(), opts_.scheduler),
-        arrivals_(trace_rows(requests)) {}
+        arrivals_(trace_rows(requests)),
+        clock_(opts_.virtual_clock) {}
 
   serve_result run() {
-    using clock = std::chrono::steady_clock;
-    const auto t_start = clock::now();
+    const auto t_start = std::chrono::steady_clock::now();
     engine_.start();  // the timing policy's startup captures
-    result_.startup_seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+    result_.startup_seconds = clock_.costs() ? engine_.stats().capture_seconds
+                                             : std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     result_.startup_captures = engine_.stats().captures;
-    t0_ = clock::now();
+    clock_.start();
     result_.turns.resize(requests_.size());
     double next_status = 0;
     while (arrivals_.remaining() > 0) {
@@ -184,8 +232,10 @@ class server {
       rec.running = scheduler_.running();
       rec.waiting = scheduler_.waiting();
       rec.kv = engine_.blocks().metrics();
+      const double capture_seconds = engine_.stats().capture_seconds;
       execute(step, rec);
       const serving::step_events& ev = scheduler_.commit(sampled_);
+      clock_.spend(modeled_seconds(rec) + engine_.stats().capture_seconds - capture_seconds);
       const double end = now();
       record_tokens(step, ev, end);
 
@@ -211,10 +261,8 @@ class server {
     return std::move(result_);
   }
 
-  /// Serving time: wall time since the first step plus the idle periods skipped.
-  double now() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count() + skipped_;
-  }
+  /// Serving time (see serving_clock).
+  double now() const { return clock_.now(); }
 
   static double padded_fraction(const eng::engine_stats& s) {
     const std::int64_t all = s.real_tokens + s.padded_tokens;
@@ -243,10 +291,20 @@ class server {
   void idle_until(std::optional<double> next) {
     if (!next) throw std::logic_error("serving loop: requests remain but none is queued, running or due");
     const double start = now();
+    const double capture_seconds = engine_.stats().capture_seconds;
     ++result_.idle_periods;
     result_.idle_captures += engine_.idle({.max_captures = 1 << 20, .seconds = std::max(0.0, *next - start)});
-    if (*next > now()) skipped_ += *next - now();
+    clock_.spend(engine_.stats().capture_seconds - capture_seconds);
+    clock_.skip_to(*next);
     result_.idle_seconds += now() - start;
+  }
+
+  // The step's cost on the virtual clock (0 on the wall clock, where it passed for real).
+  double modeled_seconds(const step_record& rec) const {
+    if (!clock_.costs()) return 0;
+    double s = 0;
+    for (const engine_run& run : rec.runs) s += clock_.costs()->step(run.tokens + run.padded_tokens);
+    return s;
   }
 
   void execute(const serving::scheduled_step& step, step_record& rec) {
@@ -364,8 +422,7 @@ class server {
   serving::scheduler<allocator> scheduler_;
   serving::turn_arrivals arrivals_;
   serve_result result_;
-  std::chrono::steady_clock::time_point t0_{};
-  double skipped_ = 0;
+  serving_clock clock_;
   std::int32_t preemptions_shown_ = 0;
   // Per-step scratch, reused.
   std::vector<eng::sequence> seqs_;

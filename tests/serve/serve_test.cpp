@@ -2,7 +2,8 @@
 // engine (buckets, padding, replays, eager steps), the paged KV cache (prefix hits, preemption
 // by recompute) equal those of the plain unbatched loop, for several policy combinations,
 // each through the demo's own command-line path; the same seed gives the same tokens; bad
-// flags are reported naming the flag.
+// flags are reported naming the flag. Every run is on the virtual clock, so that no result
+// depends on the machine's speed (a loaded machine once never idled under the wall clock).
 #include <catch2/catch.hpp>
 
 #include <sstream>
@@ -25,8 +26,9 @@ struct served {
   std::string log;
 };
 
-// The demo's path from flags to a finished run on the host backend.
-served serve_flags(const std::vector<std::string_view>& args) {
+// The demo's path from flags to a finished run on the host backend, on the virtual clock.
+served serve_flags(std::vector<std::string_view> args) {
+  args.insert(args.end(), {"--clock", "virtual"});
   const demo_options o = parse_options(args);
   served s{resolve(o, backend_kind::host, host_backend_info(o.seed)), {}, {}};
   std::ostringstream log;
@@ -113,6 +115,46 @@ TEST_CASE("Gaudi exponential buckets, idle capture while chats think: tokens equ
   require_plain_loop_tokens(s);
 }
 
+TEST_CASE("the virtual clock: serving time is the modeled cost of the steps and captures") {
+  // One 12-token prompt and 3 output tokens; capture sizes 1, 2, 4, 8 captured at startup.
+  const served s = serve_flags({"--chats", "1", "--turns", "1", "--input-tokens", "12", "--output-tokens", "3",
+                                "--jitter", "0", "--ladder", "vllm", "--max-capture-size", "8", "--verify", "0"});
+  const virtual_costs c;
+  CHECK(c.step_seconds == 0.002);  // the values the expectations below are worked out with
+  CHECK(c.token_seconds == 5e-5);
+  CHECK(c.capture_seconds == 0.005);
+  CHECK(c.capture_seconds_per_unit == 1e-5);
+  // 4 captures of 0.005 s plus 1e-5 s per token of their rungs (1 + 2 + 4 + 8).
+  CHECK(s.result.startup_captures == 4);
+  CHECK(s.result.startup_seconds == Approx(0.02015).epsilon(1e-12));
+  // The prefill (12 tokens, above the top rung: eager) samples the first token, then two
+  // decodes of 1 token replay rung 1.
+  REQUIRE(s.result.steps.size() == 3);
+  CHECK(s.result.steps[0].runs.at(0).run == eng::run_kind::eager);
+  CHECK(s.result.steps[0].t == Approx(0.0026).epsilon(1e-12));
+  CHECK(s.result.steps[1].runs.at(0).run == eng::run_kind::replay);
+  CHECK(s.result.steps[1].t == Approx(0.00465).epsilon(1e-12));
+  CHECK(s.result.steps[2].t == Approx(0.0067).epsilon(1e-12));
+  CHECK(s.result.serving_seconds == Approx(0.0067).epsilon(1e-12));
+  CHECK(s.result.turns.at(0).first_token == Approx(0.0026).epsilon(1e-12));
+  CHECK(s.result.idle_periods == 0);
+}
+
+TEST_CASE("the virtual clock: the same flags give the same times, idle periods included") {
+  const auto times = [] {
+    const served s = serve_flags(with(tight, {"--capture-timing", "idle", "--think", "0.05"}));
+    std::vector<double> t;
+    for (const step_record& r : s.result.steps) t.push_back(r.t);
+    for (const turn_record& r : s.result.turns) t.push_back(r.first_token);
+    t.push_back(static_cast<double>(s.result.idle_periods));
+    t.push_back(static_cast<double>(s.result.idle_captures));
+    return t;
+  };
+  const std::vector<double> a = times();
+  CHECK(a.back() > 0);  // idle captures happened
+  CHECK(times() == a);
+}
+
 TEST_CASE("the demo's verify() compares against the plain loop and catches a wrong token") {
   served s = serve_flags(tight);
   std::ostringstream log;
@@ -174,5 +216,12 @@ TEST_CASE("bad flags are one error naming the flag") {
   mentions(error_of({"--no-such-flag"}), "--no-such-flag");
   mentions(error_of({"--ladder", "gaudi-file"}), "--bucket-file");
   mentions(error_of({"--max-num-batched-tokens", "64"}), "--max-num-batched-tokens");  // below max_model_len, no chunking
+  mentions(error_of({"--clock", "sundial"}), "--clock");
+  try {
+    (void)resolve(parse_options({"--clock", "virtual"}), backend_kind::cuda, host_backend_info(1));
+    FAIL("the CUDA backend accepted the virtual clock");
+  } catch (const usage_error& e) {
+    mentions(e.what(), "--clock virtual");
+  }
   CHECK(error_of({"--chats", "2", "--turns=2"}).empty());
 }
