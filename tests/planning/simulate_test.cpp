@@ -157,3 +157,20 @@ TEST_CASE("simulate counts a request that can never run as rejected and goes on"
   CHECK(h.requests[2].finished > 1);
   CHECK(h.output_tokens == 10);
 }
+
+TEST_CASE("summarize: quantiles are the values of rank ceil(q n)") {
+  std::vector<double> v;
+  for (int i = 200; i >= 1; --i) v.push_back(i);  // 1 .. 200, reversed
+  const latency_summary s = summarize(v);
+  CHECK(s.count == 200);
+  CHECK(s.mean == 100.5);
+  CHECK(s.p50 == 100);
+  CHECK(s.p90 == 180);
+  CHECK(s.p99 == 198);
+  CHECK(s.max == 200);
+  const latency_summary one = summarize({7});
+  CHECK(one.p50 == 7);
+  CHECK(one.p99 == 7);
+  CHECK(one.max == 7);
+  CHECK(summarize({}).count == 0);
+}

@@ -1,0 +1,112 @@
+// fleet: a trace served by N replicas, each with its own scheduler, KV pool and graphs
+// (planning::simulate per replica), behind a router.
+//
+// Routers:
+//   round_robin  the k-th conversation (or standalone request) in trace order goes to
+//                replica k mod N; a conversation's later turns follow its first turn (its
+//                history is cached there). The choice needs no replica state, so each
+//                replica is simulated on its own share of the trace, exactly.
+// Routers that read replica state (least-loaded, prefix-affinity) need the replicas to
+// advance in lockstep with the arrivals; they are not implemented yet.
+//
+// The fleet's latencies are over every request of every replica (TTFT of the requests that
+// ran, every inter-token gap); its end is the last replica's.
+#pragma once
+
+#include <rungs/planning/simulate.hpp>
+#include <rungs/serving/workload.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace rungs::planning {
+
+enum class router { round_robin };
+
+inline constexpr std::string_view to_string(router r) {
+  switch (r) {
+    case router::round_robin: return "round-robin";
+  }
+  return "?";
+}
+
+struct fleet_result {
+  std::vector<simulation_result> replicas;  ///< each replica's own result (requests in its share's order)
+  std::vector<std::int32_t> replica_of;     ///< per trace request: the replica it was sent to
+  std::vector<request_record> requests;     ///< in trace order (trace_index: the fleet trace's)
+  latency_summary ttft, itl;
+  std::int64_t rejected = 0;
+  std::int64_t output_tokens = 0;
+  double end_seconds = 0;
+};
+
+/// The replica each request goes to under round-robin.
+inline std::vector<std::int32_t> route_round_robin(const std::vector<serving::trace_request>& trace, std::int32_t replicas) {
+  std::vector<std::int32_t> to(trace.size());
+  std::unordered_map<serving::session_id, std::int32_t> conversation;
+  std::int64_t next = 0;
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const serving::session_id c = trace[i].conversation;
+    if (c != 0)
+      if (auto it = conversation.find(c); it != conversation.end()) {
+        to[i] = it->second;
+        continue;
+      }
+    to[i] = static_cast<std::int32_t>(next++ % replicas);
+    if (c != 0) conversation.emplace(c, to[i]);
+  }
+  return to;
+}
+
+/// Runs `trace` on `replicas` replicas of `config` behind `r`. Throws std::invalid_argument
+/// for a replica count outside [1, 4096] or anything simulate refuses.
+inline fleet_result simulate_fleet(const simulation_config& config, const std::vector<serving::trace_request>& trace,
+                                   std::int32_t replicas, router r = router::round_robin) {
+  if (replicas < 1 || replicas > 4096)
+    throw std::invalid_argument("fleet: replicas = " + std::to_string(replicas) + " must be in [1, 4096]");
+  if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
+  fleet_result f;
+  switch (r) {
+    case router::round_robin: f.replica_of = route_round_robin(trace, replicas); break;
+  }
+  std::vector<std::vector<serving::trace_request>> shares(static_cast<std::size_t>(replicas));
+  std::vector<std::vector<std::size_t>> index(static_cast<std::size_t>(replicas));  // share position -> trace index
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    shares[static_cast<std::size_t>(f.replica_of[i])].push_back(trace[i]);
+    index[static_cast<std::size_t>(f.replica_of[i])].push_back(i);
+  }
+  simulation_config c = config;
+  c.keep_itl_samples = true;
+  f.requests.resize(trace.size());
+  std::vector<double> ttft, itl;
+  for (std::size_t k = 0; k < shares.size(); ++k) {
+    if (shares[k].empty()) {
+      f.replicas.emplace_back();  // a replica with nothing to do
+      continue;
+    }
+    simulation_result s = simulate(c, shares[k]);
+    for (std::size_t j = 0; j < s.requests.size(); ++j) {
+      request_record rec = s.requests[j];
+      rec.trace_index = index[k][j];
+      if (rec.rejected.empty()) ttft.push_back(rec.ttft());
+      f.requests[index[k][j]] = std::move(rec);
+    }
+    itl.insert(itl.end(), s.itl_samples.begin(), s.itl_samples.end());
+    if (!config.keep_itl_samples) std::vector<double>().swap(s.itl_samples);
+    f.rejected += s.rejected;
+    f.output_tokens += s.output_tokens;
+    f.end_seconds = std::max(f.end_seconds, s.end_seconds);
+    f.replicas.push_back(std::move(s));
+  }
+  f.ttft = summarize(std::move(ttft));
+  f.itl = summarize(std::move(itl));
+  return f;
+}
+
+}  // namespace rungs::planning
