@@ -1,0 +1,103 @@
+// The PTX executor's speed on rungs' attention kernels as nvcc compiles them
+// (tests/cuda_sim/executor/kernels/attention_instances.cu): warp instructions executed per
+// second of CPU time, for a decode step (f16, head dim 128, GQA group 4, 4 sequences of 384
+// tokens, no split), with every check on and a randomized schedule, and the same launch with
+// the checks and the randomization off (their cost, side by side). Inputs are random bits
+// shaped as a real step (valid block tables); results are not checked here (the cuda-sim
+// tests do that).
+#include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/plan.hpp>
+#include <rungs_sim/executor.hpp>
+
+#include <benchmark/benchmark.h>
+#include <cxxabi.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <sstream>
+
+namespace ra = rungs::attention;
+namespace rd = rungs::attention::detail;
+namespace geo = rungs::attention::geometry;
+namespace sim = rungs::sim;
+
+namespace {
+
+class host_memory : public sim::global_memory {
+ public:
+  template <class T>
+  void add(const std::vector<T>& v) {
+    allocations_[reinterpret_cast<std::uint64_t>(v.data())] = v.size() * sizeof(T);
+  }
+  bool valid(std::uint64_t address, std::size_t size) const override {
+    auto it = allocations_.upper_bound(address);
+    if (it == allocations_.begin()) return false;
+    --it;
+    return address + size <= it->first + it->second;
+  }
+
+ private:
+  std::map<std::uint64_t, std::size_t> allocations_;
+};
+
+const sim::module& instances() {
+  static const auto m = [] {
+    std::ifstream f(RUNGS_SIM_ATTENTION_PTX);
+    std::stringstream text;
+    text << f.rdbuf();
+    return sim::load_ptx(text.str(), "attention_instances.ptx");
+  }();
+  return *m;
+}
+
+std::string entry(const std::string& signature) {
+  for (const std::string& e : sim::entries(instances())) {
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(e.c_str(), nullptr, nullptr, &status), std::free);
+    if (status == 0 && std::string(d.get()).find(signature + "(") != std::string::npos) return e;
+  }
+  throw std::runtime_error("no entry " + signature);
+}
+
+void decode_step(benchmark::State& state) {
+  const bool checks = state.range(0) != 0;
+  constexpr int kBatch = 4, kLen = 384, kBlock = 16;
+  const ra::attention_shape s{.num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 128, .block_size = kBlock,
+                              .num_blocks = kBatch * kLen / kBlock};
+  const ra::attention_config config{ra::dtype::f16, s, 0.1f};
+  const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kBatch, .max_context = kLen}, {4},
+                                               {.split_tokens = kLen});  // one split: no merge
+  std::mt19937_64 rng(1);
+  std::vector<std::uint16_t> q(static_cast<std::size_t>(kBatch * s.q_row_elements())),
+      k(static_cast<std::size_t>(s.pool_elements())), v(k.size()), out(q.size());
+  for (auto* buf : {&q, &k, &v}) {
+    for (auto& x : *buf) x = static_cast<std::uint16_t>(0x3000 + rng() % 0x0c00);  // f16 in [0.125, 1)
+  }
+  std::vector<std::int32_t> lens(kBatch, kLen), tables(static_cast<std::size_t>(kBatch * plan.max_blocks_per_seq));
+  std::iota(tables.begin(), tables.end(), 0);
+  host_memory mem;
+  mem.add(q), mem.add(k), mem.add(v), mem.add(out), mem.add(lens), mem.add(tables);
+  const ra::decode_args a{.q = q.data(), .k_cache = k.data(), .v_cache = v.data(), .block_tables = tables.data(),
+                          .block_table_stride = plan.max_blocks_per_seq, .seq_lens = lens.data(), .out = out.data()};
+  rd::attention_params p = rd::decode_params(plan, a);
+  void* args[] = {&p};
+  const rd::launch_grid g = rd::decode_grid(plan);
+  const std::string kernel = entry("paged_attention_kernel<__half, 128, 0, 4, 1, true>");
+  sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
+  std::uint64_t instructions = 0;
+  for (auto _ : state) {
+    instructions += sim::launch(instances(), kernel, {g.x, g.y, g.z}, {geo::threads, 1, 1}, 0, args, mem, sched)
+                        .warp_instructions;
+  }
+  state.counters["warp_instr_per_s"] = benchmark::Counter(static_cast<double>(instructions), benchmark::Counter::kIsRate);
+  state.counters["warp_instr_per_launch"] = static_cast<double>(instructions) / static_cast<double>(state.iterations());
+  state.SetLabel(checks ? "checks on, randomized" : "checks off, fixed order");
+}
+BENCHMARK(decode_step)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
