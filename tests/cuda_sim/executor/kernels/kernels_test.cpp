@@ -74,7 +74,8 @@ template <class T, int D, int G>
 void check_decode(int block_size, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kKvHeads = 2;
-  const int max_context = 2 * geo::tile_tokens(D) + 30;
+  // Five tiles and more: the 3-stage pipeline reuses a stage (where an early issue would race).
+  const int max_context = 5 * geo::tile_tokens(D) + 30;
   std::vector<std::int32_t> lens = random_lengths(rng, 2, max_context - 5, block_size);
   lens.insert(lens.begin() + 1, 0);
   const paged_problem p = make_problem(
@@ -87,7 +88,7 @@ void check_decode(int block_size, std::uint64_t seed) {
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::decode_rows_per_thread(G)) + ", " +
                            std::to_string(geo::decode_row_groups(G)) + ", true>";
-  for (int split : {0, geo::chunk_tokens * 4}) {
+  for (int split : {max_context, geo::chunk_tokens * 4, 0}) {  // none, 16 tokens, the planner's
     const ra::attention_config config{type_of<T>(), p.shape, 0.3f};
     const ra::decode_plan plan =
         ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4}, {.split_tokens = split});
@@ -122,7 +123,7 @@ template <class T, int D>
 void check_prefill(int block_size, int group, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
-  const int max_context = geo::tile_tokens(D) + 23;
+  const int max_context = 5 * geo::tile_tokens(D) + 23;
   const std::vector<std::int32_t> kv_lens = {max_context - 4, 9, 7};
   const std::vector<std::int32_t> q_lens = {kMaxQ, 9, 0};
   const paged_problem p = make_problem(
@@ -138,9 +139,10 @@ void check_prefill(int block_size, int group, std::uint64_t seed) {
                            std::to_string(geo::max_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
                            ", false>";
   const ra::attention_config config{type_of<T>(), p.shape};
+  for (int split : {max_context, geo::chunk_tokens * 2}) {
   const ra::prefill_plan plan = ra::plan_prefill(
       config, {.max_batch = kMaxBatch, .max_q_len = kMaxQ, .max_total_q = max_total_q, .max_context = max_context},
-      {4}, {.split_tokens = geo::chunk_tokens * 2});
+      {4}, {.split_tokens = split});
   std::vector<std::int32_t> indptr(kMaxBatch + 1), lens(kMaxBatch);
   std::vector<std::int32_t> tables(static_cast<std::size_t>(kMaxBatch * plan.max_blocks_per_seq), -1000000);
   ra::write_prefill_step(plan, q_lens, kv_lens, p.block_spans(), indptr, lens, tables);
@@ -162,6 +164,7 @@ void check_prefill(int block_size, int group, std::uint64_t seed) {
            32 * geo::merge_warps, m, mem, seed);
   }
   require_close(out, want, row, 0, p.total_q(), what);
+  }
 }
 
 }  // namespace

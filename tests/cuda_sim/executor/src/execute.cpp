@@ -139,6 +139,11 @@ class executor {
     const instr& in = f_.code[instr_index];
     std::ostringstream os;
     os << "PTX line " << in.line << " `" << in.text << "`";
+    if (in.src_line != 0) {
+      const auto f = m_.files.find(in.src_file);
+      const std::string path = f == m_.files.end() ? "?" : f->second;
+      os << " (" << path.substr(path.find_last_of('/') + 1) << ":" << in.src_line << ")";
+    }
     return os.str();
   }
   [[noreturn]] void fail(const std::string& what) const {

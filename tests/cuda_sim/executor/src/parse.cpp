@@ -183,7 +183,16 @@ class parser {
       if (inner == 0 && c == '{') {
         const std::string t = content ? trim(cur) : std::string();
         // A scope opens at a statement start and after a function header (.entry/.func ...).
-        if (t.empty() || is_function_header(t) || t.rfind(".section", 0) == 0) {
+        if (t.rfind(".section", 0) == 0) {  // debug data (-lineinfo): raw lines up to its '}'
+          push(t, cur_line);
+          push("{", line);
+          for (++i; i < s.size() && s[i] != '}'; ++i) {
+            if (s[i] == '\n') ++line;
+          }
+          push("}", line);
+          continue;
+        }
+        if (t.empty() || is_function_header(t)) {
           if (!t.empty()) push(t, cur_line);
           push("{", line);
           continue;
@@ -225,7 +234,11 @@ class parser {
     const statement& s = st[i];
     const auto words = split_words(s.text);
     const std::string& w0 = words.front();
-    if (w0 == ".version" || w0 == ".target" || w0 == ".address_size" || w0 == ".file") return i + 1;
+    if (w0 == ".file") {
+      file(s);
+      return i + 1;
+    }
+    if (w0 == ".version" || w0 == ".target" || w0 == ".address_size") return i + 1;
     if (w0 == ".section") return skip_block(st, i + 1);  // debug sections: nothing executable
     if (is_function_header(s.text)) {
       if (i + 1 < st.size() && st[i + 1].text == "{") return function_body(st, i);
@@ -385,6 +398,7 @@ class parser {
     dynamic_refs_.clear();
     specials_.clear();
     slots_ = 0;
+    loc_file_ = loc_line_ = 0;
     fsyms_ = &fsyms;
     cur_ = &f;
     std::size_t k = i + 2;  // past the header and "{"
@@ -436,15 +450,31 @@ class parser {
     const auto words = split_words(t);
     const std::string& w0 = words.front();
     if (w0 == ".reg") return registers(s, words);
-    if (w0 == ".pragma" || w0 == ".maxntid" || w0 == ".reqntid" || w0 == ".minnctapersm" || w0 == ".maxnreg" ||
-        w0 == ".file")
+    if (w0 == ".pragma" || w0 == ".maxntid" || w0 == ".reqntid" || w0 == ".minnctapersm" || w0 == ".maxnreg") return;
+    if (w0 == ".file") return file(s);
+    if (w0 == ".loc") {  // ".loc file line column[, ...]": the source line of what follows
+      if (words.size() < 3) fail(s.line, "bad .loc", t);
+      std::uint64_t f = 0, l = 0;
+      if (!parse_integer(words[1], f) || !parse_integer(words[2], l)) fail(s.line, "bad .loc", t);
+      loc_file_ = static_cast<std::uint32_t>(f);
+      loc_line_ = static_cast<std::uint32_t>(l);
       return;
-    if (w0 == ".loc") return;  // source lines: messages name PTX lines (nvcc -lineinfo is not used)
+    }
     if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern") {
       return variable(s, *fsyms_, cur_);
     }
     if (w0[0] == '.') fail(s.line, "unsupported directive", t);
     instruction(s);
+  }
+
+  void file(const statement& s) {  // .file index "path"[, timestamp, size]
+    const auto q1 = s.text.find('"'), q2 = s.text.rfind('"');
+    std::uint64_t index = 0;
+    const auto words = split_words(s.text);
+    if (words.size() < 3 || q1 == std::string::npos || q2 <= q1 || !parse_integer(words[1], index)) {
+      fail(s.line, "bad .file", s.text);
+    }
+    mod_.files[static_cast<std::uint32_t>(index)] = s.text.substr(q1 + 1, q2 - q1 - 1);
   }
 
   void registers(const statement& s, const std::vector<std::string>& words) {
@@ -624,6 +654,8 @@ class parser {
     std::string t = s.text;
     instr in;
     in.line = s.line;
+    in.src_file = loc_file_;
+    in.src_line = loc_line_;
     in.text = t;
     if (t[0] == '@') {  // guard
       std::size_t k = 1;
@@ -847,6 +879,7 @@ class parser {
   std::vector<std::pair<std::size_t, std::size_t>> dynamic_refs_;
   std::map<special, std::uint32_t> specials_;
   std::uint32_t slots_ = 0;
+  std::uint32_t loc_file_ = 0, loc_line_ = 0;
 };
 
 const detail::function& find_entry(const module& m, std::string_view entry) {

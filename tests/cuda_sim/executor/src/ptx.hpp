@@ -53,6 +53,7 @@ struct instr {
   std::vector<operand> ops;      // destination(s) first, then sources, as written
   std::uint32_t target = 0;      // bra: instruction index
   std::uint32_t line = 0;        // 1-based line of the module text
+  std::uint32_t src_file = 0, src_line = 0;  // the last .loc before it (nvcc -lineinfo); 0: none
   std::string text;              // the statement as written (messages)
   std::string why;               // unsupported: what is not implemented
 };
@@ -94,6 +95,7 @@ struct module {
   };
   std::string name;
   std::vector<variable> variables;
+  std::map<std::uint32_t, std::string> files;  // .file index -> source path (.loc)
   std::vector<detail::function> functions;
   std::map<std::string, std::size_t, std::less<>> by_name;  // entry name -> functions index
 };
