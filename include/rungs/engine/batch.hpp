@@ -27,6 +27,7 @@ struct sequence {
   std::span<const std::int32_t> tokens;       // this step's new tokens (one when decoding)
   std::int64_t context = 0;                   // tokens already in the KV cache
   std::span<const std::int32_t> block_table;  // KV blocks holding context + tokens, in order
+  bool lora = false;                          // runs with a LoRA adapter (a key dimension, see dispatch_buckets)
 };
 
 /// Block-table entries a sequence of `length` tokens needs.
@@ -50,6 +51,7 @@ inline batch_key key_of(phase ph, std::span<const sequence> seqs, std::int64_t b
     k.max_context = std::max(k.max_context, s.context + q);
     k.max_prefix = std::max(k.max_prefix, s.context);
     k.blocks += blocks_for(s.context + q, block_size);
+    k.has_lora = k.has_lora || s.lora;
   }
   return k;
 }

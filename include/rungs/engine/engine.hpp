@@ -209,7 +209,10 @@ class engine {
   result step(std::span<const sequence> seqs, phase ph = phase::decode) {
     if (seqs.empty()) throw std::invalid_argument("a step needs at least one sequence");
     start();
-    batch_key key = agree(key_of(ph, seqs, Model.block_size));
+    batch_key key = key_of(ph, seqs, Model.block_size);
+    // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase.
+    if constexpr (requires { { buckets_.phase_of(key) } -> std::same_as<phase>; }) key.ph = buckets_.phase_of(key);
+    key = agree(key);
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
                                   std::to_string(opts_.max_model_len));
@@ -358,12 +361,12 @@ class engine {
 
   batch_key agree(batch_key k) {
     if (!sync_) return k;
-    std::array<std::int64_t, 7> v{static_cast<std::int64_t>(k.ph), k.seqs,       k.tokens, k.max_query,
-                                  k.max_context,                   k.max_prefix, k.blocks};
+    std::array<std::int64_t, 8> v{static_cast<std::int64_t>(k.ph), k.seqs,       k.tokens, k.max_query,
+                                  k.max_context,                   k.max_prefix, k.blocks,   k.has_lora ? 1 : 0};
     sync_(v);
     if (v[0] != static_cast<std::int64_t>(k.ph))
       throw std::logic_error("engine: ranks stepped in different phases; a multi-rank stack must align phases");
-    return {k.ph, v[1], v[2], v[3], v[4], v[5], v[6]};
+    return {k.ph, v[1], v[2], v[3], v[4], v[5], v[6], v[7] != 0};
   }
 
   std::optional<std::size_t> lookup(const batch_key& key) const {
