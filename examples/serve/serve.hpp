@@ -22,6 +22,7 @@
 // first token, inter-token) are in serving time.
 #pragma once
 
+#include <rungs/engine/dispatch_buckets.hpp>
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/observer.hpp>
 #include <rungs/kv/metrics.hpp>
@@ -109,7 +110,8 @@ struct serve_options {
 
 /// One engine step inside a scheduler step.
 struct engine_run {
-  eng::phase ph = eng::phase::decode;
+  eng::phase ph = eng::phase::decode;           // the bucket space's phase it looked up in
+  eng::step_kind kind = eng::step_kind::prefill;  // what its sequences do: prefill, mixed, uniform decode
   std::int64_t seqs = 0, tokens = 0;
   std::optional<std::string> bucket{};  // its coordinates, e.g. "(4, 256)"; none: no bucket covers it
   eng::run_kind run = eng::run_kind::eager;
@@ -325,9 +327,10 @@ class server {
   void run_group(const serving::scheduled_step& step, Pick pick, eng::phase ph, step_record& rec) {
     seqs_.clear();
     index_.clear();
-    std::int64_t tokens = 0;
+    std::int64_t tokens = 0, decodes = 0;
     for (std::size_t i = 0; i < step.entries.size(); ++i) {
       if (!pick(step.entries[i])) continue;
+      decodes += step.entries[i].decode ? 1 : 0;
       const serving::step_sequence& s = step.sequences[i];
       seqs_.push_back(eng::sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
       index_.push_back(i);
@@ -340,8 +343,9 @@ class server {
     runtime_.sample(r.rows, static_cast<std::int64_t>(seqs_.size()), picked_);
     for (std::size_t k = 0; k < index_.size(); ++k) tokens_[index_[k]] = picked_[k];
 
-    engine_run run{.ph = ph, .seqs = static_cast<std::int64_t>(seqs_.size()), .tokens = tokens, .run = r.run,
-                   .reason = r.reason};
+    const auto n = static_cast<std::int64_t>(seqs_.size());
+    engine_run run{.ph = ph, .kind = eng::kind_of(n - decodes, decodes, tokens), .seqs = n, .tokens = tokens,
+                   .run = r.run, .reason = r.reason};
     if (r.bucket) {
       const eng::bucket& b = engine_.at(*r.bucket);
       run.bucket = to_text(b);
@@ -388,7 +392,7 @@ class server {
     const rungs::kv::kv_metrics& m = r.kv;
     std::ostringstream runs;
     for (const engine_run& run : r.runs) {
-      runs << (runs.tellp() > 0 ? ", " : "") << eng::to_string(run.ph) << " " << run.seqs << "x" << run.tokens << " -> ";
+      runs << (runs.tellp() > 0 ? ", " : "") << eng::to_string(run.kind) << " " << run.seqs << "x" << run.tokens << " -> ";
       if (run.run == eng::run_kind::replay) runs << *run.bucket << " replay";
       else runs << "eager (" << eng::to_string(*run.reason) << ")";
     }
