@@ -43,6 +43,13 @@ TEST_CASE("cost model: the roofline of Llama-3-8B on an H100 SXM, and of Llama-3
   CHECK(t8.seconds_per_context_token == Approx(2.0 * 1 * 128 * 2 * 80 / bandwidth));  // one KV head per rank
   CHECK(weight_bytes(m70, 8) == 70'552'387'584 * 2 / 8);
   CHECK(kv_geometry(m70, 16).kv_heads == 1);  // replicated past 8 ranks
+  cost_model base;
+  base.capture_seconds = 1;
+  base.graph_bytes = 5;
+  const cost_model kept = roofline_cost(p.gpu("l40s"), m8, 1, base);
+  CHECK(kept.capture_seconds == 1);
+  CHECK(kept.graph_bytes == 5);
+  CHECK(kept.weights_seconds == Approx(7'504'658'432.0 * 2 / (864e9 * 0.9)));
 }
 
 TEST_CASE("cost model: refuses what would print inf or overflow, naming the value") {

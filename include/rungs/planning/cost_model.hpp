@@ -274,15 +274,15 @@ inline void validate(const gpu_spec& g, const model_spec& m, std::int64_t tp) {
 ///   eager overhead             layers x eager_kernels_per_layer x launch_seconds
 ///   graph overhead             layers x launch_seconds: vLLM v1's piecewise graphs launch
 ///                              attention eagerly between the graph pieces, once per layer
-/// Capture time and graph memory keep the blog-4090 preset's figures (measured on
-/// Llama-3.1-8B, per graph; no source scales them to other models).
-inline cost_model roofline_cost(const gpu_spec& g, const model_spec& m, std::int64_t tp = 1) {
+/// Capture time and graph memory are `base`'s (by default the blog-4090 preset's, measured on
+/// Llama-3.1-8B per graph; no source scales them to other models).
+inline cost_model roofline_cost(const gpu_spec& g, const model_spec& m, std::int64_t tp = 1, const cost_model& base = {}) {
   validate(g, m, tp);
   const double bandwidth = g.memory_bandwidth * g.bandwidth_efficiency;
   const double peak = g.bf16_flops * g.compute_efficiency;
   const double ranks = static_cast<double>(tp);
   const double step_parameters = static_cast<double>(m.step_parameters());
-  cost_model c;
+  cost_model c = base;
   c.weights_seconds = step_parameters * static_cast<double>(m.bytes_per_parameter) / ranks / bandwidth;
   c.seconds_per_token = 2 * step_parameters / ranks / peak;
   c.seconds_per_context_token = static_cast<double>(kv::bytes_per_token(kv_geometry(m, tp))) / bandwidth;
