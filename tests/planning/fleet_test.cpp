@@ -29,6 +29,14 @@ TEST_CASE("fleet: round-robin over conversations, each replica simulated on its 
   CHECK(f.ttft.max == std::max(r0.ttft.max, r1.ttft.max));
   CHECK(f.itl.count == r0.itl.count + r1.itl.count);
   CHECK(f.output_tokens == 75);
+  // The fleet as one result: sums and peaks.
+  CHECK(f.total.engine.steps == r0.engine.steps + r1.engine.steps);
+  CHECK(f.total.engine.captures == r0.engine.captures + r1.engine.captures);
+  CHECK(f.total.scheduler.finished == 5);
+  CHECK(f.total.max_running == std::max(r0.max_running, r1.max_running));
+  CHECK(f.total.ttft.p99 == f.ttft.p99);
+  CHECK(f.total.ttft_first == r0.requests[0].ttft());  // requests 0 and 1 tie at 0: trace order
+  CHECK(f.total.step_tokens.size() == r0.step_tokens.size() + r1.step_tokens.size());
   // One replica is plain simulate.
   const planning::fleet_result one = planning::simulate_fleet(c, trace, 1);
   const planning::simulation_result all = planning::simulate(c, trace);

@@ -44,6 +44,12 @@ struct fleet_result {
   std::int64_t rejected = 0;
   std::int64_t output_tokens = 0;
   double end_seconds = 0;
+  /// The fleet as one simulation_result (how rungs-plan simulate reports it): latencies over
+  /// every request; counts summed over the replicas (steps, eager steps, graphs and their
+  /// memory, capture time, tokens, preemptions, prefix hits, replica-seconds with requests
+  /// waiting for KV, step tokens); peaks the largest replica's (startup, end, running,
+  /// waiting, KV usage); the first requests in the fleet's order of submission.
+  simulation_result total;
 };
 
 /// The replica each request goes to under round-robin.
@@ -106,6 +112,61 @@ inline fleet_result simulate_fleet(const simulation_config& config, const std::v
   }
   f.ttft = summarize(std::move(ttft));
   f.itl = summarize(std::move(itl));
+
+  simulation_result& t = f.total;
+  t.timing = std::string(config.timing.name());
+  t.ttft = f.ttft;
+  t.itl = f.itl;
+  t.rejected = f.rejected;
+  t.output_tokens = f.output_tokens;
+  t.end_seconds = f.end_seconds;
+  double blocked = 0;  // request-seconds waiting for KV
+  for (const simulation_result& s : f.replicas) {
+    if (s.requests.empty()) continue;
+    t.num_blocks = s.num_blocks;
+    t.startup_seconds = std::max(t.startup_seconds, s.startup_seconds);
+    engine::engine_stats& e = t.engine;
+    e.steps += s.engine.steps;
+    e.replays += s.engine.replays;
+    for (std::size_t k = 0; k < e.eager.size(); ++k) e.eager[k] += s.engine.eager[k];
+    e.captures += s.engine.captures;
+    e.capture_failures += s.engine.capture_failures;
+    e.budget_refusals += s.engine.budget_refusals;
+    e.real_rows += s.engine.real_rows;
+    e.padded_rows += s.engine.padded_rows;
+    e.real_tokens += s.engine.real_tokens;
+    e.padded_tokens += s.engine.padded_tokens;
+    e.capture_seconds += s.engine.capture_seconds;
+    e.capture_bytes += s.engine.capture_bytes;
+    t.scheduler.steps += s.scheduler.steps;
+    t.scheduler.submitted += s.scheduler.submitted;
+    t.scheduler.admitted += s.scheduler.admitted;
+    t.scheduler.finished += s.scheduler.finished;
+    t.scheduler.preemptions += s.scheduler.preemptions;
+    t.scheduler.computed_tokens += s.scheduler.computed_tokens;
+    t.scheduler.recomputed_tokens += s.scheduler.recomputed_tokens;
+    t.scheduler.prefix_hit_tokens += s.scheduler.prefix_hit_tokens;
+    t.capture_seconds_in_service += s.capture_seconds_in_service;
+    t.max_waiting = std::max(t.max_waiting, s.max_waiting);
+    t.max_running = std::max(t.max_running, s.max_running);
+    t.max_waiting_for_blocks = std::max(t.max_waiting_for_blocks, s.max_waiting_for_blocks);
+    t.seconds_waiting_for_blocks += s.seconds_waiting_for_blocks;
+    blocked += s.mean_waiting_for_blocks * s.seconds_waiting_for_blocks;
+    t.peak_kv_usage = std::max(t.peak_kv_usage, s.peak_kv_usage);
+    t.step_tokens.insert(t.step_tokens.end(), s.step_tokens.begin(), s.step_tokens.end());
+  }
+  if (t.seconds_waiting_for_blocks > 0) t.mean_waiting_for_blocks = blocked / t.seconds_waiting_for_blocks;
+  t.requests = f.requests;
+  std::vector<std::size_t> order;  // requests that ran, by submission time (ties: trace order)
+  for (std::size_t i = 0; i < f.requests.size(); ++i)
+    if (f.requests[i].rejected.empty()) order.push_back(i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return f.requests[a].submitted < f.requests[b].submitted; });
+  if (!order.empty()) t.ttft_first = f.requests[order.front()].ttft();
+  const std::size_t n = std::min(config.first_requests, order.size());
+  double sum = 0;
+  for (std::size_t k = 0; k < n; ++k) sum += f.requests[order[k]].ttft();
+  t.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
   return f;
 }
 
