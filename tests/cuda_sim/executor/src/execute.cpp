@@ -139,10 +139,15 @@ class executor {
     const instr& in = f_.code[instr_index];
     std::ostringstream os;
     os << "PTX line " << in.line << " `" << in.text << "`";
-    if (in.src_line != 0) {
-      const auto f = m_.files.find(in.src_file);
+    const auto source = [&](std::uint32_t file, std::uint32_t line) {
+      const auto f = m_.files.find(file);
       const std::string path = f == m_.files.end() ? "?" : f->second;
-      os << " (" << path.substr(path.find_last_of('/') + 1) << ":" << in.src_line << ")";
+      return path.substr(path.find_last_of('/') + 1) + ":" + std::to_string(line);
+    };
+    if (in.src_line != 0) {
+      os << " (" << source(in.src_file, in.src_line);
+      if (in.call_line != 0) os << ", inlined at " << source(in.call_file, in.call_line);
+      os << ")";
     }
     return os.str();
   }
@@ -823,6 +828,10 @@ launch_result launch(const module& m, std::string_view entry, dim3s grid, dim3s 
     throw sim_error("kernel " + f.name + ": empty grid or block");
   }
   if (threads > 1024) throw sim_error("kernel " + f.name + ": " + std::to_string(threads) + " threads per block exceed 1024");
+  if (f.dynamic_shared_offset + dynamic_shared_bytes > 228 * 1024) {
+    throw sim_error("kernel " + f.name + ": " + std::to_string(f.dynamic_shared_offset) + " bytes of static and " +
+                    std::to_string(dynamic_shared_bytes) + " of dynamic shared memory exceed 228 KiB per block");
+  }
   std::vector<unsigned char> params(f.param_bytes);
   for (std::size_t i = 0; i < f.params.size(); ++i) {
     if (args == nullptr || args[i] == nullptr) {

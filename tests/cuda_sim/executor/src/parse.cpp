@@ -90,6 +90,12 @@ bool parse_type(std::string_view w, vtype& t) {
   return true;
 }
 
+// Limits that keep a malformed module from asking for absurd memory (far above what nvcc emits
+// for rungs' kernels, and above the hardware's: 228 KiB of shared memory per block).
+constexpr unsigned long kMaxRegisters = 1ul << 20;
+constexpr std::size_t kMaxSharedBytes = 228 * 1024;
+constexpr std::size_t kMaxLocalBytes = 512 * 1024;
+
 struct symbol {
   space where = space::none;
   std::uint64_t value = 0;
@@ -286,6 +292,9 @@ class parser {
       else count = std::stoull(n);
       name = name.substr(0, lb);
     }
+    if (count > (where == space::shared ? kMaxSharedBytes : where == space::local ? kMaxLocalBytes : 1ull << 30)) {
+      fail(s.line, "variable too large", s.text);
+    }
     const std::size_t bytes = type_bytes(t) * count;
     if (align == 0) align = type_bytes(t);
     symbol sym{where, 0, false};
@@ -398,7 +407,7 @@ class parser {
     dynamic_refs_.clear();
     specials_.clear();
     slots_ = 0;
-    loc_file_ = loc_line_ = 0;
+    loc_file_ = loc_line_ = call_file_ = call_line_ = 0;
     fsyms_ = &fsyms;
     cur_ = &f;
     std::size_t k = i + 2;  // past the header and "{"
@@ -458,6 +467,14 @@ class parser {
       if (!parse_integer(words[1], f) || !parse_integer(words[2], l)) fail(s.line, "bad .loc", t);
       loc_file_ = static_cast<std::uint32_t>(f);
       loc_line_ = static_cast<std::uint32_t>(l);
+      call_file_ = call_line_ = 0;
+      if (const auto at = t.find("inlined_at"); at != std::string::npos) {
+        const auto w = split_words(t.substr(at + 10));
+        if (w.size() >= 2 && parse_integer(w[0], f) && parse_integer(w[1], l)) {
+          call_file_ = static_cast<std::uint32_t>(f);
+          call_line_ = static_cast<std::uint32_t>(l);
+        }
+      }
       return;
     }
     if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern") {
@@ -491,6 +508,7 @@ class parser {
       if (n.empty()) fail(s.line, "empty register name", s.text);
       if (const auto lt = n.find('<'); lt != std::string::npos) {
         const auto count = std::stoul(n.substr(lt + 1, n.find('>') - lt - 1));
+        if (count > kMaxRegisters) fail(s.line, "more than " + std::to_string(kMaxRegisters) + " registers", s.text);
         const std::string base = n.substr(0, lt);
         for (unsigned long r = 0; r < count; ++r) scopes_.back()[base + std::to_string(r)] = slots_++;
       } else {
@@ -656,6 +674,8 @@ class parser {
     in.line = s.line;
     in.src_file = loc_file_;
     in.src_line = loc_line_;
+    in.call_file = call_file_;
+    in.call_line = call_line_;
     in.text = t;
     if (t[0] == '@') {  // guard
       std::size_t k = 1;
@@ -723,9 +743,15 @@ class parser {
     if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2)) want = 3;
     if (in.ops.size() != want) fail(s.line, "wrong operand count for " + std::to_string(want) + " operands", s.text);
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
+      const operand& o = in.ops[k];
+      const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async;
+      if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async", s.text);
+      const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl);
+      if (o.kind == operand::k_vec && !mem && in.code != op::mov && !pair_dest) {
+        fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
+      }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
                            in.code != op::cp_async && in.code != op::cp_async_wait_group;
-      const operand& o = in.ops[k];
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
         for (const operand& e : o.elems) {
@@ -879,7 +905,7 @@ class parser {
   std::vector<std::pair<std::size_t, std::size_t>> dynamic_refs_;
   std::map<special, std::uint32_t> specials_;
   std::uint32_t slots_ = 0;
-  std::uint32_t loc_file_ = 0, loc_line_ = 0;
+  std::uint32_t loc_file_ = 0, loc_line_ = 0, call_file_ = 0, call_line_ = 0;
 };
 
 const detail::function& find_entry(const module& m, std::string_view entry) {

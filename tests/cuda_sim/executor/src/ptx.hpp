@@ -54,6 +54,7 @@ struct instr {
   std::uint32_t target = 0;      // bra: instruction index
   std::uint32_t line = 0;        // 1-based line of the module text
   std::uint32_t src_file = 0, src_line = 0;  // the last .loc before it (nvcc -lineinfo); 0: none
+  std::uint32_t call_file = 0, call_line = 0;  // its inlined_at call site, if any
   std::string text;              // the statement as written (messages)
   std::string why;               // unsupported: what is not implemented
 };

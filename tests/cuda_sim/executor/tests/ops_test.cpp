@@ -263,7 +263,8 @@ TEST_CASE("integer conversions extend by the source type and wrap or saturate",
 }
 
 TEST_CASE("16-bit floats: widening is exact, narrowing rounds to nearest even, NaN is canonical",
-          "[op:cvt.f32.f16][op:cvt.rn.f16x2.f32][op:cvt.rn.bf16x2.f32][op:mov.b32]") {
+          "[op:cvt.f32.f16][op:cvt.rn.f16x2.f32][op:cvt.rn.bf16x2.f32][op:cvt.rn.bf16.f32][op:cvt.f32.bf16]"
+          "[op:cvt.rn.f16.f32][op:mov.b32]") {
   // nvcc's inline-asm form of __half2float: a nested scope with .f16 registers.
   const std::string widen = "{ .reg .f16 low, high; mov.b32 {low, high}, %a; cvt.f32.f16 %d, high; }";
   CHECK(eval32(widen, 0x3c000000u) == kOne);
@@ -278,6 +279,14 @@ TEST_CASE("16-bit floats: widening is exact, narrowing rounds to nearest even, N
   CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", kOne, 0x3f808000u) == 0x3f803f80u);     // tie, even: down
   CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", 0x3f818000u, 0x3f808001u) == 0x3f823f81u);  // tie odd: up; above tie: up
   CHECK(eval32("cvt.rn.bf16x2.f32 %d, %a, %b", kQNaN, 0x7f7fffffu) == 0x7fff7f80u);    // NaN; max float -> inf
+  // Scalar narrowing and widening (nvcc: __float2bfloat16; sm_90's native bf16 -> f32).
+  CHECK(eval32("cvt.rn.bf16.f32 %ha, %a; cvt.u32.u16 %d, %ha", 0x3f818000u) == 0x3f82u);
+  CHECK(eval32("cvt.rn.bf16.f32 %ha, %a; cvt.u32.u16 %d, %ha", kQNaN) == 0x7fffu);
+  CHECK(eval32("cvt.rn.f16.f32 %ha, %a; cvt.u32.u16 %d, %ha", bits(65520.0f)) == 0x7c00u);
+  CHECK(eval32("cvt.rn.f16.f32 %ha, %a; cvt.u32.u16 %d, %ha", 0x33400000u) == 0x0001u);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; cvt.f32.bf16 %d, %ha", 0x0000bf80u) == 0xbf800000u);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; cvt.f32.bf16 %d, %ha", 0x00000001u) == 0x00010000u);  // subnormal kept
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; cvt.f32.bf16 %d, %ha", 0x0000ffc1u) == kNaN);
   // bf16 -> f32 as nvcc writes it: mov.b32 %f, {0, %rs}.
   CHECK(eval32("mov.b32 {%ha, %hb}, %a; mov.b32 %d, {0, %ha}", 0x00003f80u) == kOne);
   CHECK(eval32("mov.b32 {%ha, %hb}, %a; mov.b32 %d, {%hb, %ha}", 0x12345678u) == 0x56781234u);
