@@ -62,13 +62,18 @@ endfunction()
 # RUNGS_CUDA_RESOURCE_CHECKS (default ON) turns ptxas's spill and local-memory warnings into
 # errors: a kernel that spills (or indexes a register array dynamically) fails the build on
 # every architecture named, so a register-pressure regression shows in CI, which has no GPU.
+# (Not under RUNGS_CUDA_SIM: a PTX-only build never runs ptxas.)
 # It applies to rungs' own targets only; consumers' flags are untouched.
 set(RUNGS_PTXAS_RESOURCE_FLAGS "-warn-spills,-warn-lmem-usage,-Werror")
 function(rungs_cuda_target target)
   set_target_properties(${target} PROPERTIES CUDA_ARCHITECTURES "${RUNGS_CUDA_ARCHITECTURES}")
   target_compile_options(${target} PRIVATE
     $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 --expt-relaxed-constexpr -Xcompiler=-Wall>)
-  if(RUNGS_CUDA_RESOURCE_CHECKS)
+  if(RUNGS_CUDA_SIM)
+    # The host runtime reads the PTX out of the fatbinary, which nvcc 13 compresses by default.
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--compress-mode=none>)
+  endif()
+  if(RUNGS_CUDA_RESOURCE_CHECKS AND NOT RUNGS_CUDA_SIM)
     target_compile_options(${target} PRIVATE
       "$<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=${RUNGS_PTXAS_RESOURCE_FLAGS}>")
   endif()

@@ -46,8 +46,18 @@ namespace {
 namespace ra = rungs::attention;
 using bf16 = __nv_bfloat16;
 
+#ifdef RUNGS_DEMO_TINY_MODEL
+// The cuda-sim build runs this file's kernels on the CPU (rungs' PTX executor, docs/kernels.md):
+// the same architecture at a size it executes in seconds. Hidden 128 (2 query heads / 1 KV head
+// of 64), 1 layer, MLP 256, vocabulary 512.
+constexpr eng::model_shape gpu_model{.dtype = eng::kv_dtype::bf16, .num_heads = 2, .num_kv_heads = 1,
+                                     .head_size = 64, .block_size = 16, .num_layers = 1};
+constexpr int kVocab = 512, kFfn = 256;
+#else
 constexpr eng::model_shape gpu_model{.dtype = eng::kv_dtype::bf16, .num_heads = 16, .num_kv_heads = 4,
                                      .head_size = 128, .block_size = 16, .num_layers = 8};
+constexpr int kVocab = 32000, kFfn = 5632;
+#endif
 constexpr int kHidden = gpu_model.num_heads * gpu_model.head_size;
 constexpr int kHead = gpu_model.head_size;
 constexpr int kQCols = kHidden;
@@ -55,7 +65,7 @@ constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_size;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
 
 model_config gpu_config(std::uint64_t seed) {
-  return model_config{.vocab = 32000, .ffn = 5632, .rope_theta = 10000.0, .norm_eps = 1e-5f, .seed = seed};
+  return model_config{.vocab = kVocab, .ffn = kFfn, .rope_theta = 10000.0, .norm_eps = 1e-5f, .seed = seed};
 }
 
 // ---- kernels --------------------------------------------------------------------------------

@@ -84,7 +84,7 @@ void check_decode_set() {
   using set = tested_set_of<Type>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 17);
   for_each_value(typename set::head_dims{}, [&](int head_dim) {
-    for (int block_size : {8, 16, 32, 64, 128}) {
+    for (int block_size : checked_block_sizes) {
       for_each_value(typename set::decode_groups{}, [&](int group) {
         const double scale = group % 2 == 0 ? 0.3 : 0.0;  // sharper and default softmax
         INFO(ra::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group

@@ -24,9 +24,22 @@
 #define RUNGS_KERNEL_INSTANTIATIONS_FULL 0
 #endif
 
+#ifndef RUNGS_TEST_REDUCED_BLOCK_SIZES
+#define RUNGS_TEST_REDUCED_BLOCK_SIZES 0
+#endif
+
 namespace rungs_test {
 
 namespace ra = rungs::attention;
+
+/// The block sizes the decode and prefill checks run: all five, or under
+/// RUNGS_TEST_REDUCED_BLOCK_SIZES (the cuda-sim build, where the CPU executes every launch)
+/// the smallest and the largest, blocks below and above a KV tile; every kernel instance still
+/// runs, as block sizes are a run-time value of the default set.
+inline constexpr int all_block_sizes[] = {8, 16, 32, 64, 128};
+inline constexpr int reduced_block_sizes[] = {8, 128};
+inline constexpr std::span<const int> checked_block_sizes =
+    RUNGS_TEST_REDUCED_BLOCK_SIZES != 0 ? std::span<const int>(reduced_block_sizes) : std::span<const int>(all_block_sizes);
 
 /// The set the GPU tests compile and check, restricted to one element type per translation
 /// unit so that the two types compile in parallel.

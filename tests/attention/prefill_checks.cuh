@@ -86,7 +86,7 @@ void check_prefill_set() {
   using set = tested_set_of<Type>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 23);
   for_each_value(typename set::head_dims{}, [&](int head_dim) {
-    for (int block_size : {8, 16, 32, 64, 128}) {
+    for (int block_size : checked_block_sizes) {
       for (int group : {1, 3, 8}) {
         const double scale = group == 3 ? 0.0 : 0.3;
         INFO(ra::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group);

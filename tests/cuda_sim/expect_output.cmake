@@ -1,0 +1,33 @@
+# Runs a command and checks how it ended: cmake -DCOMMAND=a;b;c -DEXIT=zero|nonzero
+#   -DEXPECT=regex1;regex2... [-DREJECT=regex...] -P expect_output.cmake
+# Every EXPECT regex must match the combined stdout and stderr, no REJECT regex may. The mutation tests use EXIT=nonzero:
+# a planted defect passes only when the run fails and names the check that caught it.
+execute_process(COMMAND ${COMMAND} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 900)
+set(all "${out}\n${err}")
+string(LENGTH "${all}" len)
+if(len GREATER 6000)  # the head names the finding; the tail, the failed checks
+  string(SUBSTRING "${all}" 0 3000 head)
+  math(EXPR tail_at "${len} - 3000")
+  string(SUBSTRING "${all}" ${tail_at} 3000 tail)
+  set(shown "${head}\n[...]\n${tail}")
+else()
+  set(shown "${all}")
+endif()
+if(EXIT STREQUAL "zero" AND NOT rc STREQUAL "0")
+  message(FATAL_ERROR "expected exit status 0, got '${rc}':\n${shown}")
+elseif(EXIT STREQUAL "nonzero" AND (rc STREQUAL "0"))
+  message(FATAL_ERROR "expected the run to fail, but it exited 0 (the defect went unnoticed):\n${shown}")
+elseif(NOT EXIT MATCHES "^(zero|nonzero)$")
+  message(FATAL_ERROR "EXIT='${EXIT}': use zero or nonzero")
+endif()
+foreach(re IN LISTS EXPECT)
+  if(NOT all MATCHES "${re}")
+    message(FATAL_ERROR "the output does not match '${re}':\n${shown}")
+  endif()
+endforeach()
+foreach(re IN LISTS REJECT)
+  if(all MATCHES "${re}")
+    message(FATAL_ERROR "the output matches '${re}', which it must not:\n${shown}")
+  endif()
+endforeach()
+message(STATUS "exit ${rc}; matched: ${EXPECT}")

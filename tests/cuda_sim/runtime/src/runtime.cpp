@@ -1,0 +1,830 @@
+// rungs' host CUDA runtime: the runtime calls rungs' CUDA tests, cuda_backend and the serving
+// demo make, and nvcc's registration and launch ABI, implemented on the CPU. Kernels run as
+// nvcc's own PTX (read from the fatbinary of the same compilation) on the PTX executor.
+//
+// The simulated device (docs/kernels.md, "The device half on the CPU"):
+//  - one device, H100-like: 132 SMs, compute capability 9.0, 80 GiB, 48 KiB shared memory per
+//    block by default; device memory is host memory handed out 256-byte aligned, between
+//    64 KiB red zones, and filled with 0xff (NaN for every float type), tracked in a registry
+//    every kernel access and every copy is checked against;
+//  - every stream executes its work when it is issued (one legal serialisation of a single
+//    device), so synchronisation calls only check their arguments and report errors;
+//  - a kernel fault (a finding of the executor) is printed to stderr as "rungs-sim: ..." and
+//    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU;
+//  - stream capture records kernel launches, memcpys and memsets into a graph instead of
+//    running them; synchronous or allocating calls during a global or thread-local capture fail
+//    with cudaErrorStreamCaptureUnsupported and invalidate the capture, as CUDA's do;
+//  - events carry no time: cudaEventElapsedTime is not provided (nothing in rungs calls it).
+// Environment: RUNGS_SIM_SEED (default 1) seeds the adversarial schedule of every launch;
+// RUNGS_SIM_TRAFFIC=<file> appends one line of memory traffic per launch.
+#include <cuda_runtime_api.h>
+
+#include <rungs_sim/executor.hpp>
+
+#include "fatbin.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rungs::sim::rt {
+struct capture_state;
+}
+
+// The handle types are opaque in CUDA's headers; the runtime defines them.
+struct CUstream_st {
+  unsigned flags = 0;
+  rungs::sim::rt::capture_state* capture = nullptr;
+};
+struct CUevent_st {
+  unsigned flags = 0;
+  bool recorded = false;
+};
+
+namespace rungs::sim::rt {
+namespace {
+
+constexpr int kSms = 132;
+constexpr std::size_t kTotalMemory = std::size_t{80} << 30;
+constexpr std::size_t kSharedPerBlock = 48 * 1024;
+constexpr std::size_t kAlignment = 256;
+// Unallocated bytes around every allocation, so that an access a little before or past one
+// buffer never lands inside its neighbour (where the bounds check could not see it).
+constexpr std::size_t kRedZone = 64 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// Modules and kernels (filled by the registration ABI during static initialisation).
+struct module_record {
+  const void* wrapper = nullptr;
+  std::size_t index = 0;  // registration order: which translation unit, in messages
+  std::shared_ptr<const module> parsed;  // parsed at the first launch of one of its kernels
+  std::string error;                     // why it cannot run
+  bool loaded = false;
+};
+struct kernel_record {
+  module_record* mod = nullptr;
+  std::string name;  // the mangled .entry name
+};
+
+// ---------------------------------------------------------------------------------------
+// Work recorded by stream capture.
+struct node {
+  enum kind_t { kernel, copy, set } kind = kernel;
+  kernel_record* k = nullptr;
+  dim3s grid, block;
+  std::size_t shared = 0;
+  std::vector<std::vector<unsigned char>> params;  // each parameter's bytes, copied at capture
+  void* dst = nullptr;
+  const void* src = nullptr;
+  std::size_t bytes = 0;
+  int value = 0;
+};
+
+}  // namespace
+
+struct capture_state {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;
+  std::vector<node> nodes;
+  cudaError_t invalidated = cudaSuccess;
+  unsigned long long id = 0;
+};
+
+}  // namespace rungs::sim::rt
+
+struct CUgraph_st {
+  std::vector<rungs::sim::rt::node> nodes;
+};
+struct CUgraphExec_st {
+  std::vector<rungs::sim::rt::node> nodes;
+};
+
+namespace rungs::sim::rt {
+namespace {
+
+struct allocation {
+  std::size_t size = 0;
+  bool device = true;  // false: page-locked host memory (cudaHostAlloc), also kernel-visible
+};
+
+class registry final : public global_memory {
+ public:
+  bool valid(std::uint64_t address, std::size_t size) const override {
+    const allocation* a = find(address);
+    return a != nullptr && address + size <= start_ + a->size && address + size >= address;
+  }
+  // The allocation holding `address` (start_ set to its first byte), or null.
+  const allocation* find(std::uint64_t address) const {
+    auto it = live.upper_bound(address);
+    if (it == live.begin()) return nullptr;
+    --it;
+    if (address >= it->first + std::max<std::size_t>(it->second.size, 1)) return nullptr;
+    start_ = it->first;
+    return &it->second;
+  }
+  std::map<std::uint64_t, allocation> live;
+  std::size_t device_bytes = 0;
+
+ private:
+  mutable std::uint64_t start_ = 0;
+};
+
+struct state {
+  std::recursive_mutex mutex;
+  std::deque<module_record> modules;
+  std::map<const void*, kernel_record> kernels;  // host stub -> kernel
+  registry memory;
+  std::set<CUstream_st*> streams;
+  std::set<CUevent_st*> events;
+  std::set<CUgraph_st*> graphs;
+  std::set<CUgraphExec_st*> execs;
+  std::set<capture_state*> captures;
+  cudaError_t sticky = cudaSuccess;
+  std::uint64_t seed = 1;
+  std::uint64_t launches = 0;
+  unsigned long long capture_ids = 0;
+  std::unique_ptr<std::ofstream> traffic;
+
+  state() {
+    if (const char* s = std::getenv("RUNGS_SIM_SEED")) {
+      char* end = nullptr;
+      seed = std::strtoull(s, &end, 10);
+      if (*s == '\0' || *end != '\0') {
+        std::fprintf(stderr, "rungs-sim: RUNGS_SIM_SEED='%s' is not a decimal integer\n", s);
+        std::exit(2);
+      }
+    }
+    if (const char* t = std::getenv("RUNGS_SIM_TRAFFIC")) {
+      traffic = std::make_unique<std::ofstream>(t, std::ios::app);
+      if (!*traffic) {
+        std::fprintf(stderr, "rungs-sim: RUNGS_SIM_TRAFFIC='%s' cannot be opened for appending\n", t);
+        std::exit(2);
+      }
+    }
+  }
+};
+
+state& S() {
+  static state* s = new state;  // never destroyed: atexit unregistration may run after statics die
+  return *s;
+}
+
+thread_local cudaError_t last_error = cudaSuccess;
+struct call_config {
+  dim3 grid, block;
+  std::size_t shared;
+  void* stream;
+};
+thread_local std::vector<call_config> configs;
+
+// Every failing call sets the thread's last error, as CUDA's do.
+cudaError_t fail(cudaError_t e) {
+  if (e != cudaSuccess) last_error = e;
+  return e;
+}
+cudaError_t fail(cudaError_t e, const std::string& why) {
+  std::fprintf(stderr, "rungs-sim: %s\n", why.c_str());
+  return fail(e);
+}
+
+// The capture of the calling thread that forbids unsafe calls (global or thread-local mode;
+// a global capture of another thread counts too).
+capture_state* forbidding_capture() {
+  for (capture_state* c : S().captures) {
+    if (c->invalidated != cudaSuccess) continue;
+    if (c->mode == cudaStreamCaptureModeGlobal) return c;
+    if (c->mode == cudaStreamCaptureModeThreadLocal && c->thread == std::this_thread::get_id()) return c;
+  }
+  return nullptr;
+}
+
+// A synchronous or allocating call during capture: invalidates the capture, as CUDA does.
+cudaError_t unsafe_during_capture(const char* api) {
+  if (capture_state* c = forbidding_capture()) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                std::string(api) + " during stream capture: not permitted (the capture is invalidated)");
+  }
+  return cudaSuccess;
+}
+
+bool is_legacy(cudaStream_t s) { return s == nullptr || s == cudaStreamLegacy; }
+
+// Checks a stream handle; work on the legacy stream while a blocking stream captures fails.
+cudaError_t check_stream(cudaStream_t s) {
+  if (s == cudaStreamPerThread) return fail(cudaErrorNotSupported, "cudaStreamPerThread is not simulated");
+  if (is_legacy(s)) {
+    for (CUstream_st* other : S().streams) {
+      if (other->capture && (other->flags & cudaStreamNonBlocking) == 0) {
+        other->capture->invalidated = cudaErrorStreamCaptureInvalidated;
+        return fail(cudaErrorStreamCaptureImplicit);
+      }
+    }
+    return cudaSuccess;
+  }
+  if (!S().streams.count(s)) return fail(cudaErrorInvalidResourceHandle);
+  return cudaSuccess;
+}
+
+capture_state* capture_of(cudaStream_t s) { return is_legacy(s) ? nullptr : s->capture; }
+
+cudaError_t sticky() { return S().sticky == cudaSuccess ? cudaSuccess : fail(S().sticky); }
+
+// ---------------------------------------------------------------------------------------
+// Memory checks for copies and memsets: the device side must lie inside one live allocation.
+bool inside_allocation(const void* p, std::size_t bytes) {
+  return S().memory.valid(reinterpret_cast<std::uint64_t>(p), bytes);
+}
+
+cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, const char* api) {
+  if (bytes == 0) return cudaSuccess;
+  if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue, std::string(api) + ": a null pointer");
+  const bool dst_dev = inside_allocation(dst, bytes), src_dev = inside_allocation(src, bytes);
+  auto bad = [&](const char* side, const void* p) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%s: %s range [%p, +%zu) is not inside one live allocation", api, side, p, bytes);
+    return fail(cudaErrorInvalidValue, buf);
+  };
+  switch (kind) {
+    case cudaMemcpyHostToDevice:
+      return dst_dev ? cudaSuccess : bad("destination", dst);
+    case cudaMemcpyDeviceToHost:
+      return src_dev ? cudaSuccess : bad("source", src);
+    case cudaMemcpyDeviceToDevice:
+      if (!dst_dev) return bad("destination", dst);
+      return src_dev ? cudaSuccess : bad("source", src);
+    case cudaMemcpyHostToHost:
+    case cudaMemcpyDefault:
+      return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidMemcpyDirection);
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernels.
+cudaError_t load(kernel_record& k) {
+  module_record& m = *k.mod;
+  if (!m.loaded) {
+    m.loaded = true;
+    fatbin_ptx f = read_fatbin_ptx(m.wrapper);
+    if (!f.error.empty()) {
+      m.error = f.error;
+    } else {
+      try {
+        m.parsed = load_ptx(std::move(f.ptx), "fatbinary " + std::to_string(m.index));
+      } catch (const std::exception& e) {
+        m.error = e.what();
+      }
+    }
+  }
+  if (!m.error.empty()) return fail(cudaErrorNoKernelImageForDevice, "cannot load " + k.name + ": " + m.error);
+  return cudaSuccess;
+}
+
+cudaError_t check_config(const kernel_record& k, dim3 grid, dim3 block, std::size_t shared) {
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 || block.z > 64 ||
+      grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "launch of %s: grid (%u,%u,%u) x block (%u,%u,%u) breaks the launch limits",
+                  k.name.c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z);
+    return fail(cudaErrorInvalidConfiguration, buf);
+  }
+  if (shared > kSharedPerBlock) {
+    return fail(cudaErrorInvalidValue, "launch of " + k.name + ": " + std::to_string(shared) +
+                                           " bytes of dynamic shared memory exceed the 48 KiB default");
+  }
+  return cudaSuccess;
+}
+
+void run_kernel(const node& n) {
+  state& s = S();
+  std::vector<void*> args;
+  for (const auto& p : n.params) args.push_back(const_cast<unsigned char*>(p.data()));
+  schedule sched;
+  const std::uint64_t index = s.launches++;
+  sched.seed = s.seed * 0x9e3779b97f4a7c15ull + index;
+  try {
+    const launch_result r = launch(*n.k->mod->parsed, n.k->name, n.grid, n.block, n.shared, args.data(), s.memory, sched);
+    if (s.traffic) {
+      *s.traffic << n.k->name << '\t' << n.grid.x << ',' << n.grid.y << ',' << n.grid.z << '\t' << n.block.x << ','
+                 << n.block.y << ',' << n.block.z << '\t' << r.warp_instructions << '\t' << r.global.bytes_read << '\t'
+                 << r.global.bytes_written << '\t' << r.global.sectors_read << '\t' << r.global.sectors_written << '\t'
+                 << r.global.sector_reads_total << '\n';
+      s.traffic->flush();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rungs-sim: %s (launch %llu of %s, RUNGS_SIM_SEED=%llu)\n", e.what(),
+                 static_cast<unsigned long long>(index), n.k->name.c_str(), static_cast<unsigned long long>(s.seed));
+    s.sticky = cudaErrorLaunchFailure;
+  }
+}
+
+void run(const node& n) {
+  switch (n.kind) {
+    case node::kernel:
+      run_kernel(n);
+      break;
+    case node::copy:
+      std::memmove(n.dst, n.src, n.bytes);
+      break;
+    case node::set:
+      std::memset(n.dst, n.value, n.bytes);
+      break;
+  }
+}
+
+// Runs `n` now, or records it when `stream` is capturing.
+cudaError_t issue(node n, cudaStream_t stream) {
+  if (cudaError_t e = sticky()) return e;
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_state* c = capture_of(stream)) {
+    if (c->invalidated == cudaSuccess) c->nodes.push_back(std::move(n));
+    return c->invalidated == cudaSuccess ? cudaSuccess : fail(cudaErrorStreamCaptureInvalidated);
+  }
+  run(n);
+  return cudaSuccess;
+}
+
+cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  auto it = S().kernels.find(stub);
+  if (it == S().kernels.end()) return fail(cudaErrorInvalidDeviceFunction, "launch of an unregistered kernel");
+  kernel_record& k = it->second;
+  if (cudaError_t e = load(k)) return e;
+  if (cudaError_t e = check_config(k, grid, block, shared)) return e;
+  node n;
+  n.kind = node::kernel;
+  n.k = &k;
+  n.grid = {grid.x, grid.y, grid.z};
+  n.block = {block.x, block.y, block.z};
+  n.shared = shared;
+  const std::vector<param_info> params = entry_params(*k.mod->parsed, k.name);
+  if (!params.empty() && args == nullptr) {
+    return fail(cudaErrorInvalidValue, "launch of " + k.name + ": " + std::to_string(params.size()) +
+                                           " parameters but no argument array");
+  }
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(args[i]);
+    n.params.emplace_back(p, p + params[i].size);
+  }
+  return issue(std::move(n), stream);
+}
+
+template <class T, class Set>
+cudaError_t destroy(T* h, Set& live) {
+  if (!live.erase(h)) return fail(cudaErrorInvalidResourceHandle);
+  delete h;
+  return cudaSuccess;
+}
+
+#define RUNGS_SIM_ERRORS(X)                                                                                       \
+  X(cudaSuccess, "no error")                                                                                      \
+  X(cudaErrorInvalidValue, "invalid argument")                                                                    \
+  X(cudaErrorMemoryAllocation, "out of memory")                                                                   \
+  X(cudaErrorInitializationError, "initialization error")                                                         \
+  X(cudaErrorInvalidConfiguration, "invalid configuration argument")                                             \
+  X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                                         \
+  X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
+  X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                    \
+  X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                      \
+  X(cudaErrorInvalidDevice, "invalid device ordinal")                                                             \
+  X(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device")                  \
+  X(cudaErrorInvalidResourceHandle, "invalid resource handle")                                                    \
+  X(cudaErrorIllegalState, "the operation cannot be performed in the present state")                             \
+  X(cudaErrorNotReady, "device not ready")                                                                        \
+  X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                                          \
+  X(cudaErrorLaunchFailure, "unspecified launch failure")                                                         \
+  X(cudaErrorNotSupported, "operation not supported")                                                             \
+  X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")                        \
+  X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                 \
+  X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")                      \
+  X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+  X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread")
+
+}  // namespace
+}  // namespace rungs::sim::rt
+
+using namespace rungs::sim::rt;
+using rungs::sim::rt::S;
+
+extern "C" {
+
+// ---------------------------------------------------------------------------------------
+// nvcc's registration and launch ABI (crt/host_runtime.h, crt/device_functions.h).
+void** __cudaRegisterFatBinary(void* fatCubin) {
+  std::lock_guard lock(S().mutex);
+  module_record& m = S().modules.emplace_back();
+  m.wrapper = fatCubin;
+  m.index = S().modules.size();
+  return reinterpret_cast<void**>(&m);
+}
+
+void __cudaRegisterFatBinaryEnd(void**) {}
+
+void __cudaUnregisterFatBinary(void** handle) {
+  std::lock_guard lock(S().mutex);
+  auto* m = reinterpret_cast<module_record*>(handle);
+  std::erase_if(S().kernels, [&](const auto& k) { return k.second.mod == m; });
+  m->parsed.reset();
+}
+
+void __cudaRegisterFunction(void** handle, const char* hostFun, char*, const char* deviceName, int, uint3*, uint3*,
+                            dim3*, dim3*, int*) {
+  std::lock_guard lock(S().mutex);
+  S().kernels[hostFun] = kernel_record{reinterpret_cast<module_record*>(handle), deviceName};
+}
+
+// Module-scope __device__ variables (CCCL declares a few). Their storage is the PTX module's
+// own .global declarations; nothing in rungs copies to or from a symbol, so the host side
+// needs no mapping and the registration records nothing.
+void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
+
+char __cudaInitModule(void**) { return 1; }
+
+cudaError_t __cudaGetKernel(cudaKernel_t* kernel, const void* stub) {
+  std::lock_guard lock(S().mutex);
+  if (!S().kernels.count(stub)) return fail(cudaErrorInvalidDeviceFunction);
+  *kernel = reinterpret_cast<cudaKernel_t>(const_cast<void*>(stub));  // the handle is the stub
+  return cudaSuccess;
+}
+
+unsigned __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st* stream) {
+  configs.push_back({gridDim, blockDim, sharedMem, stream});
+  return 0;
+}
+
+cudaError_t __cudaPopCallConfiguration(dim3* gridDim, dim3* blockDim, size_t* sharedMem, void* stream) {
+  if (configs.empty()) return fail(cudaErrorInvalidConfiguration);
+  const call_config c = configs.back();
+  configs.pop_back();
+  *gridDim = c.grid;
+  *blockDim = c.block;
+  *sharedMem = c.shared;
+  *static_cast<void**>(stream) = c.stream;
+  return cudaSuccess;
+}
+
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                               cudaStream_t stream) {
+  return launch_kernel(reinterpret_cast<const void*>(kernel), gridDim, blockDim, args, sharedMem, stream);
+}
+
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t, dim3, dim3, void**, size_t, cudaStream_t) {
+  return fail(cudaErrorNotSupported, "per-thread default streams are not simulated");
+}
+
+cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                             cudaStream_t stream) {
+  return launch_kernel(func, gridDim, blockDim, args, sharedMem, stream);
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors.
+cudaError_t cudaGetLastError(void) {
+  const cudaError_t e = S().sticky != cudaSuccess ? S().sticky : last_error;
+  last_error = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError(void) { return S().sticky != cudaSuccess ? S().sticky : last_error; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+#define RUNGS_SIM_NAME(code, text) \
+  case code:                       \
+    return #code;
+    RUNGS_SIM_ERRORS(RUNGS_SIM_NAME)
+#undef RUNGS_SIM_NAME
+    default:
+      return "cudaErrorUnknown";
+  }
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+#define RUNGS_SIM_TEXT(code, text) \
+  case code:                       \
+    return text;
+    RUNGS_SIM_ERRORS(RUNGS_SIM_TEXT)
+#undef RUNGS_SIM_TEXT
+    default:
+      return "unrecognized error code";
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The device.
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (count == nullptr) return fail(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (device == nullptr) return fail(cudaErrorInvalidValue);
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+
+cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  if (value == nullptr) return fail(cudaErrorInvalidValue);
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMultiProcessorCount: *value = kSms; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrWarpSize: *value = 32; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(kSharedPerBlock); return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    default:
+      return fail(cudaErrorNotSupported, "cudaDeviceGetAttribute: attribute " + std::to_string(attr) + " is not simulated");
+  }
+}
+
+cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+  if (prop == nullptr) return fail(cudaErrorInvalidValue);
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "rungs-sim: CPU PTX executor, H100-like");
+  prop->totalGlobalMem = kTotalMemory;
+  prop->sharedMemPerBlock = kSharedPerBlock;
+  prop->regsPerBlock = 65536;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7fffffff;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->multiProcessorCount = kSms;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize(void) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = unsafe_during_capture("cudaDeviceSynchronize")) return e;
+  return sticky();
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory.
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  std::lock_guard lock(S().mutex);
+  if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = sticky()) return e;
+  *total = kTotalMemory;
+  *free = kTotalMemory - S().memory.device_bytes;
+  return cudaSuccess;
+}
+
+static cudaError_t allocate(void** ptr, size_t size, bool device, const char* api) {
+  std::lock_guard lock(S().mutex);
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = unsafe_during_capture(api)) return e;
+  if (cudaError_t e = sticky()) return e;
+  *ptr = nullptr;
+  if (size == 0) return cudaSuccess;
+  if (device && size > kTotalMemory - S().memory.device_bytes) return fail(cudaErrorMemoryAllocation);
+  if (size > kTotalMemory) return fail(cudaErrorMemoryAllocation);
+  void* base = std::aligned_alloc(kAlignment, (size + kAlignment - 1) / kAlignment * kAlignment + 2 * kRedZone);
+  if (base == nullptr) return fail(cudaErrorMemoryAllocation);
+  void* p = static_cast<char*>(base) + kRedZone;
+  std::memset(p, 0xff, size);
+  S().memory.live[reinterpret_cast<std::uint64_t>(p)] = allocation{size, device};
+  if (device) S().memory.device_bytes += size;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+static cudaError_t release(void* ptr, bool device, const char* api) {
+  std::lock_guard lock(S().mutex);
+  if (ptr == nullptr) return cudaSuccess;
+  if (cudaError_t e = unsafe_during_capture(api)) return e;
+  auto& live = S().memory.live;
+  auto it = live.find(reinterpret_cast<std::uint64_t>(ptr));
+  if (it == live.end() || it->second.device != device) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": " +
+                                           (it == live.end() ? "not the start of a live allocation"
+                                                             : "an allocation of the other kind"));
+  }
+  if (device) S().memory.device_bytes -= it->second.size;
+  live.erase(it);
+  std::free(static_cast<char*>(ptr) - kRedZone);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** devPtr, size_t size) { return allocate(devPtr, size, true, "cudaMalloc"); }
+cudaError_t cudaFree(void* devPtr) { return release(devPtr, true, "cudaFree"); }
+cudaError_t cudaHostAlloc(void** pHost, size_t size, unsigned int) { return allocate(pHost, size, false, "cudaHostAlloc"); }
+cudaError_t cudaMallocHost(void** ptr, size_t size) { return allocate(ptr, size, false, "cudaMallocHost"); }
+cudaError_t cudaFreeHost(void* ptr) { return release(ptr, false, "cudaFreeHost"); }
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpyAsync")) return e;
+  node n;
+  n.kind = node::copy;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = count;
+  return issue(std::move(n), stream);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = unsafe_during_capture("cudaMemcpy")) return e;
+  return cudaMemcpyAsync(dst, src, count, kind, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (count > 0 && !inside_allocation(devPtr, count)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "cudaMemset: [%p, +%zu) is not inside one live allocation", devPtr, count);
+    return fail(cudaErrorInvalidValue, buf);
+  }
+  node n;
+  n.kind = node::set;
+  n.dst = devPtr;
+  n.bytes = count;
+  n.value = value;
+  return issue(std::move(n), stream);
+}
+
+cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = unsafe_during_capture("cudaMemset")) return e;
+  return cudaMemsetAsync(devPtr, value, count, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------
+// Streams and events.
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (pStream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return fail(cudaErrorInvalidValue);
+  *pStream = new CUstream_st{flags, nullptr};
+  S().streams.insert(*pStream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWithFlags(pStream, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (S().streams.count(stream) && stream->capture) {
+    return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamDestroy of a capturing stream");
+  }
+  return destroy(stream, S().streams);
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (!is_legacy(stream) && !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamSynchronize of a capturing stream (the capture is invalidated)");
+  }
+  if (is_legacy(stream)) {
+    if (cudaError_t e = unsafe_during_capture("cudaStreamSynchronize(legacy stream)")) return e;
+  }
+  return sticky();
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (event == nullptr || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming)) != 0) return fail(cudaErrorInvalidValue);
+  *event = new CUevent_st{flags, false};
+  S().events.insert(*event);
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  std::lock_guard lock(S().mutex);
+  return destroy(event, S().events);
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_of(stream)) {
+    return fail(cudaErrorNotSupported, "cudaEventRecord on a capturing stream is not simulated");
+  }
+  event->recorded = true;  // the stream's work has already run
+  return sticky();
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  std::lock_guard lock(S().mutex);
+  if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = unsafe_during_capture("cudaEventSynchronize")) return e;
+  return sticky();
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  std::lock_guard lock(S().mutex);
+  if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
+  return sticky();
+}
+
+// ---------------------------------------------------------------------------------------
+// Stream capture and graphs.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
+  std::lock_guard lock(S().mutex);
+  if (is_legacy(stream)) return fail(cudaErrorStreamCaptureUnsupported, "capture of the legacy stream");
+  if (!S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (stream->capture) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is already capturing");
+  auto* c = new capture_state{mode, std::this_thread::get_id(), {}, cudaSuccess, ++S().capture_ids};
+  stream->capture = c;
+  S().captures.insert(c);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
+  std::lock_guard lock(S().mutex);
+  if (pGraph == nullptr) return fail(cudaErrorInvalidValue);
+  if (is_legacy(stream) || !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+  capture_state* c = stream->capture;
+  if (c == nullptr) return fail(cudaErrorIllegalState, "cudaStreamEndCapture: the stream is not capturing");
+  if (c->mode == cudaStreamCaptureModeThreadLocal && c->thread != std::this_thread::get_id()) {
+    return fail(cudaErrorStreamCaptureWrongThread);
+  }
+  stream->capture = nullptr;
+  S().captures.erase(c);
+  std::unique_ptr<capture_state> done(c);
+  *pGraph = nullptr;
+  if (c->invalidated != cudaSuccess) return fail(c->invalidated);
+  *pGraph = new CUgraph_st{std::move(c->nodes)};
+  S().graphs.insert(*pGraph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus* status) {
+  std::lock_guard lock(S().mutex);
+  if (status == nullptr) return fail(cudaErrorInvalidValue);
+  if (!is_legacy(stream) && !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+  const capture_state* c = capture_of(stream);
+  *status = c == nullptr ? cudaStreamCaptureStatusNone
+            : c->invalidated == cudaSuccess ? cudaStreamCaptureStatusActive
+                                            : cudaStreamCaptureStatusInvalidated;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  std::lock_guard lock(S().mutex);
+  return destroy(graph, S().graphs);
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
+  std::lock_guard lock(S().mutex);
+  if (pGraphExec == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
+  if (!S().graphs.count(graph)) return fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = unsafe_during_capture("cudaGraphInstantiate")) return e;
+  *pGraphExec = new CUgraphExec_st{graph->nodes};
+  S().execs.insert(*pGraphExec);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
+  std::lock_guard lock(S().mutex);
+  return destroy(graphExec, S().execs);
+}
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = check_stream(stream)) return e;
+  return sticky();
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_of(stream)) return fail(cudaErrorNotSupported, "cudaGraphLaunch into a capturing stream is not simulated");
+  if (cudaError_t e = sticky()) return e;
+  for (const node& n : graphExec->nodes) {
+    run(n);
+    if (S().sticky != cudaSuccess) break;
+  }
+  return cudaSuccess;
+}
+
+}  // extern "C"
