@@ -99,10 +99,12 @@ void check_decode(int block_size, std::uint64_t seed) {
   const paged_problem p = make_problem(
       rng, {.num_qo_heads = G * kKvHeads, .num_kv_heads = kKvHeads, .head_dim = D, .block_size = block_size}, lens);
   const auto pools = make_pools<T>(rng, p);
+  const auto k_dev = to_device(pools.k), v_dev = to_device(pools.v);  // 256-byte aligned, as cudaMalloc's
   const std::int64_t row = p.shape.q_row_elements();
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(kMaxBatch * row));
   std::vector<double> want(static_cast<std::size_t>(3 * row));
   ra::reference::decode<T, T, double>(p.shape, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want);
+  const std::uint64_t kv_bytes = 2ull * (lens[0] + lens[1] + lens[2]) * kKvHeads * D * sizeof(T);
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::decode_rows_per_thread(G)) + ", " +
                            std::to_string(geo::decode_row_groups(G)) + ", true>";
@@ -116,15 +118,19 @@ void check_decode(int block_size, std::uint64_t seed) {
     std::vector<T> out(static_cast<std::size_t>(kMaxBatch * row), poison<T>());
     std::vector<float> workspace((plan.workspace.bytes + 3) / 4, std::nanf(""));
     rungs_sim_test::host_memory mem;
-    add(mem, q), add(mem, pools.k), add(mem, pools.v), add(mem, tables), add(mem, lens_dev), add(mem, out);
+    add(mem, q), add(mem, k_dev), add(mem, v_dev), add(mem, tables), add(mem, lens_dev), add(mem, out);
     add(mem, workspace);
-    const ra::decode_args a{.q = q.data(), .k_cache = pools.k.data(), .v_cache = pools.v.data(),
+    const ra::decode_args a{.q = q.data(), .k_cache = k_dev.data(), .v_cache = v_dev.data(),
                             .block_tables = tables.data(), .block_table_stride = stride, .seq_lens = lens_dev.data(),
                             .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4};
     ra::validate(plan, a);
     const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
     INFO(what);
-    launch(name, rd::decode_grid(plan), geo::threads, rd::decode_params(plan, a), mem, seed);
+    const auto r = launch(name, rd::decode_grid(plan), geo::threads, rd::decode_params(plan, a), mem, seed);
+    // The KV stream (cp.async): each byte of the sequences' K and V read once, in full sectors
+    // (a D-element row is a whole number of sectors for D = 64, 96, 128 in 2-byte elements).
+    CHECK(r.global.async_bytes_read == kv_bytes);
+    CHECK(r.global.async_sectors_read * 32 == kv_bytes);
     if (plan.split()) {
       const rd::merge_params m = rd::decode_merge_params(plan, a);
       launch("merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">", rd::merge_grid(m),

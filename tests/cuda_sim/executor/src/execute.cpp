@@ -124,6 +124,7 @@ class executor {
     }
     result_.global.sectors_read = sectors_read_.size();
     result_.global.sectors_written = sectors_written_.size();
+    result_.global.async_sectors_read = async_sectors_.size();
     return result_;
   }
 
@@ -694,6 +695,7 @@ class executor {
         global_check(pc, tid, c.src, c.src_size);
         sectors[nsectors++] = c.src / 32;
         result_.global.bytes_read += c.src_size;
+        result_.global.async_bytes_read += c.src_size;
       }
       c.tid = tid;
       c.instr = pc;
@@ -709,6 +711,7 @@ class executor {
       std::sort(sectors, sectors + nsectors);
       const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
       sectors_read_.insert(sectors, sectors + distinct);
+      async_sectors_.insert(sectors, sectors + distinct);
       result_.global.sector_reads_total += distinct;
     }
   }
@@ -812,7 +815,7 @@ class executor {
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;
   std::uint32_t bar_instr_ = 0;
-  std::unordered_set<std::uint64_t> sectors_read_, sectors_written_;
+  std::unordered_set<std::uint64_t> sectors_read_, sectors_written_, async_sectors_;
   launch_result result_;
 };
 

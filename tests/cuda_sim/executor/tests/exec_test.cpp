@@ -381,14 +381,18 @@ std::string cp_async_kernel(const std::string& between_issue_and_wait, const std
 }
 }  // namespace
 
-TEST_CASE("cp.async lands (or zero-fills) by its wait_group, at random moments under a seed",
+TEST_CASE("cp.async lands (or zero-fills) by its wait_group, at random moments under a seed; its traffic",
           "[op:cp.async.cg.shared.global][op:cp.async.commit_group][op:cp.async.wait_group][op:ld.shared.v4.u32]") {
   for (std::uint64_t seed : {0u, 1u, 2u, 3u, 4u}) {
     buffers b(256);
     sim::schedule s;
     s.seed = seed;
     s.randomize = seed != 0;
-    b.run(cp_async_kernel(""), 64, s);
+    const auto r = b.run(cp_async_kernel(""), 64, s);
+    // 48 copies of 16 bytes read (the 16 zero-filled ones read nothing), in their sectors.
+    const auto first = reinterpret_cast<std::uint64_t>(b.in.data());
+    CHECK(r.global.async_bytes_read == 48 * 16);
+    CHECK(r.global.async_sectors_read == (first + 48 * 16 - 1) / 32 - first / 32 + 1);
     for (unsigned t = 0; t < 64; ++t) {
       const unsigned n = (t + 1) % 64;
       const unsigned neighbour = n < 48 ? 4 * n : 0;

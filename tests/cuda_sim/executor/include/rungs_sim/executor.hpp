@@ -66,6 +66,8 @@ struct traffic {
   std::uint64_t bytes_read = 0, bytes_written = 0;      // bytes requested by the kernel's threads
   std::uint64_t sectors_read = 0, sectors_written = 0;  // distinct 32-byte sectors touched
   std::uint64_t sector_reads_total = 0;                 // sectors per warp-instruction, summed (re-reads counted)
+  // Of the reads, those of cp.async (rungs' KV stream): bytes with their src-size, distinct sectors.
+  std::uint64_t async_bytes_read = 0, async_sectors_read = 0;
 };
 
 struct launch_result {
