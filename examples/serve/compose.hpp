@@ -54,7 +54,7 @@ struct bucket_settings {
 /// model captures a few dozen graphs rather than hundreds. Any VLLM_* variable overrides them.
 inline std::map<std::string, std::string> demo_bucket_defaults(const bucket_settings& s) {
   const std::int64_t block = s.serving.block_size, len = s.serving.max_model_len;
-  const std::int64_t step = std::max<std::int64_t>(block, (len / 4 + block - 1) / block * block);
+  const std::int64_t step = std::max<std::int64_t>(block, rungs::blocks_for(len / 4, block) * block);
   std::map<std::string, std::string> d;
   if (s.ladder == ladder_kind::gaudi_linear) {
     for (const char* phase : {"PROMPT", "DECODE"}) {

@@ -124,7 +124,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                       human_bytes(s.block_bytes) + ") after weights and graphs");
   blocks = std::min<std::int64_t>(blocks, 1 << 30);
   const std::int64_t watermark = static_cast<std::int64_t>(o.watermark * static_cast<double>(blocks));
-  const std::int64_t need = (longest + block - 1) / block;
+  const std::int64_t need = rungs::blocks_for(longest, block);
   if (need + watermark > blocks) {
     const std::string flag = o.kv_blocks ? "--kv-blocks" : memory_given ? "--memory" : "the default --memory";
     throw usage_error(flag + ": the KV pool holds " + std::to_string(blocks) + " blocks; the longest chat (" +

@@ -21,6 +21,7 @@
 #include <string>
 
 #include <rungs/attention/dispatch.hpp>
+#include <rungs/blocks.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/layout.hpp>
 
@@ -249,7 +250,7 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
          max_batch * stride);
   }
   for (std::size_t b = 0; b < kv_lens.size(); ++b) {
-    const std::int64_t needed = ceil_div(kv_lens[b], s.block_size);
+    const std::int64_t needed = blocks_for(kv_lens[b], s.block_size);
     if (static_cast<std::int64_t>(block_ids[b].size()) < needed) {
       fail("sequence ", b, ": ", kv_lens[b], " tokens need ", needed, " blocks of ", s.block_size, ", got ",
            block_ids[b].size());
@@ -280,7 +281,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   decode_plan p;
   p.config = config;
   p.bucket = bucket;
-  p.max_blocks_per_seq = static_cast<int>(detail::ceil_div(bucket.max_context, config.shape.block_size));
+  p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
   detail::choose_splits(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_kv_heads, bucket.max_context,
                         dev, options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
@@ -343,7 +344,7 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   prefill_plan p;
   p.config = config;
   p.bucket = bucket;
-  p.max_blocks_per_seq = static_cast<int>(detail::ceil_div(bucket.max_context, config.shape.block_size));
+  p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
   const std::int64_t rows = static_cast<std::int64_t>(bucket.max_q_len) * config.shape.group_size();
   if (rows > INT32_MAX) detail::fail("max_q_len * group_size = ", rows, " query rows per sequence exceed int32");
   p.q_tiles = static_cast<int>(detail::ceil_div(rows, geometry::prefill_rows_per_cta(config.shape.head_dim)));

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include <rungs/blocks.hpp>
 #include <rungs/engine/bucket_space.hpp>
 
 namespace rungs::engine {
@@ -30,10 +31,7 @@ struct sequence {
   bool lora = false;                          // runs with a LoRA adapter (a key dimension, see dispatch_buckets)
 };
 
-/// Block-table entries a sequence of `length` tokens needs.
-constexpr std::int64_t blocks_for(std::int64_t length, std::int64_t block_size) {
-  return (length + block_size - 1) / block_size;
-}
+using rungs::blocks_for;
 
 /// The lookup key of a batch. Throws std::invalid_argument naming the sequence at fault.
 inline batch_key key_of(phase ph, std::span<const sequence> seqs, std::int64_t block_size) {

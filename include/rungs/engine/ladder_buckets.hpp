@@ -14,6 +14,8 @@
 //   gaudi_buckets(plan) phased_buckets of a plan's prompt and decode grids.
 #pragma once
 
+#include <rungs/blocks.hpp>
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -99,7 +101,7 @@ class grid_buckets {
       request = {k.seqs, k.max_context};
     } else {
       std::int64_t block = grid_.block_size();
-      request = ph_ == phase::prompt ? coordinates{k.seqs, k.max_query, (k.max_prefix + block - 1) / block}
+      request = ph_ == phase::prompt ? coordinates{k.seqs, k.max_query, blocks_for(k.max_prefix, block)}
                                      : coordinates{k.seqs, k.max_query, k.blocks};
     }
     auto l = grid_.lookup(request);

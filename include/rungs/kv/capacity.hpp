@@ -9,6 +9,8 @@
 // reserves 8k tokens).
 #pragma once
 
+#include <rungs/blocks.hpp>
+
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -144,7 +146,7 @@ inline std::int64_t kv_memory(const gaudi_memory& m) {
 inline std::int64_t blocks_per_request(std::int64_t tokens, std::int64_t block_size) {
   detail::require_positive("tokens", tokens);
   detail::require_positive("block_size", block_size);
-  return (tokens + block_size - 1) / block_size;
+  return blocks_for(tokens, block_size);
 }
 
 /// Requests of `blocks_each` blocks that fit in `num_blocks` at once.

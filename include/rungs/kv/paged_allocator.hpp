@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include <rungs/blocks.hpp>
 #include <rungs/config.hpp>
 #include <rungs/kv/allocator.hpp>
 #include <rungs/kv/assert.hpp>
@@ -374,7 +375,7 @@ class paged_allocator {
     if (c.watermark_blocks < 0 || c.watermark_blocks >= c.num_blocks)
       fail("watermark_blocks = " + std::to_string(c.watermark_blocks) +
            " must be in [0, num_blocks)");
-    const std::int64_t stride = (std::int64_t{c.max_model_len} + c.block_size - 1) / c.block_size;
+    const std::int64_t stride = rungs::blocks_for(c.max_model_len, c.block_size);
     if (stride * c.max_sequences > (std::int64_t{1} << 30))
       fail("max_sequences * ceil(max_model_len / block_size) = " +
            std::to_string(stride * c.max_sequences) + " block-table entries exceeds 2^30");

@@ -13,6 +13,7 @@
 // environment.
 #pragma once
 
+#include <rungs/blocks.hpp>
 #include <rungs/ladder/rung.hpp>
 
 #include <bit>
@@ -66,8 +67,8 @@ struct serving_config {
   }
   rung_t kv_blocks() const noexcept {
     if (num_blocks > 0) return num_blocks;
-    const rung_t b = max_num_seqs * ((max_model_len + block_size - 1) / block_size);
-    return b < max_rung ? b : max_rung;
+    const std::int64_t b = std::int64_t{max_num_seqs} * blocks_for(max_model_len, block_size);
+    return b < max_rung ? static_cast<rung_t>(b) : max_rung;
   }
 };
 

@@ -40,6 +40,7 @@
 //               at admission (the pre-paging baseline: the blog's "naive" batching).
 #pragma once
 
+#include <rungs/blocks.hpp>
 #include <rungs/kv/allocator.hpp>
 #include <rungs/kv/types.hpp>
 
@@ -220,7 +221,8 @@ class scheduler {
                                   " tokens (prompt and history " + std::to_string(s.prompt_len) + " + output " +
                                   std::to_string(r.max_output_tokens) + "), more than max_model_len = " +
                                   std::to_string(opts_.max_model_len));
-    const std::int64_t need = blocks_for(opts_.reserve_max_model_len ? opts_.max_model_len : longest);
+    const std::int64_t need =
+        rungs::blocks_for(opts_.reserve_max_model_len ? opts_.max_model_len : longest, blocks_->block_size());
     if (need + watermark() > blocks_->num_blocks())
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(need) +
                                   " KV blocks (+ watermark " + std::to_string(watermark()) + "), more than the pool's " +
@@ -343,10 +345,6 @@ class scheduler {
     bool in_flight = false;
   };
 
-  std::int64_t blocks_for(std::int64_t tokens) const {
-    const std::int64_t b = blocks_->block_size();
-    return (tokens + b - 1) / b;
-  }
   std::int64_t watermark() const {
     if constexpr (requires(const Allocator& a) { a.config().watermark_blocks; })
       return blocks_->config().watermark_blocks;

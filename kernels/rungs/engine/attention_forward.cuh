@@ -115,7 +115,7 @@ class attention_forward {
   /// context up to max_model_len may ask for (rungs::attention::decode_workspace_bound:
   /// smaller batches, and some shorter contexts, split more).
   std::int64_t workspace_bytes(std::int64_t seqs, std::int64_t tokens) const {
-    const std::int64_t context = (max_model_len_ + Model.block_size - 1) / Model.block_size * Model.block_size;
+    const std::int64_t context = blocks_for(max_model_len_, Model.block_size) * Model.block_size;
     const std::size_t split = rungs::attention::decode_workspace_bound(
         config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
         device_);

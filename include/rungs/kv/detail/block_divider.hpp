@@ -3,6 +3,8 @@
 // division that costs tens of cycles; other sizes divide as usual.
 #pragma once
 
+#include <rungs/blocks.hpp>
+
 #include <bit>
 #include <cstdint>
 
@@ -23,10 +25,10 @@ class block_divider {
     const auto u = static_cast<std::uint32_t>(x);
     return static_cast<std::int32_t>(shift_ >= 0 ? u & (size_ - 1) : u % size_);
   }
-  /// ceil(x / block_size); x + block_size - 1 fits in 32 unsigned bits.
+  /// rungs::blocks_for(x, block_size), by a shift for a power-of-two block size.
   std::int32_t ceil(std::int32_t x) const {
-    const std::uint32_t u = static_cast<std::uint32_t>(x) + size_ - 1;
-    return static_cast<std::int32_t>(shift_ >= 0 ? u >> shift_ : u / size_);
+    if (shift_ < 0) return static_cast<std::int32_t>(blocks_for(x, size_));
+    return static_cast<std::int32_t>((std::int64_t{x} + size_ - 1) >> shift_);
   }
 
  private:
