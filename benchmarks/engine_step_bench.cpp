@@ -13,7 +13,7 @@
 //                        sequences. Reports the time to the first step and for the whole trace.
 #include <benchmark/benchmark.h>
 
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
 #include <rungs/ladder.hpp>
@@ -31,15 +31,11 @@ constexpr eng::model_shape model{.dtype = eng::kv_dtype::bf16, .num_heads = 32, 
                                  .block_size = 16, .num_layers = 32};
 constexpr std::int64_t max_model_len = 1024;
 
-struct pool {  // the benchmark allocates nothing itself: sequences own fixed blocks
-  std::int64_t n;
-  std::int64_t num_blocks() const { return n; }
-  std::int64_t block_size() const { return model.block_size; }
-};
+constexpr std::int64_t num_blocks = 512 * 64;  // sequences own fixed blocks: 64 each
 
 using buckets = eng::ladder_buckets<rungs::ladder>;
 template <class Timing>
-using bench_engine = eng::engine<model, buckets, eng::largest_first, Timing, pool, eng::host_backend>;
+using bench_engine = eng::graph_runner<buckets, eng::largest_first, Timing, eng::host_backend>;
 
 buckets vllm_512() { return buckets(rungs::ladder{rungs::CaptureSizes::vllm(512)}); }
 
@@ -60,8 +56,8 @@ struct decode_batch {
 
 void BM_step(benchmark::State& state) {
   const std::int64_t rung = state.range(0);
-  bench_engine<eng::startup> e(vllm_512(), pool{512 * 64}, eng::host_backend([](const eng::host_step&) {}),
-                               {.max_model_len = max_model_len});
+  bench_engine<eng::startup> e(vllm_512(), eng::host_backend([](const eng::host_step&) {}),
+                               {.max_model_len = max_model_len, .shape = model.run(num_blocks)});
   e.start();
   decode_batch batch(rung - 3 > 0 ? rung - 3 : rung);
   for (auto _ : state) {
@@ -118,8 +114,8 @@ void run_capture(benchmark::State& state, Timing timing) {
   double first = 0, total = 0, captured = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    bench_engine<Timing> e(vllm_512(), pool{512 * 64}, eng::host_backend([](const eng::host_step&) {}, sim),
-                           {.timing = timing, .max_model_len = max_model_len});
+    bench_engine<Timing> e(vllm_512(), eng::host_backend([](const eng::host_step&) {}, sim),
+                           {.timing = timing, .max_model_len = max_model_len, .shape = model.run(num_blocks)});
     e.step(batches[static_cast<std::size_t>(trace[0])].seqs);
     auto t1 = std::chrono::steady_clock::now();
     for (std::size_t s = 1; s < trace.size(); ++s) e.step(batches[static_cast<std::size_t>(trace[s])].seqs);

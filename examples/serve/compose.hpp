@@ -104,44 +104,26 @@ inline bucket_choice make_buckets(const bucket_settings& s, std::ostream& log) {
   return {eng::gaudi_buckets(plan), step_routing::by_phase};
 }
 
-/// The capture order chosen on the command line, as one capture_order policy. The engine sorts
-/// its buckets with the order once, at construction, so one engine type serves every order
-/// (the other policies are types: each combination is its own engine instantiation).
-/// `auto` is Gaudi's pair (prompt min_tokens, decode max_bs) for phased buckets and
-/// largest-first (every CUDA engine's) for a 1-D ladder.
-class chosen_order {
- public:
-  using alternatives = std::variant<eng::largest_first, eng::max_bs, eng::min_tokens, eng::ladder_order, eng::by_phase<>>;
-
-  chosen_order(order_kind k, step_routing routing) {
-    if (k == order_kind::automatic) k = routing == step_routing::by_phase ? order_kind::by_phase : order_kind::largest_first;
-    switch (k) {
-      case order_kind::largest_first: order_ = eng::largest_first{}; break;
-      case order_kind::max_bs: order_ = eng::max_bs{}; break;
-      case order_kind::min_tokens: order_ = eng::min_tokens{}; break;
-      case order_kind::ladder: order_ = eng::ladder_order{}; break;
-      default: order_ = eng::by_phase<>{}; break;
-    }
+/// The capture order chosen on the command line. `auto` is Gaudi's pair (prompt min_tokens,
+/// decode max_bs) for phased buckets and largest-first (every CUDA engine's) for a 1-D ladder.
+inline eng::any_order order_for(order_kind k, step_routing routing) {
+  if (k == order_kind::automatic) k = routing == step_routing::by_phase ? order_kind::by_phase : order_kind::largest_first;
+  switch (k) {
+    case order_kind::largest_first: return eng::largest_first{};
+    case order_kind::max_bs: return eng::max_bs{};
+    case order_kind::min_tokens: return eng::min_tokens{};
+    case order_kind::ladder: return eng::ladder_order{};
+    default: return eng::by_phase<>{};
   }
-  bool before(const eng::bucket& a, const eng::bucket& b) const {
-    return std::visit([&](const auto& o) { return static_cast<bool>(o.before(a, b)); }, order_);
-  }
-  std::string name() const {
-    return std::visit([](const auto& o) { return std::string(o.name()); }, order_);
-  }
+}
 
- private:
-  alternatives order_;
-};
-static_assert(eng::capture_order<chosen_order>);
-
-template <class F>
-decltype(auto) with_timing(const demo_options& o, F&& f) {
+/// The capture timing chosen on the command line.
+inline eng::any_timing timing_for(const demo_options& o) {
   switch (o.timing) {
-    case timing_kind::delayed: return f(eng::delayed{.largest_at_startup = o.largest_at_startup});
-    case timing_kind::lazy: return f(eng::lazy{.eager_uses = o.eager_uses});
-    case timing_kind::idle: return f(eng::idle{});
-    default: return f(eng::startup{});
+    case timing_kind::delayed: return eng::delayed{.largest_at_startup = o.largest_at_startup};
+    case timing_kind::lazy: return eng::lazy{.eager_uses = o.eager_uses};
+    case timing_kind::idle: return eng::idle{};
+    default: return eng::startup{};
   }
 }
 
@@ -151,17 +133,15 @@ decltype(auto) with_allocator(allocator_kind k, F&& f) {
   return f(std::type_identity<rungs::kv::prefix_caching_allocator<>>{});
 }
 
-/// Calls f(space, routing, order, timing, std::type_identity<Allocator>): the bucket space,
-/// timing and allocator as types, the order as a chosen_order value.
+/// Calls f(space, routing, order, timing, std::type_identity<Allocator>): the bucket space and
+/// the allocator as types (3 x 2 engine instantiations per backend), the order and the timing
+/// as run-time values (eng::any_order, eng::any_timing: one type each).
 template <class F>
 decltype(auto) with_policies(bucket_choice buckets, const demo_options& o, F&& f) {
   return std::visit(
       [&](auto& space) -> decltype(auto) {
-        const chosen_order order(o.order, buckets.routing);
-        return with_timing(o, [&](auto timing) -> decltype(auto) {
-          return with_allocator(o.allocator, [&](auto alloc) -> decltype(auto) {
-            return f(std::move(space), buckets.routing, order, timing, alloc);
-          });
+        return with_allocator(o.allocator, [&](auto alloc) -> decltype(auto) {
+          return f(std::move(space), buckets.routing, order_for(o.order, buckets.routing), timing_for(o), alloc);
         });
       },
       buckets.space);

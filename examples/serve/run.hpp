@@ -54,35 +54,30 @@ struct run_setup {
   std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
 };
 
-/// Composes engine<Shape, Buckets, Order, Timing, Allocator, Backend> from the run's policies,
+/// Composes engine<Buckets, Order, Timing, Allocator, Backend> from the run's policies,
 /// logs its captures, and serves the workload. `make_backend()` returns the backend (it owns
 /// the forward); `runtime` samples rows and copies KV blocks.
 template <eng::model_shape Shape, class MakeBackend, class Runtime>
 serve_result serve_engine(const run_setup& s, bucket_choice buckets, MakeBackend make_backend, Runtime& runtime,
                           std::ostream& log, bool terminal) {
-  serve_options so{.scheduler = s.scheduler,
-                   .virtual_clock = s.virtual_clock,
-                   .routing = buckets.routing,
-                   .status_every = s.opts.status_every};
-  return with_policies(std::move(buckets), s.opts, [&](auto space, step_routing, auto order, auto timing, auto alloc) {
+  serve_options so{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every};
+  return with_policies(std::move(buckets), s.opts, [&](auto space, step_routing routing, auto order, auto timing, auto alloc) {
     using space_t = decltype(space);
     using order_t = decltype(order);
     using timing_t = decltype(timing);
     using allocator_t = typename decltype(alloc)::type;
     using backend_t = decltype(make_backend());
-    using engine_t = eng::engine<Shape, space_t, order_t, timing_t, allocator_t, backend_t>;
+    using engine_t = eng::engine<space_t, order_t, timing_t, allocator_t, backend_t>;
     log << "Engine: capture order " << order.name() << ", capture timing " << timing.name();
-    if constexpr (std::is_same_v<timing_t, eng::delayed>)
-      if (timing.largest_at_startup) log << " (largest bucket at startup)";
-    if constexpr (std::is_same_v<timing_t, eng::lazy>) log << " (after " << timing.eager_uses << " eager uses)";
+    if (const auto* d = std::get_if<eng::delayed>(&timing.policy()); d && d->largest_at_startup)
+      log << " (largest bucket at startup)";
+    if (const auto* l = std::get_if<eng::lazy>(&timing.policy())) log << " (after " << l->eager_uses << " eager uses)";
     log << ", allocator " << name_of(s.opts.allocator) << " (" << s.kv.num_blocks << " blocks, watermark "
         << s.kv.watermark_blocks << ")\n";
     engine_t e(std::move(space), allocator_t(s.kv), make_backend(),
-               {.order = order,
-                .timing = timing,
-                .budget = s.graphs,
-                .max_model_len = s.scheduler.max_model_len});
-    e.observe(eng::log_observer(log, terminal));
+               {.order = order, .timing = timing, .budget = s.graphs, .scheduler = s.scheduler, .routing = routing,
+                .model = Shape});
+    e.runner().observe(eng::log_observer(log, terminal));
     server<engine_t, Runtime> srv(e, runtime, s.requests, so, log);
     return srv.run();
   });

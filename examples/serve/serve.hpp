@@ -7,12 +7,11 @@
 //                 ▲                                                           │
 //                 └──────────── commit(sampled tokens): first tokens, finished turns
 //
-// Each scheduler step is split by phase when the engine's bucket space has one (Gaudi's prompt
-// and decode buckets): the prefill entries run as one engine step in the prompt buckets, the
-// decode entries as another in the decode buckets. With a 1-D ladder (vLLM's capture sizes,
-// one phase) the whole step is one engine step looked up by its token count, as vLLM v1 pads
-// mixed batches. The engine returns one row per sequence (the final hidden state of its last
-// new token); the runtime turns the rows of sampling entries into tokens.
+// The step itself (schedule, route by phase, pad, run, sample, commit) is the library's:
+// rungs::engine::engine::step (rungs/engine/engine.hpp). This file adds what a server adds
+// around it: arrivals, serving time, idle periods, per-step records and status lines. The
+// engine returns one row per sequence (the final hidden state of its last new token); the
+// runtime turns rows into tokens.
 //
 // Time: serving time is wall time since the first step, or with the virtual clock the modeled
 // cost of the work done (virtual_costs), so that a run does not depend on the machine's speed
@@ -49,11 +48,7 @@ namespace demo {
 
 namespace eng = rungs::engine;
 
-/// How a scheduler step reaches the engine.
-enum class step_routing {
-  by_phase,  ///< prefill entries in the prompt buckets, decode entries in the decode buckets
-  single,    ///< the whole step in the space's one phase
-};
+using eng::step_routing;
 
 /// The virtual clock's costs. An engine step takes `step_seconds` plus `token_seconds` per
 /// token row it computes (a replay computes its whole bucket, padding included); a capture takes
@@ -100,10 +95,7 @@ class serving_clock {
 };
 
 struct serve_options {
-  serving::scheduler_options scheduler{};
   std::optional<virtual_costs> virtual_clock{};  ///< none: wall time
-  step_routing routing = step_routing::by_phase;
-  eng::phase single_phase = eng::phase::decode;  ///< the phase of a single-phase bucket space
   double status_every = 0.5;                     ///< seconds of serving time between status lines
   std::int32_t preemption_lines = 8;             ///< preemption events printed (then only counted)
 };
@@ -175,16 +167,13 @@ template <class Engine, class Runtime>
   requires serve_runtime<Runtime, typename Engine::rows_type>
 class server {
  public:
-  using allocator = std::remove_reference_t<decltype(std::declval<Engine&>().blocks())>;
-
   server(Engine& engine, Runtime& runtime, const std::vector<demo_request>& requests, serve_options opts,
          std::ostream& log)
       : engine_(engine),
-        runtime_(runtime),
+        hook_{runtime},
         requests_(requests),
         opts_(std::move(opts)),
         log_(log),
-        scheduler_(engine.blocks(), opts_.scheduler),
         arrivals_(trace_rows(requests)),
         clock_(opts_.virtual_clock) {}
 
@@ -199,20 +188,21 @@ class server {
     double next_status = 0;
     while (arrivals_.remaining() > 0) {
       for (std::size_t i : arrivals_.take(now())) submit(i);
-      if (scheduler_.idle()) {
+      if (engine_.idle_queues()) {
         idle_until(arrivals_.next());
         continue;
       }
       const double begin = now();
-      const serving::scheduled_step& step = scheduler_.schedule();
-      if (step.empty() && !step.preempted.empty()) {  // the only runnable request gave its blocks back
+      const eng::engine_step& ran = engine_.step(hook_);
+      const serving::scheduled_step& step = *ran.plan;
+      if (!ran.ran() && !step.preempted.empty()) {  // the only runnable request gave its blocks back
         for (serving::request_id id : step.preempted) note_preemption(id, begin);
         continue;
       }
-      if (step.empty())
+      if (!ran.ran())
         throw std::logic_error("serving loop: the scheduler has work but planned an empty step (running " +
-                               std::to_string(scheduler_.running()) + ", waiting " +
-                               std::to_string(scheduler_.waiting()) + ")");
+                               std::to_string(engine_.scheduler().running()) + ", waiting " +
+                               std::to_string(engine_.scheduler().waiting()) + ")");
       step_record rec;
       rec.step = static_cast<std::int64_t>(result_.steps.size());
       rec.phase = step.phase;
@@ -223,21 +213,14 @@ class server {
       rec.preempted = static_cast<std::int32_t>(step.preempted.size());
       rec.stopped = step.stopped;
       for (serving::request_id id : step.preempted) note_preemption(id, begin);
-
-      // Copy-on-write before the step's KV writes (none without forks; kept for completeness).
-      if (!engine_.blocks().copies().empty()) {
-        runtime_.copy_blocks(engine_.blocks().copies());
-        engine_.blocks().clear_copies();
-      }
-      // Queues and KV blocks as the step runs (after planning, before finished turns free
+      // Queues and KV blocks as the step ran (after planning, before finished turns freed
       // their blocks), as rungs-plan simulate records them.
-      rec.running = scheduler_.running();
-      rec.waiting = scheduler_.waiting();
-      rec.kv = engine_.blocks().metrics();
-      const double capture_seconds = engine_.stats().capture_seconds;
-      execute(step, rec);
-      const serving::step_events& ev = scheduler_.commit(sampled_);
-      clock_.spend(modeled_seconds(rec) + engine_.stats().capture_seconds - capture_seconds);
+      rec.running = ran.running;
+      rec.waiting = ran.waiting;
+      rec.kv = ran.kv;
+      for (const eng::engine_run& run : ran.runs) rec.runs.push_back(describe(run));
+      const serving::step_events& ev = *ran.events;
+      clock_.spend(modeled_seconds(rec) + ran.capture_seconds);
       const double end = now();
       record_tokens(step, ev, end);
 
@@ -257,7 +240,7 @@ class server {
       }
     }
     result_.serving_seconds = now();
-    result_.scheduler = scheduler_.stats();
+    result_.scheduler = engine_.scheduler().stats();
     result_.engine = engine_.stats();
     result_.kv = engine_.blocks().metrics();
     return std::move(result_);
@@ -285,8 +268,8 @@ class server {
     r.prompt = d.prompt;
     r.max_output_tokens = d.row.output_tokens;
     r.session = d.row.conversation;
-    scheduler_.submit(std::move(r));
-    t.context_tokens = static_cast<std::int32_t>(scheduler_.tokens(i + 1).size());
+    engine_.submit(std::move(r));
+    t.context_tokens = static_cast<std::int32_t>(engine_.scheduler().tokens(i + 1).size());
   }
 
   // Nothing runnable: skip to the next arrival, telling the engine it is idle.
@@ -309,53 +292,19 @@ class server {
     return s;
   }
 
-  void execute(const serving::scheduled_step& step, step_record& rec) {
-    sampled_.clear();
-    const std::size_t n = step.entries.size();
-    tokens_.assign(n, 0);
-    if (opts_.routing == step_routing::single) {
-      run_group(step, [](const serving::step_entry&) { return true; }, opts_.single_phase, rec);
-    } else {
-      run_group(step, [](const serving::step_entry& e) { return !e.decode; }, eng::phase::prompt, rec);
-      run_group(step, [](const serving::step_entry& e) { return e.decode; }, eng::phase::decode, rec);
-    }
-    for (std::size_t i = 0; i < n; ++i)
-      if (step.entries[i].samples) sampled_.push_back(tokens_[i]);
-  }
-
-  template <class Pick>
-  void run_group(const serving::scheduled_step& step, Pick pick, eng::phase ph, step_record& rec) {
-    seqs_.clear();
-    index_.clear();
-    std::int64_t tokens = 0, decodes = 0;
-    for (std::size_t i = 0; i < step.entries.size(); ++i) {
-      if (!pick(step.entries[i])) continue;
-      decodes += step.entries[i].decode ? 1 : 0;
-      const serving::step_sequence& s = step.sequences[i];
-      seqs_.push_back(eng::sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
-      index_.push_back(i);
-      tokens += static_cast<std::int64_t>(s.tokens.size());
-    }
-    if (seqs_.empty()) return;
-    const std::int64_t captures_before = engine_.stats().captures;
-    auto r = engine_.step(seqs_, ph);
-    picked_.resize(seqs_.size());
-    runtime_.sample(r.rows, static_cast<std::int64_t>(seqs_.size()), picked_);
-    for (std::size_t k = 0; k < index_.size(); ++k) tokens_[index_[k]] = picked_[k];
-
-    const auto n = static_cast<std::int64_t>(seqs_.size());
-    engine_run run{.ph = ph, .kind = eng::kind_of(n - decodes, decodes, tokens), .seqs = n, .tokens = tokens,
-                   .run = r.run, .reason = r.reason};
+  engine_run describe(const eng::engine_run& r) const {
+    engine_run run{.ph = r.ph, .kind = eng::kind_of(r.seqs - r.decodes, r.decodes, r.tokens), .seqs = r.seqs,
+                   .tokens = r.tokens, .run = r.run, .reason = r.reason};
     if (r.bucket) {
-      const eng::bucket& b = engine_.at(*r.bucket);
+      const eng::bucket& b = engine_.runner().at(*r.bucket);
       run.bucket = to_text(b);
       if (r.run == eng::run_kind::replay) {
         run.padded_seqs = b.shape.seqs - run.seqs;
-        run.padded_tokens = b.shape.tokens - tokens;
+        run.padded_tokens = b.shape.tokens - run.tokens;
       }
     }
-    if (r.captured && engine_.stats().captures > captures_before) run.captured = to_text(engine_.at(*r.captured));
-    rec.runs.push_back(std::move(run));
+    if (r.captured) run.captured = to_text(engine_.runner().at(*r.captured));
+    return run;
   }
 
   void record_tokens(const serving::scheduled_step& step, const serving::step_events& ev, double t) {
@@ -371,7 +320,7 @@ class server {
       tr.finished = t;
       tr.output = f.output;
       tr.preemptions = f.preemptions;
-      if (arrivals_.finished(i, t) && f.session != 0) scheduler_.end_session(f.session);
+      if (arrivals_.finished(i, t) && f.session != 0) engine_.scheduler().end_session(f.session);
     }
   }
 
@@ -418,20 +367,25 @@ class server {
     return os.str();
   }
 
+  // The engine's step hook: the runtime samples the rows of each runner step in order.
+  struct sample_hook {
+    Runtime& runtime;
+    void copy_blocks(std::span<const rungs::kv::block_copy> copies) { runtime.copy_blocks(copies); }
+    void sample(const serving::scheduled_step&, std::span<const std::size_t> entries,
+                const typename Engine::rows_type& rows, std::span<token_id> out) {
+      runtime.sample(rows, static_cast<std::int64_t>(entries.size()), out);
+    }
+  };
+
   Engine& engine_;
-  Runtime& runtime_;
+  sample_hook hook_;
   const std::vector<demo_request>& requests_;
   serve_options opts_;
   std::ostream& log_;
-  serving::scheduler<allocator> scheduler_;
   serving::turn_arrivals arrivals_;
   serve_result result_;
   serving_clock clock_;
   std::int32_t preemptions_shown_ = 0;
-  // Per-step scratch, reused.
-  std::vector<eng::sequence> seqs_;
-  std::vector<std::size_t> index_;
-  std::vector<token_id> tokens_, picked_, sampled_;
 };
 
 }  // namespace demo

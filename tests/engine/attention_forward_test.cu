@@ -5,7 +5,7 @@
 #include <rungs/cuda/error.cuh>
 #include <rungs/engine/attention_forward.cuh>
 #include <rungs/engine/cuda_backend.cuh>
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/reference_forward.hpp>
 
 #include <catch2/catch.hpp>
@@ -34,7 +34,7 @@ constexpr std::int64_t per_seq = max_len / gqa.block_size;
 constexpr std::int64_t pool = 16 * per_seq * 4;
 
 template <class Timing>
-using gpu_engine = engine<gqa, token_ladder, largest_first, Timing, counting_pool, cuda_backend>;
+using gpu_engine = graph_runner<token_ladder, largest_first, Timing, cuda_backend>;
 
 cuda_backend::options sized_for(const attention_forward<gqa>& f) { return f.backend_options(); }
 
@@ -55,19 +55,18 @@ struct three_ways {
   reference_forward<gqa> host_fwd;
   gpu_engine<startup> graphs;
   gpu_engine<lazy> eager;
-  engine<gqa, token_ladder, largest_first, lazy, counting_pool, host_backend> host;
+  graph_runner<token_ladder, largest_first, lazy, host_backend> host;
 
   three_ways(const token_ladder& ladder, std::int64_t blocks, std::int64_t len)
       : graphs_fwd(blocks, len),
         eager_fwd(blocks, len),
         host_fwd(blocks),
-        graphs(ladder, counting_pool(blocks, gqa.block_size), cuda_backend(std::ref(graphs_fwd), sized_for(graphs_fwd)),
-               {.max_model_len = len}),
-        eager(ladder, counting_pool(blocks, gqa.block_size), cuda_backend(std::ref(eager_fwd), sized_for(eager_fwd)),
-              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len}),
-        host(ladder, counting_pool(blocks, gqa.block_size),
-             host_backend(std::ref(host_fwd), {.workspace_bytes = reference_forward<gqa>::workspace_bytes}),
-             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len}) {
+        graphs(ladder, cuda_backend(std::ref(graphs_fwd), sized_for(graphs_fwd)),
+               {.max_model_len = len, .shape = gqa.run(blocks)}),
+        eager(ladder, cuda_backend(std::ref(eager_fwd), sized_for(eager_fwd)),
+              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = gqa.run(blocks)}),
+        host(ladder, host_backend(std::ref(host_fwd), {.workspace_bytes = reference_forward<gqa>::workspace_bytes}),
+             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = gqa.run(blocks)}) {
     graphs.start();
   }
 

@@ -1,5 +1,5 @@
 // Exact capture sequences of every timing policy, under several orders, on scripted batches.
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 
 #include <catch2/catch.hpp>
@@ -14,7 +14,7 @@ using namespace rungs_test;
 
 namespace {
 template <class Order, class Timing>
-using test_engine = engine<tiny_model, token_ladder, Order, Timing, counting_pool, host_backend>;
+using test_engine = graph_runner<token_ladder, Order, Timing, host_backend>;
 
 struct script_result {
   std::vector<std::string> captures;  // capture_log lines
@@ -26,8 +26,8 @@ template <class Order, class Timing>
 script_result run_script(Timing timing, std::vector<std::int64_t> batches, std::vector<std::int64_t> idle_after = {},
                          std::vector<std::int64_t> rungs = {1, 2, 4, 8}, host_backend::options backend = {}) {
   toy_model model;
-  test_engine<Order, Timing> e(token_ladder{rungs}, counting_pool(64), host_backend(std::ref(model), std::move(backend)),
-                               {.timing = timing, .max_model_len = 16});
+  test_engine<Order, Timing> e(token_ladder{rungs}, host_backend(std::ref(model), std::move(backend)),
+                               {.timing = timing, .max_model_len = 16, .shape = tiny_model.run(64)});
   script_result r;
   e.observe(capture_log{&r.captures});
   batch_builder bb;
@@ -95,8 +95,8 @@ TEST_CASE("idle captures in order only on idle signals, never inside a step") {
 TEST_CASE("idle signals respect their capture count and time budget") {
   toy_model model;
   host_backend::options sim{.simulate = simulated_capture{.seconds = 0.5}};
-  test_engine<largest_first, idle> e(token_ladder{{1, 2, 4, 8}}, counting_pool(64), host_backend(std::ref(model), sim),
-                                     {.max_model_len = 16});
+  test_engine<largest_first, idle> e(token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(model), sim),
+                                     {.max_model_len = 16, .shape = tiny_model.run(64)});
   CHECK(e.idle({.max_captures = 2}) == 2);  // 8 and 4
   CHECK(e.idle({.max_captures = 5, .seconds = 0.9}) == 1);  // 0.5 s each: only one fits 0.9 s
   CHECK(e.idle({.max_captures = 5, .seconds = 0.4}) == 0);  // expected 0.5 s > 0.4 s

@@ -4,7 +4,7 @@
 // Exits 77 (skipped) when no GPU is visible.
 #include <rungs/cuda/error.cuh>
 #include <rungs/engine/cuda_backend.cuh>
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 
 #include <catch2/catch.hpp>
 #include <algorithm>
@@ -147,7 +147,7 @@ cuda_backend::options toy_options() {
 }
 
 template <class Timing>
-using gpu_engine = engine<gpu_model, token_ladder, largest_first, Timing, counting_pool, cuda_backend>;
+using gpu_engine = graph_runner<token_ladder, largest_first, Timing, cuda_backend>;
 
 // Random decode batches: n sequences with random lengths and blocks drawn without reuse
 // from a pool several times larger than needed.
@@ -179,10 +179,10 @@ constexpr std::int64_t pool_blocks = 32 * blocks_per_seq * 4;
 
 TEST_CASE("replayed output equals eager output on random batches, for every bucket") {
   gpu_toy graphs_model(pool_blocks), eager_model(pool_blocks);
-  gpu_engine<startup> graphs(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(graphs_model), toy_options()),
-                             {.max_model_len = max_len});
-  gpu_engine<lazy> eager(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(eager_model), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len});
+  gpu_engine<startup> graphs(ladder, cuda_backend(std::cref(graphs_model), toy_options()),
+                             {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+  gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(eager_model), toy_options()),
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
   graphs.start();
   REQUIRE(graphs.stats().captures == static_cast<std::int64_t>(ladder.size()));
   random_batches gen;
@@ -204,7 +204,7 @@ TEST_CASE("replayed output equals eager output on random batches, for every buck
 
 TEST_CASE("padded rows leave the KV cache unchanged") {
   gpu_toy model(pool_blocks);
-  gpu_engine<startup> e(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(model), toy_options()), {.max_model_len = max_len});
+  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), toy_options()), {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
   e.start();
   random_batches gen;
   auto seqs = gen.make(5, pool_blocks);  // pads to 8: three padded rows
@@ -234,10 +234,10 @@ TEST_CASE("padded rows leave the KV cache unchanged") {
 
 TEST_CASE("a replay follows block tables and lengths that change between steps") {
   gpu_toy graphs_model(pool_blocks), eager_model(pool_blocks);
-  gpu_engine<startup> graphs(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(graphs_model), toy_options()),
-                             {.max_model_len = max_len});
-  gpu_engine<lazy> eager(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(eager_model), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len});
+  gpu_engine<startup> graphs(ladder, cuda_backend(std::cref(graphs_model), toy_options()),
+                             {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+  gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(eager_model), toy_options()),
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
   random_batches gen;
   for (int step = 0; step < 10; ++step) {  // always bucket 16; new tables and lengths each step
     auto seqs = gen.make(13 + step % 4, pool_blocks);
@@ -257,9 +257,9 @@ TEST_CASE("failed captures (injected, or invalidated by the forward) fall back t
     if (b.batch() == 4) return "injected capture failure";
     return std::nullopt;
   };
-  gpu_engine<startup> e(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(model), o), {.max_model_len = max_len});
-  gpu_engine<lazy> eager(ladder, counting_pool(pool_blocks), cuda_backend(std::cref(reference), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len});
+  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), o), {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+  gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(reference), toy_options()),
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
   std::vector<std::string> log;
   e.observe(capture_log{&log});
   e.start();

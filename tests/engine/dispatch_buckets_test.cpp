@@ -1,7 +1,7 @@
 // vLLM V1's dispatch key (num_tokens, uniform_decode[, has_lora]) as a bucket space, alone
 // and through the engine on the host backend: exact buckets, lookups and capture sequences.
 #include <rungs/engine/dispatch_buckets.hpp>
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/ladder/explicit.hpp>
 #include <rungs/ladder/vllm_capture_sizes.hpp>
@@ -121,7 +121,7 @@ TEST_CASE("step kinds: prefill, mixed, uniform decode") {
 
 namespace {
 template <class Order, class Timing>
-using dispatch_engine = engine<tiny_model, dispatch_buckets, Order, Timing, counting_pool, host_backend>;
+using dispatch_engine = graph_runner<dispatch_buckets, Order, Timing, host_backend>;
 using both_largest_first = by_phase<largest_first, largest_first>;
 }  // namespace
 
@@ -129,8 +129,8 @@ TEST_CASE("the engine on the dispatch key: capture sequence across both spaces, 
   toy_model model;
   strings log;
   dispatch_engine<both_largest_first, startup> e(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4}),
-                                                 counting_pool(64), host_backend(std::ref(model)),
-                                                 {.max_model_len = 16});
+                                                 host_backend(std::ref(model)),
+                                                 {.max_model_len = 16, .shape = tiny_model.run(64)});
   e.observe(capture_log{&log});
   e.start();
   CHECK(log == strings{"startup:16", "startup:8", "startup:4", "startup:2", "startup:1", "startup:(4, 2)",
@@ -156,8 +156,9 @@ TEST_CASE("the engine on the dispatch key: LoRA graphs and the budget split acro
   // get 37.5% of 40 MiB (15 MiB), decode graphs 25 MiB.
   host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = 0, .per_unit = MiB}}};
   dispatch_engine<both_largest_first, startup> e(
-      dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4, .specialize_lora = true}), counting_pool(64),
-      host_backend(std::ref(model), sim), {.budget = {.bytes = 40 * MiB, .prompt_ratio = 0.375}, .max_model_len = 16});
+      dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4, .specialize_lora = true}),
+      host_backend(std::ref(model), sim),
+      {.budget = {.bytes = 40 * MiB, .prompt_ratio = 0.375}, .max_model_len = 16, .shape = tiny_model.run(64)});
   e.observe(capture_log{&log});
   e.start();
   // Mixed graphs first, within 15 MiB: the first 16-token graph is admitted on trust (no

@@ -1,5 +1,5 @@
 // The engine through the host backend: outputs, padding, failures, budget, statistics, errors.
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/phased_buckets.hpp>
 #include <rungs/ladder/static_ladder.hpp>
@@ -17,18 +17,18 @@ using namespace rungs_test;
 
 namespace {
 template <class Order, class Timing, class Buckets = token_ladder>
-using test_engine = engine<tiny_model, Buckets, Order, Timing, counting_pool, host_backend>;
+using test_engine = graph_runner<Buckets, Order, Timing, host_backend>;
 using strings = std::vector<std::string>;
 constexpr std::int64_t MiB = 1 << 20;
 }  // namespace
 
 TEST_CASE("replayed steps return the same real rows as eager steps, on random batches") {
   toy_model graphs_model, eager_model;
-  test_engine<largest_first, startup> graphs(token_ladder{{1, 2, 4, 8, 16}}, counting_pool(64), host_backend(std::ref(graphs_model)),
-                                             {.max_model_len = 16});
+  test_engine<largest_first, startup> graphs(token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(graphs_model)),
+                                             {.max_model_len = 16, .shape = tiny_model.run(64)});
   // An engine whose only bucket is never reached runs every step eagerly, unpadded.
-  test_engine<largest_first, lazy> eager(token_ladder{{16}}, counting_pool(64), host_backend(std::ref(eager_model)),
-                                         {.timing = lazy{.eager_uses = 1000}, .max_model_len = 16});
+  test_engine<largest_first, lazy> eager(token_ladder{{16}}, host_backend(std::ref(eager_model)),
+                                         {.timing = lazy{.eager_uses = 1000}, .max_model_len = 16, .shape = tiny_model.run(64)});
   std::mt19937 rng(42);
   batch_builder bb;
   for (int step = 0; step < 40; ++step) {
@@ -51,7 +51,7 @@ TEST_CASE("replayed steps return the same real rows as eager steps, on random ba
 
 TEST_CASE("padded rows leave the cache untouched and only real rows come back") {
   toy_model model;
-  test_engine<largest_first, startup> e(token_ladder{{8}}, counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
+  test_engine<largest_first, startup> e(token_ladder{{8}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
   e.start();
   std::vector<float> before = model.cache;
   batch_builder bb;
@@ -75,8 +75,8 @@ TEST_CASE("a failing capture leaves its bucket eager, is counted and reported, a
                                    if (b.batch() == 4) return "cudaErrorMemoryAllocation (simulated)";
                                    return std::nullopt;
                                  }}};
-  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8}}, counting_pool(64), host_backend(std::ref(model), opts),
-                                        {.max_model_len = 16});
+  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(model), opts),
+                                        {.max_model_len = 16, .shape = tiny_model.run(64)});
   std::vector<std::string> errors;
   e.observe([&](const engine_event& ev) {
     capture_log{&log}(ev);
@@ -104,7 +104,7 @@ TEST_CASE("an exception in the forward during capture is a failed capture; delay
     model(s);
   };
   std::vector<std::string> log;
-  test_engine<largest_first, delayed> e(token_ladder{{1, 2, 4}}, counting_pool(64), host_backend(fwd), {.max_model_len = 16});
+  test_engine<largest_first, delayed> e(token_ladder{{1, 2, 4}}, host_backend(fwd), {.max_model_len = 16, .shape = tiny_model.run(64)});
   e.observe(capture_log{&log});
   batch_builder bb;
   CHECK(e.step(bb.make(2, 1)).reason == eager_reason::failed);
@@ -119,8 +119,8 @@ TEST_CASE("a budget that fits only some graphs: skip what would not fit, keep go
   std::vector<std::string> log;
   // Each graph takes 10 MiB + 1 MiB per token: 42 MiB for rung 32, 18 MiB for rung 8.
   host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = 10 * MiB, .per_unit = MiB}}};
-  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8, 16, 24, 32}}, counting_pool(64), host_backend(std::ref(model), sim),
-                                        {.budget = {.bytes = 60 * MiB}, .max_model_len = 16});
+  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8, 16, 24, 32}}, host_backend(std::ref(model), sim),
+                                        {.budget = {.bytes = 60 * MiB}, .max_model_len = 16, .shape = tiny_model.run(64)});
   e.observe(capture_log{&log});
   e.start();
   // 32 is admitted on trust (nothing measured, no model) and costs 42 MiB; the estimate for
@@ -144,8 +144,8 @@ TEST_CASE("a capture whose measured cost breaks the budget is released again") {
   // With a model that underestimates (1 MiB per token, no base), 8 is admitted at an
   // estimate of 8 MiB but really takes 18 MiB: it is released, the budget is never exceeded.
   test_engine<largest_first, startup> e(
-      token_ladder{{2, 8}}, counting_pool(64), host_backend(std::ref(model), sim),
-      {.budget = {.bytes = 15 * MiB, .model = graph_cost{.base = 0, .per_unit = MiB}}, .max_model_len = 16});
+      token_ladder{{2, 8}}, host_backend(std::ref(model), sim),
+      {.budget = {.bytes = 15 * MiB, .model = graph_cost{.base = 0, .per_unit = MiB}}, .max_model_len = 16, .shape = tiny_model.run(64)});
   e.observe(capture_log{&log});
   e.start();
   CHECK(log == strings{"startup:8:released", "startup:2"});
@@ -167,10 +167,10 @@ TEST_CASE("Gaudi's walk: prompt within its share, all decode, then prompt spill-
   std::vector<std::int64_t> seq1024, seq2048;
   for (std::int64_t s = 128; s <= 1024; s += 128) seq1024.push_back(s);
   for (std::int64_t s = 128; s <= 2048; s += 128) seq2048.push_back(s);
-  engine<model_shape{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 128, .num_layers = 1},
-         space, by_phase<>, startup, counting_pool, host_backend>
-      e(space(grid{phase::prompt, {1, 2, 4}, seq1024}, grid{phase::decode, {1, 2, 4}, seq2048}), counting_pool(64, 128), host_backend(std::ref(model), sim),
-        {.budget = {.bytes = 11000 * MiB, .prompt_ratio = 0.55}, .max_model_len = 2048});
+  graph_runner<space, by_phase<>, startup, host_backend>
+      e(space(grid{phase::prompt, {1, 2, 4}, seq1024}, grid{phase::decode, {1, 2, 4}, seq2048}), host_backend(std::ref(model), sim),
+        {.budget = {.bytes = 11000 * MiB, .prompt_ratio = 0.55}, .max_model_len = 2048,
+         .shape = {.block_size = 128, .num_blocks = 64, .row_width = tiny_model.row_width()}});
   std::vector<std::string> captured;
   e.observe([&](const engine_event& ev) {
     if (ev.what == engine_event::kind::capture && ev.outcome == capture_outcome::captured) {
@@ -213,7 +213,7 @@ struct no_buckets {
 
 TEST_CASE("bad input is rejected with the value and the rule") {
   toy_model model;
-  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4}}, counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
+  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
   batch_builder bb;
   std::vector<std::int32_t> no_tokens;
   std::vector<sequence> empty{sequence{no_tokens, 0, {}}};
@@ -227,20 +227,20 @@ TEST_CASE("bad input is rejected with the value and the rule") {
   std::vector<sequence> outside{sequence{tok, 0, far}};
   CHECK_THROWS_WITH(e.step(outside), "sequence 0: block 70 is outside the pool [0, 64)");
   CHECK(e.stats().steps == 0);
-  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, counting_pool(64), host_backend(std::ref(model)), {})),
-                    "engine: bucket 0 leaves the sequence length open; set engine_options::max_model_len");
-  CHECK_THROWS_WITH((test_engine<largest_first, startup, no_buckets>(no_buckets{}, counting_pool(64), host_backend(std::ref(model)), {})),
+  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, host_backend(std::ref(model)), {.shape = tiny_model.run(64)})),
+                    "engine: bucket 0 leaves the sequence length open; set runner_options::max_model_len");
+  CHECK_THROWS_WITH((test_engine<largest_first, startup, no_buckets>(no_buckets{}, host_backend(std::ref(model)), {.shape = tiny_model.run(64)})),
                     "engine: the bucket space is empty");
-  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, counting_pool(64, 16), host_backend(std::ref(model)),
-                                                         {.max_model_len = 16})),
-                    "engine: the allocator's block_size = 16 must equal the model's block_size = 4");
+  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, host_backend(std::ref(model)), {.max_model_len = 16})),
+                    "graph_runner: run_shape{block_size = 0, num_blocks = 0, row_width = 0}: block_size and num_blocks "
+                    "must be positive, row_width not negative");
 }
 
 TEST_CASE("a compile-time ladder fixes the graph slots at compile time") {
   static_assert(static_bucket_space<compile_time_ladder>);
   static_assert(!static_bucket_space<token_ladder>);
   toy_model model;
-  test_engine<largest_first, lazy, compile_time_ladder> e(compile_time_ladder({}), counting_pool(64), host_backend(std::ref(model)), {.max_model_len = 16});
+  test_engine<largest_first, lazy, compile_time_ladder> e(compile_time_ladder({}), host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
   batch_builder bb;
   CHECK(e.step(bb.make(3)).run == run_kind::replay);
   CHECK(e.queue().captured(1));
@@ -256,11 +256,10 @@ TEST_CASE("spill-over the other way: decode graphs use what the complete prompt 
     toy_model model;
     std::vector<std::string> log;
     host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = 0, .per_unit = 10 * MiB}}};
-    engine<tiny_model, space, by_phase<min_tokens, max_bs>, startup, counting_pool, host_backend> e(
-        space(grid{phase::prompt, {1}, prompt_seqs}, grid{phase::decode, {1, 2, 4}, {8}}), counting_pool(64),
-        host_backend(std::ref(model), sim),
+    graph_runner<space, by_phase<min_tokens, max_bs>, startup, host_backend> e(
+        space(grid{phase::prompt, {1}, prompt_seqs}, grid{phase::decode, {1, 2, 4}, {8}}), host_backend(std::ref(model), sim),
         {.budget = {.bytes = 200 * MiB, .prompt_ratio = 0.7, .model = graph_cost{.base = 0, .per_unit = 10 * MiB}},
-         .max_model_len = 16});
+         .max_model_len = 16, .shape = tiny_model.run(64)});
     e.observe(capture_log{&log});
     e.start();
     return log;

@@ -1,6 +1,6 @@
-// The engine with rungs::kv's allocator as its Allocator policy: sequences are admitted and
-// grown by the allocator, the engine pads and replays their steps, block tables change under
-// it from step to step.
+// rungs::kv's allocator with the engine's two layers: the graph runner alone under a caller's
+// own KV management (sequences admitted and grown by the caller's allocator, block tables
+// changing under the runner from step to step), and the engine that owns the allocator.
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/kv.hpp>
@@ -15,32 +15,33 @@ using namespace rungs::engine;
 using namespace rungs_test;
 namespace kv = rungs::kv;
 
-TEST_CASE("rungs::kv's allocator is the engine's Allocator policy") {
+TEST_CASE("the graph runner under rungs::kv's allocator, kept by the caller") {
   static_assert(kv::check_block_allocator<kv::free_list_allocator>());
-  using kv_engine = engine<tiny_model, token_ladder, largest_first, delayed, kv::free_list_allocator, host_backend>;
   toy_model graphs_model, eager_model;
   const kv::allocator_config config{.num_blocks = 64, .block_size = tiny_model.block_size, .max_sequences = 16, .max_model_len = 64};
-  kv_engine e(token_ladder{{1, 2, 4, 8}}, kv::free_list_allocator(config), host_backend(std::ref(graphs_model)),
-              {.max_model_len = 64});
-  engine<tiny_model, token_ladder, largest_first, lazy, kv::free_list_allocator, host_backend> eager(
-      token_ladder{{8}}, kv::free_list_allocator(config), host_backend(std::ref(eager_model)),
-      {.timing = lazy{.eager_uses = 1000}, .max_model_len = 64});
+  // example-begin runner-alone
+  kv::free_list_allocator blocks(config);  // the caller's own KV manager
+  graph_runner<token_ladder, largest_first, delayed, host_backend> e(
+      token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(graphs_model)), {.max_model_len = 64, .shape = tiny_model.run(64)});
+  graph_runner<token_ladder, largest_first, lazy, host_backend> eager(
+      token_ladder{{8}}, host_backend(std::ref(eager_model)),
+      {.timing = lazy{.eager_uses = 1000}, .max_model_len = 64, .shape = tiny_model.run(64)});
 
-  // Six sequences with prompts of 3..8 tokens, admitted by the engine's own allocator.
+  // Six sequences with prompts of 3..8 tokens, admitted by the allocator.
   std::vector<kv::sequence_id> ids;
   std::vector<std::int64_t> length;
   std::vector<std::vector<std::int32_t>> next;
   for (int i = 0; i < 6; ++i) {
     std::vector<kv::token_id> prompt(static_cast<std::size_t>(3 + i), 10 + i);
-    ids.push_back(e.blocks().create(prompt).value().id);
-    REQUIRE(e.blocks().append(ids.back(), prompt) == kv::errc::ok);
+    ids.push_back(blocks.create(prompt).value().id);
+    REQUIRE(blocks.append(ids.back(), prompt) == kv::errc::ok);
     length.push_back(static_cast<std::int64_t>(prompt.size()) - 1);
     next.push_back({prompt.back()});
   }
   for (int step = 0; step < 8; ++step) {
     std::size_t live = step < 4 ? 6 : 3;
     std::vector<sequence> seqs;
-    for (std::size_t i = 0; i < live; ++i) seqs.push_back({next[i], length[i], e.blocks().block_table(ids[i]).value()});
+    for (std::size_t i = 0; i < live; ++i) seqs.push_back({next[i], length[i], blocks.block_table(ids[i]).value()});
     auto a = e.step(seqs);
     auto b = eager.step(seqs);  // the same block ids: both caches see the same writes
     CHECK(a.run == run_kind::replay);
@@ -48,9 +49,10 @@ TEST_CASE("rungs::kv's allocator is the engine's Allocator policy") {
     for (std::size_t i = 0; i < live; ++i) {  // the next token: tables grow as blocks fill
       next[i] = {static_cast<std::int32_t>(step * 7 + static_cast<int>(i))};
       ++length[i];
-      REQUIRE(e.blocks().append(ids[i], next[i]) == kv::errc::ok);
+      REQUIRE(blocks.append(ids[i], next[i]) == kv::errc::ok);
     }
   }
+  // example-end runner-alone
   CHECK(graphs_model.cache == eager_model.cache);
   CHECK(e.stats().padded_rows == 4 * 2 + 4 * 1);
   // A block table naming a block outside the pool is refused before anything runs.
@@ -61,8 +63,53 @@ TEST_CASE("rungs::kv's allocator is the engine's Allocator policy") {
 
 TEST_CASE("an allocator with another block size than the model's is rejected") {
   toy_model model;
-  using kv_engine = engine<tiny_model, token_ladder, largest_first, delayed, kv::free_list_allocator, host_backend>;
+  using kv_engine = engine<token_ladder, largest_first, delayed, kv::free_list_allocator, host_backend>;
   CHECK_THROWS_WITH(kv_engine(token_ladder{{1}}, kv::free_list_allocator({.num_blocks = 8, .block_size = 16}),
-                              host_backend(std::ref(model)), {.max_model_len = 64}),
+                              host_backend(std::ref(model)), {.scheduler = {.max_model_len = 64}, .model = tiny_model}),
                     "engine: the allocator's block_size = 16 must equal the model's block_size = 4");
+}
+
+// Greedy "sampling" for the engine test: the token is a function of the row, so a wrong row
+// (another sequence's, or a padded one) changes the outputs.
+struct row_sampler {
+  std::int64_t width = tiny_model.row_width();
+  void sample(const rungs::serving::scheduled_step&, std::span<const std::size_t> entries, std::span<const float> rows,
+              std::span<rungs::serving::token_id> out) const {
+    for (std::size_t k = 0; k < entries.size(); ++k)
+      out[k] = static_cast<rungs::serving::token_id>(static_cast<std::int64_t>(rows[k * static_cast<std::size_t>(width)]) % 97);
+  }
+};
+
+TEST_CASE("the engine's step serves requests through the runner: graphs and eager steps give the same tokens") {
+  auto serve = [](auto timing) {
+    toy_model model(tiny_model.block_size, 64);
+    engine<token_ladder, largest_first, decltype(timing), kv::free_list_allocator, host_backend> e(
+        token_ladder{{1, 2, 4, 8}},
+        kv::free_list_allocator({.num_blocks = 64, .block_size = tiny_model.block_size, .max_sequences = 8, .max_model_len = 32}),
+        host_backend(std::ref(model)),
+        {.timing = timing, .scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 16, .max_model_len = 32},
+         .routing = step_routing::single, .model = tiny_model});
+    for (std::uint64_t id = 1; id <= 3; ++id)
+      e.submit({.id = id, .prompt = std::vector<kv::token_id>(3 + id, static_cast<kv::token_id>(id)), .max_output_tokens = 4});
+    row_sampler hook;
+    std::vector<std::vector<kv::token_id>> outputs(3);
+    std::int64_t steps = 0;
+    while (!e.idle_queues()) {
+      const engine_step& s = e.step(hook);
+      REQUIRE(s.ran());
+      ++steps;
+      for (const auto& f : s.events->finished) outputs[f.id - 1] = f.output;
+    }
+    return std::pair{outputs, e.stats()};
+  };
+  auto [graphs, gs] = serve(startup{});
+  auto [eager, es] = serve(lazy{.eager_uses = 1000});
+  CHECK(graphs == eager);
+  for (const auto& o : graphs) CHECK(o.size() == 4);
+  // Step 1 prefills 4 + 5 + 6 = 15 tokens (above the top rung: eager), then 4 decode steps of
+  // 3 sequences replay the 4-rung (the last sampled token finishes each request).
+  CHECK(gs.steps == 4);
+  CHECK(gs.replays == 3);
+  CHECK(gs.eager_steps(eager_reason::above_top) == 1);
+  CHECK(es.replays == 0);
 }

@@ -1,4 +1,4 @@
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/observer.hpp>
 
@@ -13,7 +13,7 @@ using namespace rungs_test;
 
 namespace {
 constexpr std::int64_t MiB = 1 << 20;
-using log_engine = engine<tiny_model, token_ladder, largest_first, startup, counting_pool, host_backend>;
+using log_engine = graph_runner<token_ladder, largest_first, startup, host_backend>;
 
 log_engine make(toy_model& model, graph_budget budget = {}) {
   host_backend::options sim{.simulate = simulated_capture{
@@ -23,8 +23,8 @@ log_engine make(toy_model& model, graph_budget budget = {}) {
                                   if (b.batch() == 1) return "capture invalidated";
                                   return std::nullopt;
                                 }}};
-  return log_engine(token_ladder{{1, 2, 4}}, counting_pool(64), host_backend(std::ref(model), sim),
-                    {.budget = budget, .max_model_len = 16});
+  return log_engine(token_ladder{{1, 2, 4}}, host_backend(std::ref(model), sim),
+                    {.budget = budget, .max_model_len = 16, .shape = tiny_model.run(64)});
 }
 }  // namespace
 
@@ -61,13 +61,13 @@ TEST_CASE("log_observer names the step or idle time of a capture after startup")
   toy_model model;
   std::ostringstream out;
   host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = MiB, .per_unit = 0}, .seconds = 0.01}};
-  engine<tiny_model, token_ladder, largest_first, delayed, counting_pool, host_backend> d(
-      token_ladder{{1, 2}}, counting_pool(64), host_backend(std::ref(model), sim), {.max_model_len = 16});
+  graph_runner<token_ladder, largest_first, delayed, host_backend> d(
+      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = tiny_model.run(64)});
   d.observe(log_observer(out));
   batch_builder bb;
   d.step(bb.make(2));
-  engine<tiny_model, token_ladder, largest_first, idle, counting_pool, host_backend> i(
-      token_ladder{{1, 2}}, counting_pool(64), host_backend(std::ref(model), sim), {.max_model_len = 16});
+  graph_runner<token_ladder, largest_first, idle, host_backend> i(
+      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = tiny_model.run(64)});
   i.observe(log_observer(out));
   i.step(bb.make(2));
   i.idle();

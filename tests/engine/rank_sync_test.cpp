@@ -1,5 +1,5 @@
 // Several simulated ranks in one process: the same capture decisions at the same steps.
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/rank_sync.hpp>
 
@@ -16,7 +16,7 @@ using namespace rungs_test;
 
 namespace {
 constexpr std::int64_t MiB = 1 << 20;
-using rank_engine = engine<tiny_model, token_ladder, largest_first, delayed, counting_pool, host_backend>;
+using rank_engine = graph_runner<token_ladder, largest_first, delayed, host_backend>;
 
 struct rank_trace {
   std::vector<std::string> captures;
@@ -36,8 +36,8 @@ rank_trace run_rank(simulated_ranks& group, int r, const std::vector<std::vector
                                   if (r == 1 && b.batch() == 4) return "out of memory on rank 1";
                                   return std::nullopt;
                                 }}};
-  rank_engine e(token_ladder{{1, 2, 4, 8, 16}}, counting_pool(64), host_backend(std::ref(model), sim),
-                {.budget = {.bytes = 40 * MiB}, .max_model_len = 16});
+  rank_engine e(token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(model), sim),
+                {.budget = {.bytes = 40 * MiB}, .max_model_len = 16, .shape = tiny_model.run(64)});
   auto handle = group.rank(r);
   e.sync_with(handle);
   rank_trace t;

@@ -1,6 +1,5 @@
-// Test support for the engine tests: rungs' ladders and grids as bucket spaces, a stand-in
-// block pool (the engine needs only its shape), a toy forward that reads and writes a KV
-// cache, and helpers to build batches and record captures.
+// Test support for the engine tests: rungs' ladders and grids as bucket spaces, a toy forward
+// that reads and writes a KV cache, and helpers to build batches and record captures.
 #pragma once
 
 #include <rungs/engine/batch.hpp>
@@ -33,14 +32,6 @@ struct grid : grid_buckets<rungs::bucket_grid<2>> {
       for (std::int64_t s : seq) all.push_back({b, s});
     return rungs::bucket_grid<2>(std::move(all));
   }
-};
-
-// Stands in for rungs::kv's allocator: the engine needs only its shape.
-struct counting_pool {
-  explicit counting_pool(std::int64_t n, std::int64_t block_size = 4) : n_(n), block_size_(block_size) {}
-  std::int64_t num_blocks() const { return n_; }
-  std::int64_t block_size() const { return block_size_; }
-  std::int64_t n_, block_size_;
 };
 
 }  // namespace rungs_test

@@ -48,7 +48,7 @@ std::vector<entry_view> entries(const scheduled_step& s) {
 TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head, exactly") {
   // 5 blocks of 4 tokens; three requests of 8 prompt tokens (2 blocks) and 3 outputs.
   kv::free_list_allocator blocks({.num_blocks = 5, .block_size = 4, .max_sequences = 8, .max_model_len = 16});
-  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 16});
+  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 16});
   for (request_id id : {1, 2, 3}) s.submit({.id = id, .prompt = iota_tokens(static_cast<token_id>(id * 100), 8), .max_output_tokens = 3});
   counting_executor x;
 
@@ -71,7 +71,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   CHECK(p->preempted == std::vector<request_id>{2});
   CHECK(p->stopped == admission_stop::preemption);
   CHECK(std::vector<request_id>(s.waiting_queue().begin(), s.waiting_queue().end()) == std::vector<request_id>{2, 3});
-  CHECK(blocks.metrics().live_blocks == 3);
+  CHECK(s.blocks().metrics().live_blocks == 3);
   (void)s.commit(x.execute(*p));
 
   // Step 3: r2 must now recompute 9 tokens (3 blocks), only 2 are free: r1 decodes alone.
@@ -82,7 +82,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   REQUIRE(done.finished.size() == 1);
   CHECK(done.finished[0].id == 1);
   CHECK(done.finished[0].output == std::vector<token_id>{1000, 1002, 1003});
-  CHECK(blocks.metrics().live_blocks == 0);
+  CHECK(s.blocks().metrics().live_blocks == 0);
 
   // Step 4: r2 recomputes its prompt and its first output (9 tokens), r3 prefills (8): 5 blocks.
   p = &s.schedule();
@@ -104,12 +104,12 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   CHECK(order == std::vector<request_id>{2, 3});
   CHECK(s.stats().preemptions == 2);
   CHECK(s.stats().finished == 3);
-  CHECK(blocks.metrics().live_blocks == 0);
+  CHECK(s.blocks().metrics().live_blocks == 0);
 }
 
 TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
   kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 64});
-  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 10, .max_model_len = 64});
+  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 10, .max_model_len = 64});
   s.submit({.id = 1, .prompt = iota_tokens(0, 4), .max_output_tokens = 5});
   s.submit({.id = 2, .prompt = iota_tokens(0, 25), .max_output_tokens = 2});
   counting_executor x;
@@ -140,7 +140,7 @@ TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
 
 TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLLM v0)") {
   kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 32});
-  scheduler s(blocks, {.max_num_seqs = 8, .max_num_batched_tokens = 32, .chunked_prefill = false, .max_model_len = 32});
+  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 32, .chunked_prefill = false, .max_model_len = 32});
   counting_executor x;
   s.submit({.id = 1, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
   s.submit({.id = 2, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
@@ -154,7 +154,8 @@ TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLL
   const scheduled_step& c = s.schedule();
   CHECK(entries(c) == std::vector<entry_view>{{1, 20, 1, true, true}, {2, 20, 1, true, true}});
   (void)s.commit(x.execute(c));
-  CHECK_THROWS_WITH(scheduler(blocks, {.max_num_batched_tokens = 16, .chunked_prefill = false, .max_model_len = 32}),
+  CHECK_THROWS_WITH(scheduler(kv::free_list_allocator({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 32}),
+                              {.max_num_batched_tokens = 16, .chunked_prefill = false, .max_model_len = 32}),
                     "scheduler: max_num_batched_tokens = 16 must be at least max_model_len = 32 without chunked "
                     "prefill (a whole prompt is computed in one step)");
 }
@@ -162,13 +163,13 @@ TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLL
 TEST_CASE("scheduler: reserving max_model_len per request admits pool / max_model_len requests") {
   // 20 blocks of 4 tokens, max_model_len 16 (4 blocks): 5 requests at once, however short.
   kv::free_list_allocator blocks({.num_blocks = 20, .block_size = 4, .max_sequences = 16, .max_model_len = 16});
-  scheduler s(blocks, {.max_num_seqs = 16, .max_num_batched_tokens = 64, .reserve_max_model_len = true, .max_model_len = 16});
+  scheduler s(std::move(blocks), {.max_num_seqs = 16, .max_num_batched_tokens = 64, .reserve_max_model_len = true, .max_model_len = 16});
   for (request_id id = 1; id <= 7; ++id) s.submit({.id = id, .prompt = iota_tokens(0, 3), .max_output_tokens = 2});
   counting_executor x;
   const scheduled_step& a = s.schedule();
   CHECK(a.admitted.size() == 5);
   CHECK(s.waiting() == 2);
-  CHECK(blocks.metrics().live_blocks == 20);
+  CHECK(s.blocks().metrics().live_blocks == 20);
   (void)s.commit(x.execute(a));
   while (!s.idle()) (void)s.step(x);
   CHECK(s.stats().preemptions == 0);
@@ -176,7 +177,7 @@ TEST_CASE("scheduler: reserving max_model_len per request admits pool / max_mode
 
 TEST_CASE("scheduler: a chat session's turns extend one conversation and reuse its cached blocks") {
   kv::prefix_caching_allocator<> blocks({.num_blocks = 32, .block_size = 4, .max_sequences = 4, .max_model_len = 64});
-  scheduler s(blocks, {.max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 64});
+  scheduler s(std::move(blocks), {.max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 64});
   counting_executor x;
   s.submit({.id = 1, .prompt = iota_tokens(0, 6), .max_output_tokens = 3, .session = 7});
   CHECK_THROWS_WITH(s.submit({.id = 2, .prompt = iota_tokens(0, 2), .max_output_tokens = 1, .session = 7}),
@@ -198,7 +199,7 @@ TEST_CASE("scheduler: a chat session's turns extend one conversation and reuse i
 
 TEST_CASE("scheduler: requests that can never be served are refused at submit") {
   kv::free_list_allocator blocks({.num_blocks = 4, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  scheduler s(blocks, {.max_num_batched_tokens = 64, .max_model_len = 32});
+  scheduler s(std::move(blocks), {.max_num_batched_tokens = 64, .max_model_len = 32});
   CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 30), .max_output_tokens = 3}),
                     "scheduler: request 1 needs 33 tokens (prompt and history 30 + output 3), more than max_model_len = 32");
   CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 16), .max_output_tokens = 1}),
@@ -218,7 +219,7 @@ TEST_CASE("scheduler: admitting on the first chunk (vLLM v1) starts long prompts
   };
   auto run = [](bool whole_prompt) {
     kv::free_list_allocator blocks({.num_blocks = 6, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-    scheduler s(blocks, {.max_num_seqs = 4, .max_num_batched_tokens = 12, .admit_whole_prompt = whole_prompt,
+    scheduler s(std::move(blocks), {.max_num_seqs = 4, .max_num_batched_tokens = 12, .admit_whole_prompt = whole_prompt,
                          .max_model_len = 32});
     s.submit({.id = 1, .prompt = iota_tokens(0, 8), .max_output_tokens = 6});
     s.submit({.id = 2, .prompt = iota_tokens(100, 20), .max_output_tokens = 1});

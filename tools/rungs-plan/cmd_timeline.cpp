@@ -1,8 +1,11 @@
 // rungs-plan timeline: which graphs an engine captures when, for a scripted batch sequence.
 //
-// It runs the real engine (host backend, simulated capture cost) with the chosen timing and
-// order policies over a 1-D ladder, so what it prints is what the engine does.
-#include <rungs/engine/engine.hpp>
+// It runs the engine's graph runner (host backend with simulated capture cost and no forward:
+// a cost-model backend) with the chosen timing and order policies over a 1-D ladder, so what
+// it prints is what the engine does. Each step's sequences are single decode tokens, one KV
+// block of one token each (block i for sequence i): the planner computes nothing, so the
+// runner's KV geometry is the smallest that holds the largest batch.
+#include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
 
@@ -131,26 +134,19 @@ struct timeline {
 
 // The planner's model: only the ladder's shape matters, so one head of size 1 and a KV block
 // per token keep the host forward trivial.
-constexpr model_shape plan_model{.dtype = kv_dtype::fp32, .num_heads = 1, .num_kv_heads = 1, .head_size = 1,
-                                 .block_size = 1, .num_layers = 1};
-
 template <class Order, class Timing>
 timeline simulate(const timeline_args& a, const rungs::ladder& ladder, Order order, Timing timing) {
   using space = ladder_buckets<rungs::ladder>;
   std::int64_t max_batch = *std::max_element(a.batches.begin(), a.batches.end());
   host_backend::options opts;
   opts.simulate = simulated_capture{.bytes = a.cost.value_or(graph_cost{})};
-  struct pool {  // the planner allocates nothing: one block per sequence, by index
-    std::int64_t n;
-    std::int64_t num_blocks() const { return n; }
-    std::int64_t block_size() const { return plan_model.block_size; }
-  };
-  rungs::engine::engine<plan_model, space, Order, Timing, pool, host_backend> e(
-      space(ladder), pool{max_batch}, host_backend([](const host_step&) {}, opts),
+  graph_runner<space, Order, Timing, host_backend> e(
+      space(ladder), host_backend([](const host_step&) {}, opts),
       {.order = order,
        .timing = timing,
        .budget = {.bytes = a.budget.value_or(graph_budget::unlimited), .model = a.cost},
-       .max_model_len = 1});
+       .max_model_len = 1,
+       .shape = {.block_size = 1, .num_blocks = max_batch}});
   timeline t;
   t.rungs = ladder.size();
   step_row* current = nullptr;

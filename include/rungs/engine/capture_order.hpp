@@ -18,6 +18,8 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include <rungs/engine/bucket_space.hpp>
@@ -76,6 +78,31 @@ struct by_phase {
   }
   friend constexpr bool operator==(const by_phase&, const by_phase&) = default;
 };
+
+/// One of the orders above, chosen at run time: one type for every order, so an engine built
+/// with it is one instantiation whichever is chosen (the runner sorts its buckets with the
+/// order once, at construction, so the indirection costs nothing per step).
+class any_order {
+ public:
+  using variant = std::variant<largest_first, max_bs, min_tokens, ladder_order, by_phase<>>;
+  any_order() = default;
+  template <class O>
+    requires std::constructible_from<variant, O>
+  any_order(O o) : o_(std::move(o)) {}  // NOLINT: implicit from any of the policies
+
+  bool before(const bucket& a, const bucket& b) const {
+    return std::visit([&](const auto& o) { return static_cast<bool>(o.before(a, b)); }, o_);
+  }
+  std::string name() const {
+    return std::visit([](const auto& o) { return std::string(o.name()); }, o_);
+  }
+  /// The policy it holds.
+  const variant& policy() const { return o_; }
+
+ private:
+  variant o_;
+};
+static_assert(capture_order<any_order>);
 
 /// The capture sequence: bucket indices of `space` sorted by `order` (stable).
 template <capture_order O, bucket_space S>

@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <variant>
 
 #include <rungs/engine/capture_queue.hpp>
 
@@ -85,5 +87,36 @@ struct idle {
   std::optional<std::size_t> when_idle(const capture_queue& q) const { return q.next_pending(); }
   friend constexpr bool operator==(idle, idle) = default;
 };
+
+/// One of the timings above, chosen at run time (a configuration file, a flag): one type for
+/// every timing, so an engine built with it is one instantiation whichever is chosen. It
+/// forwards to the policy it holds, so it behaves exactly as that policy.
+class any_timing {
+ public:
+  using variant = std::variant<startup, delayed, lazy, idle>;
+  any_timing() = default;
+  template <class T>
+    requires std::constructible_from<variant, T>
+  any_timing(T t) : t_(std::move(t)) {}  // NOLINT: implicit from any of the policies
+
+  std::string_view name() const {
+    return std::visit([](const auto& t) { return std::string_view(t.name()); }, t_);
+  }
+  std::optional<std::size_t> at_startup(const capture_queue& q) const {
+    return std::visit([&](const auto& t) { return t.at_startup(q); }, t_);
+  }
+  std::optional<std::size_t> during_step(const capture_queue& q, std::optional<std::size_t> b) const {
+    return std::visit([&](const auto& t) { return t.during_step(q, b); }, t_);
+  }
+  std::optional<std::size_t> when_idle(const capture_queue& q) const {
+    return std::visit([&](const auto& t) { return t.when_idle(q); }, t_);
+  }
+  /// The policy it holds.
+  const variant& policy() const { return t_; }
+
+ private:
+  variant t_;
+};
+static_assert(capture_timing<any_timing>);
 
 }  // namespace rungs::engine

@@ -1,493 +1,224 @@
-// rungs::engine::engine: pads live batches to a bucket and captures, replays or runs each
-// step eagerly, under a capture-order, a capture-timing and a graph-memory policy.
+// rungs::engine::engine: the serving loop, once. It owns the scheduler (which owns the KV
+// block allocator, as vLLM v1's scheduler owns its KV cache manager) and a graph runner, and
+// one step() admits, schedules (chunked prefill, mixed batches), allocates KV blocks, routes
+// the step's sequences to the runner by phase, pads, runs, samples through a hook, commits
+// and so frees finished requests and preempts when blocks run out. The serving demo,
+// rungs-plan simulate (a cost-model backend) and the tests all run this loop.
 //
-//   engine<Model, Buckets, Order, Timing, Allocator, Backend>
-//     Model      model_shape value: fixes the kernels' instantiation and the KV block size
-//     Buckets    a bucket_space (a ladder or grid through rungs/engine/ladder_buckets.hpp):
-//                one graph slot per bucket (a std::array when its size is static)
-//     Order      capture_order: in which order buckets are captured
-//     Timing     capture_timing: when they are captured (startup, delayed, lazy, idle)
-//     Allocator  the KV block allocator (rungs::kv::paged_allocator, or anything with
-//                num_blocks() and block_size()); its block size must be the Model's
-//     Backend    engine_backend: host_backend (CPU, tests) or cuda_backend (graphs)
+//   engine<Buckets, Order, Timing, Allocator, Backend>
+//     Buckets, Order, Timing, Backend   as graph_runner's (graph_runner.hpp)
+//     Allocator                         a rungs::kv block allocator, moved in
 //
-// Per step: agree on the batch key across ranks, look up the bucket, let the timing policy
-// pick at most one capture (checked against the budget), stage the live batch padded to the
-// bucket, replay its graph or run eagerly, and hand back the real rows only.
+// The runner's KV geometry comes from the allocator (block size, block count), max_model_len
+// from the scheduler's options and the row width from the model: each is configured once
+// (the model's block size is checked against the allocator's).
+//
+// Routing. A scheduler step holds prefill chunks and decodes. With a phased bucket space
+// (Gaudi's prompt and decode buckets) the prefill entries run as one runner step in the
+// prompt buckets and the decodes as another in the decode buckets (step_routing::by_phase);
+// with a 1-D ladder (vLLM's capture sizes) the whole step is one runner step in one phase
+// (step_routing::single), as vLLM v1 pads mixed batches by their token count.
 #pragma once
 
-#include <array>
+#include <rungs/engine/graph_runner.hpp>
+#include <rungs/kv/allocator.hpp>
+#include <rungs/kv/metrics.hpp>
+#include <rungs/serving/scheduler.hpp>
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
-#include <limits>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <rungs/engine/backend.hpp>
-#include <rungs/engine/batch.hpp>
-#include <rungs/engine/bucket_space.hpp>
-#include <rungs/engine/capture_order.hpp>
-#include <rungs/engine/capture_queue.hpp>
-#include <rungs/engine/capture_timing.hpp>
-#include <rungs/engine/graph_budget.hpp>
-#include <rungs/engine/model.hpp>
-#include <rungs/engine/observer.hpp>
-#include <rungs/engine/rank_sync.hpp>
-#include <rungs/engine/stats.hpp>
-
 namespace rungs::engine {
+
+/// How a scheduler step reaches the runner.
+enum class step_routing : std::uint8_t {
+  by_phase,  ///< prefill entries in the prompt buckets, decode entries in the decode buckets
+  single,    ///< the whole step in one phase (engine_options::single_phase)
+};
 
 /// Run-time configuration of an engine.
 template <class Order, class Timing>
 struct engine_options {
-  Order order{};
-  Timing timing{};
-  graph_budget budget{};           // graph memory (unlimited by default)
-  std::int64_t max_model_len = 0;  // longest sequence; needed when a bucket leaves context open
+  Order order{};                               ///< in which order buckets are captured
+  Timing timing{};                             ///< when buckets are captured
+  graph_budget budget{};                       ///< graph memory (unlimited by default)
+  serving::scheduler_options scheduler{};      ///< its max_model_len is the runner's too
+  step_routing routing = step_routing::by_phase;  ///< how a scheduler step reaches the runner
+  phase single_phase = phase::decode;          ///< the phase of step_routing::single
+  /// The model the backend's forward runs: its row width sizes the output rows, and its block
+  /// size must be the allocator's. None for a cost model (rows carry nothing).
+  std::optional<model_shape> model{};
 };
 
-/// How much an idle signal may capture. Time is counted from the captures' measured (and
-/// rank-agreed) durations, never from a clock, so every rank stops at the same capture.
-struct idle_budget {
-  std::int64_t max_captures = 1;
-  double seconds = std::numeric_limits<double>::infinity();
+/// One runner step inside an engine step.
+struct engine_run {
+  phase ph = phase::decode;                  ///< the bucket phase it looked up
+  std::int64_t seqs = 0;                     ///< sequences it ran
+  std::int64_t decodes = 0;                  ///< of which decoding (the others prefill a chunk)
+  std::int64_t tokens = 0;                   ///< new tokens it ran
+  std::optional<std::size_t> bucket{};       ///< the bucket it padded to, if any
+  run_kind run = run_kind::eager;            ///< replayed a graph, or ran eagerly
+  std::optional<eager_reason> reason{};      ///< why it ran eagerly
+  std::optional<std::size_t> captured{};     ///< a graph captured (and kept) during it
 };
 
-template <class Rows>
-struct step_result {
-  Rows rows;                               // outputs of the real sequences only
-  run_kind run = run_kind::eager;
-  std::optional<std::size_t> bucket{};     // the bucket the batch padded to, if any
-  std::optional<eager_reason> reason{};    // why it ran eagerly
-  std::optional<std::size_t> captured{};   // the bucket captured during this step, if any
+/// What one engine step did.
+struct engine_step {
+  const serving::scheduled_step* plan = nullptr;  ///< the scheduler's plan (empty: nothing ran)
+  const serving::step_events* events = nullptr;   ///< null when nothing ran
+  std::vector<engine_run> runs;                   ///< in execution order
+  std::size_t running = 0;                        ///< running requests after planning
+  std::size_t waiting = 0;                        ///< waiting requests after planning
+  kv::kv_metrics kv{};                            ///< the KV pool after planning, as the step ran
+  double capture_seconds = 0;                     ///< captures made inside the step
+
+  bool ran() const { return events != nullptr; }  ///< false: the plan was empty, nothing ran
 };
 
-namespace detail {
-// The checks behind the engine's static_asserts, one per operation, so the first error
-// names the policy and what it lacks (CUTLASS-style) instead of a wall of template text.
-template <class O>
-concept has_before = requires(const O& o, const bucket& a) {
-  { o.before(a, a) } -> std::convertible_to<bool>;
-};
-template <class P>
-concept has_name = requires(const P& p) {
-  { p.name() } -> std::convertible_to<std::string_view>;
-};
-template <class T>
-concept has_at_startup = requires(const T& t, const capture_queue& q) {
-  { t.at_startup(q) } -> std::same_as<std::optional<std::size_t>>;
-};
-template <class T>
-concept has_during_step = requires(const T& t, const capture_queue& q, std::optional<std::size_t> b) {
-  { t.during_step(q, b) } -> std::same_as<std::optional<std::size_t>>;
-};
-template <class T>
-concept has_when_idle = requires(const T& t, const capture_queue& q) {
-  { t.when_idle(q) } -> std::same_as<std::optional<std::size_t>>;
-};
-template <class A>
-concept has_num_blocks = requires(const A& a) {
-  { a.num_blocks() } -> std::convertible_to<std::int64_t>;
-};
-template <class A>
-concept has_block_size = requires(const A& a) {
-  { a.block_size() } -> std::convertible_to<std::int64_t>;
-};
-template <class S>
-concept has_size = requires(const S& s) {
-  { s.size() } -> std::convertible_to<std::size_t>;
-};
-template <class S>
-concept has_at = requires(const S& s, std::size_t i) {
-  { s.at(i) } -> std::convertible_to<bucket>;
-};
-template <class S>
-concept has_find = requires(const S& s, const batch_key& k) {
-  { s.find(k) } -> std::same_as<std::optional<std::size_t>>;
+/// The hook an engine step samples through: `sample(plan, entries, rows, out)` writes one
+/// token per entry; entries[k] indexes plan.entries and rows holds row k of each (the
+/// runner's rows of that runner step). Optional: `copy_blocks(span<const kv::block_copy>)`,
+/// the allocator's copy-on-write pairs, called before the step runs.
+template <class H, class Rows>
+concept step_sampler = requires(H& h, const serving::scheduled_step& plan, std::span<const std::size_t> entries,
+                                const Rows& rows, std::span<serving::token_id> out) {
+  h.sample(plan, entries, rows, out);
 };
 
-template <class Buckets, class T>
-struct slot_array {
-  using type = std::vector<T>;
-  static type make(std::size_t n) { return type(n); }
-};
-template <static_bucket_space Buckets, class T>
-struct slot_array<Buckets, T> {
-  using type = std::array<T, Buckets::static_size>;
-  static type make(std::size_t) { return type{}; }
-};
-}  // namespace detail
-
-template <model_shape Model, class Buckets, class Order, class Timing, class Allocator, class Backend>
+/// The serving loop: a scheduler (owning the KV allocator) and a graph runner, stepped
+/// together (see the file comment).
+template <class Buckets, class Order, class Timing, class Allocator, class Backend>
 class engine {
-  static_assert(valid(Model), "rungs::engine: the Model shape is invalid (see rungs::engine::invalid_reason)");
-  static_assert(detail::has_size<Buckets>, "rungs::engine: the Buckets type lacks `std::size_t size() const` (bucket_space)");
-  static_assert(detail::has_at<Buckets>, "rungs::engine: the Buckets type lacks `bucket at(std::size_t) const` (bucket_space)");
-  static_assert(detail::has_find<Buckets>,
-                "rungs::engine: the Buckets type lacks `std::optional<std::size_t> find(const batch_key&) const` (bucket_space)");
-  static_assert(detail::has_before<Order>,
-                "rungs::engine: the Order policy lacks `bool before(const bucket&, const bucket&) const` (capture_order)");
-  static_assert(detail::has_name<Order>, "rungs::engine: the Order policy lacks `name()` (capture_order)");
-  static_assert(detail::has_at_startup<Timing>,
-                "rungs::engine: the Timing policy lacks `std::optional<std::size_t> at_startup(const capture_queue&) const` "
-                "(capture_timing)");
-  static_assert(detail::has_during_step<Timing>,
-                "rungs::engine: the Timing policy lacks `std::optional<std::size_t> during_step(const capture_queue&, "
-                "std::optional<std::size_t>) const` (capture_timing)");
-  static_assert(detail::has_when_idle<Timing>,
-                "rungs::engine: the Timing policy lacks `std::optional<std::size_t> when_idle(const capture_queue&) const` "
-                "(capture_timing)");
-  static_assert(detail::has_name<Timing>, "rungs::engine: the Timing policy lacks `name()` (capture_timing)");
-  static_assert(detail::has_num_blocks<Allocator>,
-                "rungs::engine: the Allocator policy lacks `num_blocks() const` (block_allocator_shape)");
-  static_assert(detail::has_block_size<Allocator>,
-                "rungs::engine: the Allocator policy lacks `block_size() const` (block_allocator_shape)");
-  static_assert(engine_backend<Backend>,
-                "rungs::engine: the Backend lacks setup/capture/replay/eager/release/rows (engine_backend)");
+  static_assert(kv::detail::allocator_has_shape<Allocator>,
+                "rungs::engine: the Allocator policy lacks `block_size() const` or `num_blocks() const` (block_allocator)");
+  static_assert(kv::check_block_allocator<Allocator>());
 
  public:
-  static constexpr model_shape model = Model;
-  using options = engine_options<Order, Timing>;
-  using rows_type = decltype(std::declval<const Backend&>().rows(std::int64_t{}));
-  using result = step_result<rows_type>;
+  using runner_type = graph_runner<Buckets, Order, Timing, Backend>;  ///< the lower layer
+  using options = engine_options<Order, Timing>;                      ///< its configuration
+  using rows_type = typename runner_type::rows_type;                  ///< the backend's output rows
 
-  /// Throws std::invalid_argument for a configuration that cannot work (an empty bucket
-  /// space, a bucket shape without rows, an allocator whose block size is not the Model's).
-  engine(Buckets buckets, Allocator blocks, Backend backend, options opts = {})
-      : buckets_(std::move(buckets)),
-        backend_(std::move(backend)),
-        opts_(std::move(opts)),
-        ledger_(opts_.budget),
-        blocks_(check_blocks(std::move(blocks))),
-        table_(detail::slot_array<Buckets, bucket>::make(buckets_.size())),
-        order_(detail::slot_array<Buckets, std::size_t>::make(buckets_.size())),
-        slots_(detail::slot_array<Buckets, graph_slot>::make(buckets_.size())),
-        queue_(init_queue()) {
-    stats_.budget_left = ledger_.left();
-  }
-
-  engine(const engine&) = delete;  // the queue views the engine's own arrays
-  engine& operator=(const engine&) = delete;
-
-  /// Calls `o` for every capture, step and startup event.
-  template <class O>
-  void observe(O o) {
-    static_assert(engine_observer<O>, "rungs::engine::observe: the observer is not callable with `const engine_event&`");
-    observer_ = std::move(o);
-  }
-
-  /// Agrees batch keys and capture outcomes with the other ranks through `s` (kept by
-  /// reference). Call before start(), on every rank.
-  template <class S>
-  void sync_with(S& s) {
-    static_assert(rank_sync<S>, "rungs::engine::sync_with: the rank sync lacks `max_each(std::span<std::int64_t>)`");
-    sync_ = [&s](std::span<std::int64_t> v) { s.max_each(v); };
-  }
+  /// The allocator is moved in (an lvalue does not compile: a copy would diverge silently).
+  /// Throws std::invalid_argument for a configuration that cannot work.
+  engine(Buckets buckets, Allocator&& blocks, Backend backend, options opts)
+      : routing_(opts.routing),
+        single_phase_(opts.single_phase),
+        scheduler_(checked(std::move(blocks), opts.model), opts.scheduler),
+        runner_(std::move(buckets), std::move(backend),
+                {.order = std::move(opts.order),
+                 .timing = std::move(opts.timing),
+                 .budget = opts.budget,
+                 .max_model_len = opts.scheduler.max_model_len,
+                 .shape = {.block_size = scheduler_.blocks().block_size(),
+                           .num_blocks = scheduler_.blocks().num_blocks(),
+                           .row_width = opts.model ? opts.model->row_width() : 0}}) {}
 
   /// Runs the timing policy's startup captures (the first step does it if nobody did).
-  void start() {
-    if (started_) return;
-    started_ = true;
-    std::int64_t total = startup_count();
-    notify({.what = engine_event::kind::startup_begin, .total = total});
-    std::int64_t ordinal = 0;
-    while (auto b = opts_.timing.at_startup(queue_)) {
-      check_pick(*b, "at_startup");
-      try_capture(*b, capture_moment::startup, ++ordinal, total);
-    }
-    notify({.what = engine_event::kind::startup_end, .stats = &stats_});
-  }
+  void start() { runner_.start(); }
 
-  /// One step over the live sequences: returns the real rows' outputs.
-  result step(std::span<const sequence> seqs, phase ph = phase::decode) {
-    if (seqs.empty()) throw std::invalid_argument("a step needs at least one sequence");
-    start();
-    batch_key key = key_of(ph, seqs, Model.block_size);
-    // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase.
-    if constexpr (requires { { buckets_.phase_of(key) } -> std::same_as<phase>; }) key.ph = buckets_.phase_of(key);
-    key = agree(key);
-    if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
-      throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
-                                  std::to_string(opts_.max_model_len));
-    std::optional<std::size_t> b = lookup(key);
-    if (b) queue_.record_use(*b);
-    // Stage the live batch first: it validates the input before anything is captured.
-    bool replay = false;
-    if (b) {
-      const graph_shape& s = table_[*b].shape;
-      live_.stage(seqs, s.seqs, s.tokens, width_of(s), Model.block_size, blocks_.num_blocks());
+  /// Queues a request (serving::scheduler::submit).
+  void submit(serving::request r) { scheduler_.submit(std::move(r)); }
+
+  /// One step: plan, run (one or two runner steps), sample through `hook`, commit. When the
+  /// plan is empty nothing runs (result.ran() is false): nothing is queued, the head of the
+  /// queue does not fit yet, or the only runnable request was preempted (plan->preempted).
+  template <class Hook>
+  const engine_step& step(Hook& hook) {
+    static_assert(step_sampler<Hook, rows_type>,
+                  "rungs::engine::engine::step: the hook lacks `sample(const scheduled_step&, span<const size_t> "
+                  "entries, const rows_type& rows, span<token_id> out)`");
+    step_ = engine_step{};
+    const serving::scheduled_step& plan = scheduler_.schedule();
+    step_.plan = &plan;
+    if (plan.empty()) return step_;
+    step_.running = scheduler_.running();
+    step_.waiting = scheduler_.waiting();
+    Allocator& blocks = scheduler_.blocks();
+    if (!blocks.copies().empty()) {  // copy-on-write before the step's KV writes
+      if constexpr (requires { hook.copy_blocks(blocks.copies()); }) hook.copy_blocks(blocks.copies());
+      else throw std::logic_error("engine: the allocator asks for block copies and the hook has no copy_blocks");
+      blocks.clear_copies();
+    }
+    step_.kv = blocks.metrics();
+    const double captured_before = runner_.stats().capture_seconds;
+    tokens_.assign(plan.entries.size(), 0);
+    if (routing_ == step_routing::single) {
+      run_group(plan, hook, single_phase_, [](const serving::step_entry&) { return true; });
     } else {
-      live_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, Model.block_size), Model.block_size,
-                  blocks_.num_blocks());
+      run_group(plan, hook, phase::prompt, [](const serving::step_entry& e) { return !e.decode; });
+      run_group(plan, hook, phase::decode, [](const serving::step_entry& e) { return e.decode; });
     }
-    result r;
-    r.bucket = b;
-    if (!queue_.settled()) r.captured = capture_during_step(b);
-    if (b && queue_.captured(*b)) replay = true;
-    if (replay) {
-      backend_.replay(*b, live_);
-      ++stats_.replays;
-      stats_.real_rows += live_.real_seqs();
-      stats_.padded_rows += live_.seqs() - live_.real_seqs();
-      stats_.real_tokens += live_.real_tokens();
-      stats_.padded_tokens += live_.tokens() - live_.real_tokens();
-      r.run = run_kind::replay;
-    } else {
-      if (b) {  // eager in the live shape: padding buys nothing without a graph
-        live_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, Model.block_size), Model.block_size,
-                    blocks_.num_blocks());
-      }
-      backend_.eager(live_);
-      r.reason = eager_why(b);
-      ++stats_.eager[static_cast<std::size_t>(*r.reason)];
-      r.run = run_kind::eager;
-    }
-    ++stats_.steps;
-    queue_.record_step();
-    r.rows = backend_.rows(static_cast<std::int64_t>(seqs.size()));
-    if (observer_) {
-      engine_event e{.what = engine_event::kind::step, .step = stats_.steps - 1, .index = b, .run = r.run,
-                     .reason = r.reason, .real_rows = live_.real_seqs(), .rows = live_.seqs()};
-      if (b) e.where = table_[*b];
-      observer_(e);
-    }
-    return r;
+    sampled_.clear();
+    for (std::size_t i = 0; i < plan.entries.size(); ++i)
+      if (plan.entries[i].samples) sampled_.push_back(tokens_[i]);
+    step_.capture_seconds = runner_.stats().capture_seconds - captured_before;
+    step_.events = &scheduler_.commit(sampled_);
+    return step_;
   }
 
-  /// The caller is idle: captures what the timing policy's when_idle picks, within `budget`.
-  /// Returns the number of capture attempts (kept or failed; budget refusals cost nothing).
-  std::int64_t idle(idle_budget budget = {}) {
-    start();
-    std::int64_t attempts = 0;
-    double spent = 0;
-    while (attempts < budget.max_captures && !queue_.settled()) {
-      auto b = opts_.timing.when_idle(queue_);
-      if (!b) break;
-      check_pick(*b, "when_idle");
-      if (spent + expected_seconds() > budget.seconds) break;
-      auto before = stats_.capture_seconds;
-      if (try_capture(*b, capture_moment::idle, 0, 0) == capture_outcome::refused) continue;
-      spent += stats_.capture_seconds - before;
-      ++attempts;
-    }
-    return attempts;
-  }
+  /// Nothing to run: lets the timing policy capture (runner's idle()).
+  std::int64_t idle(idle_budget budget = {}) { return runner_.idle(budget); }
 
-  const engine_stats& stats() const { return stats_; }
-  const capture_queue& queue() const { return queue_; }
-  const graph_ledger& ledger() const { return ledger_; }
-  const Buckets& buckets() const { return buckets_; }
-  const options& config() const { return opts_; }
-  Allocator& blocks() { return blocks_; }
-  Backend& backend() { return backend_; }
-  /// Bucket `i` as the engine sees it.
-  const bucket& at(std::size_t i) const { return table_[i]; }
+  /// Nothing waiting and nothing running.
+  bool idle_queues() const { return scheduler_.idle(); }
+
+  serving::scheduler<Allocator>& scheduler() { return scheduler_; }              ///< requests, queues, sessions
+  const serving::scheduler<Allocator>& scheduler() const { return scheduler_; }  ///< requests, queues, sessions
+  Allocator& blocks() { return scheduler_.blocks(); }                            ///< the KV allocator
+  const Allocator& blocks() const { return scheduler_.blocks(); }                ///< the KV allocator
+  runner_type& runner() { return runner_; }              ///< graphs: observe(), sync_with(), at(), ledger()
+  const runner_type& runner() const { return runner_; }  ///< graphs: at(), ledger(), queue()
+  const engine_stats& stats() const { return runner_.stats(); }  ///< the runner's statistics
 
  private:
-  using bucket_table = typename detail::slot_array<Buckets, bucket>::type;
-  using order_table = typename detail::slot_array<Buckets, std::size_t>::type;
-  using slot_table = typename detail::slot_array<Buckets, graph_slot>::type;
-
-  static Allocator check_blocks(Allocator a) {
-    if (static_cast<std::int64_t>(a.block_size()) != Model.block_size)
-      throw std::invalid_argument("engine: the allocator's block_size = " + std::to_string(a.block_size()) +
-                                  " must equal the model's block_size = " + std::to_string(Model.block_size));
-    return a;
-  }
-
-  capture_queue init_queue() {
-    std::size_t n = buckets_.size();
-    if (n == 0) throw std::invalid_argument("engine: the bucket space is empty");
-    if (table_.size() != n)
-      throw std::logic_error("engine: static_size " + std::to_string(table_.size()) + " != size() " + std::to_string(n));
-    backend_setup setup{.slots = n, .row_width = Model.row_width()};
-    for (std::size_t i = 0; i < n; ++i) {
-      table_[i] = buckets_.at(i);
-      const graph_shape& s = table_[i].shape;
-      if (s.seqs <= 0 || s.tokens < s.seqs || s.context < 0)
-        throw std::invalid_argument("engine: bucket " + std::to_string(i) + " has graph shape seqs = " +
-                                    std::to_string(s.seqs) + ", tokens = " + std::to_string(s.tokens) +
-                                    "; it needs seqs > 0 and tokens >= seqs");
-      if (s.context == 0 && opts_.max_model_len <= 0)
-        throw std::invalid_argument("engine: bucket " + std::to_string(i) +
-                                    " leaves the sequence length open; set engine_options::max_model_len");
-      setup.seqs = std::max(setup.seqs, s.seqs);
-      setup.tokens = std::max(setup.tokens, s.tokens);
-      setup.width = std::max(setup.width, width_of(s));
+  static Allocator&& checked(Allocator&& blocks, const std::optional<model_shape>& m) {
+    if (m) {
+      validate(*m);
+      if (static_cast<std::int64_t>(blocks.block_size()) != m->block_size)
+        throw std::invalid_argument("engine: the allocator's block_size = " + std::to_string(blocks.block_size()) +
+                                    " must equal the model's block_size = " + std::to_string(m->block_size));
     }
-    std::vector<std::size_t> seq = capture_sequence(opts_.order, buckets_);
-    std::copy(seq.begin(), seq.end(), order_.begin());
-    backend_.setup(setup);
-    live_.reserve(setup.seqs, setup.tokens, setup.width);
-    return capture_queue(std::span<const bucket>(table_.data(), n), std::span<const std::size_t>(order_.data(), n),
-                         std::span<graph_slot>(slots_.data(), n));
+    return std::move(blocks);
   }
 
-  // Block-table width of a graph: its longest sequence, never beyond max_model_len (a
-  // bucket bounding the batch's total blocks bounds no single sequence more tightly).
-  std::int64_t width_of(const graph_shape& s) const {
-    std::int64_t len = s.context > 0 ? s.context : opts_.max_model_len;
-    if (opts_.max_model_len > 0) len = std::min(len, opts_.max_model_len);
-    return blocks_for(len, Model.block_size);
-  }
-
-  // Predicts how many captures startup will make (for progress): runs the timing policy on
-  // a copy of the queue, assuming every capture succeeds.
-  std::int64_t startup_count() const {
-    std::vector<graph_slot> copy(slots_.begin(), slots_.end());
-    capture_queue q(std::span<const bucket>(table_.data(), table_.size()),
-                    std::span<const std::size_t>(order_.data(), order_.size()), copy);
-    std::int64_t n = 0;
-    while (auto b = opts_.timing.at_startup(q)) {
-      if (*b >= copy.size() || !q.pending(*b)) break;
-      q.record_captured(*b, 0, 0);
-      ++n;
+  template <class Hook, class Pick>
+  void run_group(const serving::scheduled_step& plan, Hook& hook, phase ph, Pick pick) {
+    seqs_.clear();
+    index_.clear();
+    std::int64_t tokens = 0, decodes = 0;
+    for (std::size_t i = 0; i < plan.entries.size(); ++i) {
+      if (!pick(plan.entries[i])) continue;
+      decodes += plan.entries[i].decode ? 1 : 0;
+      const serving::step_sequence& s = plan.sequences[i];
+      seqs_.push_back(sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
+      index_.push_back(i);
+      tokens += static_cast<std::int64_t>(s.tokens.size());
     }
-    return n;
+    if (seqs_.empty()) return;
+    auto r = runner_.step(seqs_, ph);
+    picked_.resize(seqs_.size());
+    hook.sample(plan, std::span<const std::size_t>(index_), r.rows, std::span<serving::token_id>(picked_));
+    for (std::size_t k = 0; k < index_.size(); ++k) tokens_[index_[k]] = picked_[k];
+    step_.runs.push_back({.ph = ph, .seqs = static_cast<std::int64_t>(seqs_.size()), .decodes = decodes, .tokens = tokens,
+                          .bucket = r.bucket, .run = r.run, .reason = r.reason, .captured = r.captured});
   }
 
-  void check_pick(std::size_t b, const char* what) const {
-    if (b >= table_.size() || !queue_.pending(b))
-      throw std::logic_error(std::string("engine: the Timing policy's ") + what + " picked bucket " + std::to_string(b) +
-                             ", which is not pending");
-  }
-
-  batch_key agree(batch_key k) {
-    if (!sync_) return k;
-    std::array<std::int64_t, 8> v{static_cast<std::int64_t>(k.ph), k.seqs,       k.tokens, k.max_query,
-                                  k.max_context,                   k.max_prefix, k.blocks,   k.has_lora ? 1 : 0};
-    sync_(v);
-    if (v[0] != static_cast<std::int64_t>(k.ph))
-      throw std::logic_error("engine: ranks stepped in different phases; a multi-rank stack must align phases");
-    return {k.ph, v[1], v[2], v[3], v[4], v[5], v[6], v[7] != 0};
-  }
-
-  std::optional<std::size_t> lookup(const batch_key& key) const {
-    std::optional<std::size_t> b = buckets_.find(key);
-    if (!b) return b;
-    if (*b >= table_.size())
-      throw std::logic_error("engine: the bucket space returned index " + std::to_string(*b) + " of " +
-                             std::to_string(table_.size()));
-    const bucket& t = table_[*b];
-    std::int64_t context = t.shape.context > 0 ? t.shape.context : opts_.max_model_len;
-    if (t.ph != key.ph || t.shape.seqs < key.seqs || t.shape.tokens < key.tokens || context < key.max_context)
-      throw std::logic_error("engine: the bucket space padded a batch of " + std::to_string(key.seqs) + " sequences, " +
-                             std::to_string(key.tokens) + " tokens, length " + std::to_string(key.max_context) +
-                             " to a bucket that does not cover it");
-    return b;
-  }
-
-  eager_reason eager_why(std::optional<std::size_t> b) const {
-    if (!b) return eager_reason::above_top;
-    switch (queue_.state(*b)) {
-      case graph_state::failed: return eager_reason::failed;
-      case graph_state::refused: return eager_reason::refused;
-      default: return eager_reason::not_captured;
-    }
-  }
-
-  std::optional<std::size_t> capture_during_step(std::optional<std::size_t> b) {
-    // A refusal costs nothing, so the policy may pick again; a capture (kept or failed)
-    // ends the step's capturing: at most one per step.
-    while (auto c = opts_.timing.during_step(queue_, b)) {
-      check_pick(*c, "during_step");
-      capture_outcome o = try_capture(*c, capture_moment::step, 0, 0);
-      if (o == capture_outcome::captured) return c;
-      if (o != capture_outcome::refused) return std::nullopt;
-    }
-    return std::nullopt;
-  }
-
-  double expected_seconds() const {
-    std::int64_t n = stats_.captures + stats_.capture_failures;
-    return n ? stats_.capture_seconds / static_cast<double>(n) : 0.0;
-  }
-
-  capture_outcome try_capture(std::size_t b, capture_moment when, std::int64_t ordinal, std::int64_t total) {
-    const bucket& bk = table_[b];
-    bool other_complete = queue_.phase_complete(bk.ph == phase::prompt ? phase::decode : phase::prompt);
-    engine_event e{.what = engine_event::kind::capture, .step = stats_.steps, .when = when, .ordinal = ordinal,
-                   .total = total, .estimate = ledger_.estimate(bk), .index = b, .where = bk};
-    if (!ledger_.admits(bk, e.estimate, other_complete)) {
-      ++stats_.budget_refusals;
-      queue_.record_refused(b);
-      e.outcome = capture_outcome::refused;
-      e.budget_left = ledger_.left();
-      notify(e);
-      return e.outcome;
-    }
-    const graph_shape& s = bk.shape;
-    dummy_.stage({}, s.seqs, s.tokens, width_of(s), Model.block_size);  // every row padding: slot -1
-    capture_report rep = backend_.capture(b, bk, dummy_);
-    // Agree on the outcome: a capture that failed anywhere is dropped everywhere, and the
-    // budget is charged the largest cost any rank measured.
-    std::array<std::int64_t, 3> v{rep.ok ? 0 : 1, rep.bytes, static_cast<std::int64_t>(rep.seconds * 1e9)};
-    if (sync_) sync_(v);
-    bool failed = v[0] != 0;
-    e.bytes = v[1];
-    e.seconds = static_cast<double>(v[2]) * 1e-9;
-    stats_.capture_seconds += e.seconds;
-    if (failed) {
-      if (rep.ok) backend_.release(b);
-      ++stats_.capture_failures;
-      queue_.record_failed(b, e.seconds);
-      e.outcome = capture_outcome::failed;
-      e.error = rep.ok ? std::string_view("failed on another rank") : std::string_view(rep.error);
-    } else if (ledger_.measured(bk, e.bytes); !ledger_.admits(bk, e.bytes, other_complete)) {
-      backend_.release(b);
-      ++stats_.budget_refusals;
-      queue_.record_refused(b);
-      e.outcome = capture_outcome::released;
-    } else {
-      ledger_.charge(bk, e.bytes);
-      ++stats_.captures;
-      stats_.capture_bytes += e.bytes;
-      queue_.record_captured(b, e.bytes, e.seconds);
-      e.outcome = capture_outcome::captured;
-    }
-    stats_.budget_left = e.budget_left = ledger_.left();
-    notify(e);
-    if (e.outcome == capture_outcome::captured && stats_.captures == 1 && ledger_.budget().limited()) forecast();
-    return e.outcome;
-  }
-
-  // After the first graph (the largest, under largest-first): what the rest would need.
-  void forecast() {
-    if (!observer_) return;
-    engine_event f{.what = engine_event::kind::forecast, .step = stats_.steps, .budget_left = ledger_.left()};
-    for (std::size_t i = 0; i < table_.size(); ++i)
-      if (queue_.state(i) == graph_state::pending) {
-        f.estimate += ledger_.estimate(table_[i]);
-        ++f.total;
-      }
-    observer_(f);
-  }
-
-  void notify(const engine_event& e) {
-    if (observer_) observer_(e);
-  }
-
-  Buckets buckets_;
-  Backend backend_;
-  options opts_;
-  graph_ledger ledger_;
-  Allocator blocks_;
-  bucket_table table_;
-  order_table order_;
-  slot_table slots_;
-  padded_batch live_, dummy_;  // before queue_: init_queue() sizes live_
-  capture_queue queue_;
-  engine_stats stats_;
-  std::function<void(const engine_event&)> observer_;
-  std::function<void(std::span<std::int64_t>)> sync_;
-  bool started_ = false;
+  step_routing routing_;
+  phase single_phase_;
+  serving::scheduler<Allocator> scheduler_;
+  runner_type runner_;
+  engine_step step_;
+  // Per-step scratch, reused.
+  std::vector<sequence> seqs_;
+  std::vector<std::size_t> index_;
+  std::vector<serving::token_id> tokens_, picked_, sampled_;
 };
 
 }  // namespace rungs::engine

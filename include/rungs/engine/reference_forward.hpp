@@ -48,6 +48,8 @@ struct kv_element<kv_dtype::bf16> {
 
 template <model_shape Model>
 class reference_forward {
+  static_assert(rule_holds<broken_rule(Model)>,
+                "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
   static_assert(Model.dtype != kv_dtype::fp8, "rungs::engine::reference_forward: the reference has no fp8 cache");
 
  public:

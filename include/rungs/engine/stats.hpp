@@ -47,9 +47,16 @@ struct engine_stats {
     return n;
   }
   std::int64_t eager_steps(eager_reason r) const { return eager[static_cast<std::size_t>(r)]; }
-  /// Padded rows as a share of all rows in replayed steps.
+  /// Padded rows (sequences) as a share of all rows in replayed steps.
   double padding_ratio() const {
     return real_rows + padded_rows ? static_cast<double>(padded_rows) / static_cast<double>(real_rows + padded_rows) : 0.0;
+  }
+  /// Padded tokens as a share of all tokens in replayed steps: the compute a 1-D token ladder
+  /// wastes (a step of few sequences but many tokens pads few tokens and many rows).
+  double token_padding_ratio() const {
+    return real_tokens + padded_tokens
+               ? static_cast<double>(padded_tokens) / static_cast<double>(real_tokens + padded_tokens)
+               : 0.0;
   }
 };
 
@@ -58,7 +65,8 @@ inline std::ostream& operator<<(std::ostream& os, const engine_stats& s) {
   for (std::size_t r = 0; r < eager_reason_count; ++r)
     os << (r ? ", " : "") << to_string(static_cast<eager_reason>(r)) << " " << s.eager[r];
   os << "); graphs " << s.captures << " captured, " << s.capture_failures << " failed, " << s.budget_refusals
-     << " refused by budget; padded rows " << s.padded_rows << " of " << s.real_rows + s.padded_rows;
+     << " refused by budget; padded rows " << s.padded_rows << " of " << s.real_rows + s.padded_rows
+     << ", padded tokens " << s.padded_tokens << " of " << s.real_tokens + s.padded_tokens;
   return os;
 }
 

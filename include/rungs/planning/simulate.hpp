@@ -1,20 +1,21 @@
 // simulate: replays a workload through the serving scheduler, the KV block allocator and the
 // engine's capture policies, with the cost model standing in for the GPU.
 //
-// Everything that decides is the real code: rungs::serving::scheduler (admission, chunked
-// prefill, preemption, chat sessions) over a rungs::kv allocator sized from the model's KV
-// geometry, and rungs::engine::engine (ladder lookup, capture order, capture timing, graph
-// budget) over its host backend with simulated capture cost. Only time is modelled: each
-// step advances a virtual clock by cost_model::step_seconds (plus any capture the engine made
-// inside it), captures at startup delay the server's start, and idle gaps between arrivals
-// are handed to the engine's idle() (the idle timing captures there). A day of traffic runs
-// in seconds because nothing executes.
+// Everything that decides is the real code, run through the library's one serving loop:
+// rungs::engine::engine::step, whose scheduler (admission, chunked prefill, preemption, chat
+// sessions) owns a rungs::kv allocator sized from the model's KV geometry, and whose graph
+// runner (ladder lookup, capture order, capture timing, graph budget) runs the host backend
+// with simulated capture cost and no forward: a cost-model backend, whose rows carry nothing.
+// Only time is modelled: each step advances a virtual clock by cost_model::step_seconds (plus
+// any capture the engine made inside it), captures at startup delay the server's start, and
+// idle gaps between arrivals are handed to the engine's idle() (the idle timing captures
+// there). A day of traffic runs in seconds because nothing executes.
 //
 // Time 0 is the server process starting (a cold start): requests that arrive while startup
 // captures run wait for them, which is the trade-off between capture timings.
 #pragma once
 
-#include <rungs/dispatch.hpp>
+#include <rungs/attention/dispatch.hpp>
 #include <rungs/engine/capture_order.hpp>
 #include <rungs/engine/capture_timing.hpp>
 #include <rungs/engine/engine.hpp>
@@ -45,40 +46,13 @@
 
 namespace rungs::planning {
 
-/// One of the engine's capture timings, chosen at run time (forwards to the engine's own
-/// policies, so the simulation runs them and nothing else).
-class any_timing {
- public:
-  using variant = std::variant<engine::startup, engine::delayed, engine::lazy, engine::idle>;
-  any_timing() = default;
-  template <class T>
-    requires std::constructible_from<variant, T>
-  any_timing(T t) : t_(std::move(t)) {}  // NOLINT: implicit from any of the policies
-
-  std::string_view name() const {
-    return std::visit([](const auto& t) { return std::string_view(t.name()); }, t_);
-  }
-  std::optional<std::size_t> at_startup(const engine::capture_queue& q) const {
-    return std::visit([&](const auto& t) { return t.at_startup(q); }, t_);
-  }
-  std::optional<std::size_t> during_step(const engine::capture_queue& q, std::optional<std::size_t> b) const {
-    return std::visit([&](const auto& t) { return t.during_step(q, b); }, t_);
-  }
-  std::optional<std::size_t> when_idle(const engine::capture_queue& q) const {
-    return std::visit([&](const auto& t) { return t.when_idle(q); }, t_);
-  }
-  const variant& policy() const { return t_; }
-
- private:
-  variant t_;
-};
-static_assert(engine::capture_timing<any_timing>);
+using engine::any_timing;
 
 struct simulation_config {
   /// KV geometry of one device. Default: the blog's Mistral-7B (32 layers, 8 KV heads of
   /// 128, fp16: 128 KiB per token).
   kv::kv_shape model{.layers = 32, .kv_heads = 8, .head_dim = 128, .bytes_per_element = 2};
-  std::int32_t block_size = 16;            ///< one of 8, 16, 32, 64, 128
+  std::int32_t block_size = 16;            ///< tokens per KV block: one of the kernels' 8, 16, 32, 64, 128
   std::int64_t kv_bytes = std::int64_t{7} << 30;
   double watermark = 0.01;                 ///< share of blocks admission keeps free (vLLM v0's 1%)
   bool prefix_caching = false;
@@ -185,50 +159,41 @@ namespace detail {
 
 using serving::synthetic_token;
 
-struct pool_shape {  // what the engine needs of the pool: its shape (the scheduler owns the blocks)
-  std::int64_t blocks, size;
-  std::int64_t num_blocks() const { return blocks; }
-  std::int64_t block_size() const { return size; }
-};
-
-template <int BlockSize>
-inline constexpr engine::model_shape sim_model{.dtype = engine::kv_dtype::fp16, .num_heads = 1, .num_kv_heads = 1,
-                                               .head_size = 1, .block_size = BlockSize, .num_layers = 1};
-
-template <int BlockSize, class Allocator>
+template <class Allocator>
 class simulator {
   using buckets = engine::ladder_buckets<rungs::ladder>;
-  using engine_type = engine::engine<sim_model<BlockSize>, buckets, engine::largest_first, any_timing, pool_shape,
-                                     engine::host_backend>;
+  using engine_type = engine::engine<buckets, engine::largest_first, any_timing, Allocator, engine::host_backend>;
 
  public:
   simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace)
       : cfg_(c), trace_(trace),
-        blocks_(allocator_config(c)),
-        sched_(blocks_, c.scheduler),
-        engine_(buckets(c.ladder, engine::phase::decode), pool_shape{blocks_.num_blocks(), BlockSize}, backend(c),
-                {.order = {}, .timing = c.timing, .budget = budget(c), .max_model_len = c.scheduler.max_model_len}) {}
+        // vLLM v1's piecewise graphs cover every step by its token count; without chunked
+        // prefill (v0) only decode steps have graphs, and prefill steps (v0 never mixes
+        // phases) look for prompt buckets, find none, and run eagerly.
+        engine_(buckets(c.ladder, engine::phase::decode), Allocator(allocator_config(c)), backend(c),
+                {.timing = c.timing, .budget = budget(c), .scheduler = c.scheduler,
+                 .routing = c.scheduler.chunked_prefill ? engine::step_routing::single : engine::step_routing::by_phase}) {}
 
   simulation_result run() {
     result_.timing = std::string(cfg_.timing.name());
-    result_.num_blocks = blocks_.num_blocks();
+    result_.num_blocks = engine_.blocks().num_blocks();
     result_.requests.resize(trace_.size());
     engine_.start();
     result_.startup_seconds = engine_.stats().capture_seconds;
     double t = result_.startup_seconds;
     while (true) {
       submit_until(t);
-      if (sched_.idle() && !arrivals_.next()) break;
-      const serving::scheduled_step& plan = sched_.schedule();
-      if (plan.empty()) {
-        if (!plan.preempted.empty()) continue;
-        if (!sched_.idle() && sched_.running() == 0 && !arrivals_.next())
+      if (engine_.idle_queues() && !arrivals_.next()) break;
+      const engine::engine_step& step = engine_.step(hook_);
+      if (!step.ran()) {
+        if (!step.plan->preempted.empty()) continue;
+        if (!engine_.idle_queues() && engine_.scheduler().running() == 0 && !arrivals_.next())
           throw std::logic_error("simulate: the waiting queue is stuck with nothing running");
         if (!arrivals_.next()) continue;
         t = idle_until(t, *arrivals_.next());
         continue;
       }
-      t = run_step(plan, t);
+      t = record_step(step, t);
     }
     result_.end_seconds = t;
     finish_summary();
@@ -237,6 +202,11 @@ class simulator {
 
  private:
   static kv::allocator_config allocator_config(const simulation_config& c) {
+    // The simulated server runs rungs' kernels: only their block sizes are servable.
+    if (!attention::supported_block_sizes::contains(c.block_size))
+      throw std::invalid_argument("simulate: block_size = " + std::to_string(c.block_size) +
+                                  " is not supported by the paged-attention kernels; supported: " +
+                                  attention::supported_block_sizes::list());
     const std::int64_t block_bytes = kv::bytes_per_block(c.model, c.block_size);
     const std::int64_t n = kv::blocks_for_memory(c.kv_bytes, block_bytes);
     if (n < 1 || n > INT32_MAX - 64)
@@ -285,10 +255,10 @@ class simulator {
                                       "): " + rec.rejected);
         ++result_.rejected;
         // The conversation goes on without it: its next turn is sent as if it had been answered.
-        if (arrivals_.finished(index, t) && r.conversation != 0) sched_.end_session(r.conversation);
+        if (arrivals_.finished(index, t) && r.conversation != 0) engine_.scheduler().end_session(r.conversation);
         continue;
       }
-      rec.prompt_tokens = static_cast<std::int32_t>(sched_.tokens(index + 1).size());
+      rec.prompt_tokens = static_cast<std::int32_t>(engine_.scheduler().tokens(index + 1).size());
       submit_order_.push_back(index);
     }
   }
@@ -296,7 +266,7 @@ class simulator {
   // Submits trace request `index`; returns why it can never run (empty: submitted). The
   // length is checked before the prompt is built, so a huge row costs no memory.
   std::string submit(std::size_t index, const serving::trace_request& r) {
-    const std::int64_t history = r.conversation != 0 ? static_cast<std::int64_t>(sched_.conversation_tokens(r.conversation).size()) : 0;
+    const std::int64_t history = r.conversation != 0 ? static_cast<std::int64_t>(engine_.scheduler().conversation_tokens(r.conversation).size()) : 0;
     const std::int64_t longest = history + r.prompt_tokens + r.output_tokens;
     if (longest > cfg_.scheduler.max_model_len)
       return "needs " + std::to_string(longest) + " tokens (history " + std::to_string(history) + " + prompt " +
@@ -309,7 +279,7 @@ class simulator {
     q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
     serving::trace_prompt(r, index, q.prompt);
     try {
-      sched_.submit(std::move(q));
+      engine_.submit(std::move(q));
     } catch (const std::invalid_argument& e) {
       return e.what();
     }
@@ -328,32 +298,26 @@ class simulator {
     return std::max(t, next);
   }
 
-  double run_step(const serving::scheduled_step& plan, double t) {
-    seqs_.clear();
+  // The engine ran `step`: its cost, and what the records keep of it.
+  double record_step(const engine::engine_step& step, double t) {
+    const serving::scheduled_step& plan = *step.plan;
+    if (step.runs.size() != 1)
+      throw std::logic_error("simulate: a step ran as " + std::to_string(step.runs.size()) +
+                             " runner steps; the cost model prices one");
+    const engine::engine_run& r = step.runs.front();
     std::int64_t context = 0;
-    for (const serving::step_sequence& s : plan.sequences) {
-      seqs_.push_back({.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
-      context += s.context + static_cast<std::int64_t>(s.tokens.size());
-    }
-    // vLLM v1's piecewise graphs cover every step by its token count; without chunked
-    // prefill (v0) only decode steps have graphs and prefills run eagerly.
-    const engine::phase ph =
-        plan.phase == serving::step_phase::prefill && !cfg_.scheduler.chunked_prefill ? engine::phase::prompt
-                                                                                         : engine::phase::decode;
-    const double before = engine_.stats().capture_seconds;
-    const auto r = engine_.step(seqs_, ph);
-    const double captured = engine_.stats().capture_seconds - before;
-    result_.capture_seconds_in_service += captured;
+    for (const serving::step_sequence& s : plan.sequences) context += s.context + static_cast<std::int64_t>(s.tokens.size());
+    result_.capture_seconds_in_service += step.capture_seconds;
     const bool replay = r.run == engine::run_kind::replay;
-    const std::int64_t rung = r.bucket ? engine_.at(*r.bucket).batch() : -1;
-    const double seconds = cfg_.cost.step_seconds(replay ? rung : plan.tokens, context, replay) + captured;
+    const std::int64_t rung = r.bucket ? engine_.runner().at(*r.bucket).batch() : -1;
+    const double seconds = cfg_.cost.step_seconds(replay ? rung : plan.tokens, context, replay) + step.capture_seconds;
 
-    const std::int32_t live = blocks_.metrics().live_blocks;
-    result_.peak_kv_usage = std::max(result_.peak_kv_usage, static_cast<double>(live) / blocks_.num_blocks());
-    result_.max_waiting = std::max<std::int64_t>(result_.max_waiting, static_cast<std::int64_t>(sched_.waiting()));
-    result_.max_running = std::max<std::int64_t>(result_.max_running, static_cast<std::int64_t>(sched_.running()));
-    if (plan.waiting_for_blocks() && sched_.waiting() > 0) {
-      const auto w = static_cast<std::int64_t>(sched_.waiting());
+    const std::int32_t live = step.kv.live_blocks;
+    result_.peak_kv_usage = std::max(result_.peak_kv_usage, static_cast<double>(live) / engine_.blocks().num_blocks());
+    result_.max_waiting = std::max<std::int64_t>(result_.max_waiting, static_cast<std::int64_t>(step.waiting));
+    result_.max_running = std::max<std::int64_t>(result_.max_running, static_cast<std::int64_t>(step.running));
+    if (plan.waiting_for_blocks() && step.waiting > 0) {
+      const auto w = static_cast<std::int64_t>(step.waiting);
       result_.max_waiting_for_blocks = std::max(result_.max_waiting_for_blocks, w);
       result_.seconds_waiting_for_blocks += seconds;
       blocked_request_seconds_ += seconds * static_cast<double>(w);
@@ -362,15 +326,11 @@ class simulator {
     if (cfg_.record_steps)
       result_.steps.push_back({.start = t, .seconds = seconds, .tokens = plan.tokens,
                                .seqs = static_cast<std::int32_t>(plan.entries.size()),
-                               .running = static_cast<std::int32_t>(sched_.running()),
-                               .waiting = static_cast<std::int32_t>(sched_.waiting()),
-                               .waiting_for_blocks = plan.waiting_for_blocks() ? static_cast<std::int32_t>(sched_.waiting()) : 0,
+                               .running = static_cast<std::int32_t>(step.running),
+                               .waiting = static_cast<std::int32_t>(step.waiting),
+                               .waiting_for_blocks = plan.waiting_for_blocks() ? static_cast<std::int32_t>(step.waiting) : 0,
                                .live_blocks = live, .rung = rung,
                                .replay = replay, .captured = r.captured.has_value(), .phase = plan.phase});
-
-    sampled_.clear();
-    for (const serving::step_entry& e : plan.entries)
-      if (e.samples) sampled_.push_back(synthetic_token(e.request, 0, static_cast<std::uint64_t>(e.first + e.count)));
     const double end = t + seconds;
     // Inter-token latency: every token after a request's first (a preempted request's
     // next token comes after its recompute).
@@ -381,7 +341,7 @@ class simulator {
         it->second = end;
       }
     }
-    const serving::step_events& ev = sched_.commit(sampled_);
+    const serving::step_events& ev = *step.events;
     for (serving::request_id id : ev.first_token) {
       result_.requests[id - 1].first_token = end;
       last_token_[id - 1] = end;
@@ -394,7 +354,7 @@ class simulator {
       rec.preemptions = f.preemptions;
       result_.output_tokens += rec.output_tokens;
       last_token_.erase(i);
-      if (arrivals_.finished(i, end) && f.session != 0) sched_.end_session(f.session);
+      if (arrivals_.finished(i, end) && f.session != 0) engine_.scheduler().end_session(f.session);
     }
     return end;
   }
@@ -414,21 +374,29 @@ class simulator {
     for (std::size_t k = 0; k < n; ++k) sum += result_.requests[submit_order_[k]].ttft();
     result_.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
     result_.engine = engine_.stats();
-    result_.scheduler = sched_.stats();
+    result_.scheduler = engine_.scheduler().stats();
   }
+
+  // The engine's sampling hook: a synthetic token per sequence (nothing was computed).
+  struct synthetic_sampler {
+    void sample(const serving::scheduled_step& plan, std::span<const std::size_t> entries, std::span<const float>,
+                std::span<kv::token_id> out) const {
+      for (std::size_t k = 0; k < entries.size(); ++k) {
+        const serving::step_entry& e = plan.entries[entries[k]];
+        out[k] = synthetic_token(e.request, 0, static_cast<std::uint64_t>(e.first + e.count));
+      }
+    }
+  };
 
   const simulation_config& cfg_;
   const std::vector<serving::trace_request>& trace_;
-  Allocator blocks_;
-  serving::scheduler<Allocator> sched_;
   engine_type engine_;
+  synthetic_sampler hook_;
   serving::turn_arrivals arrivals_{trace_};
   std::vector<std::size_t> arriving_, submit_order_;
   std::unordered_map<std::size_t, double> last_token_;
   std::vector<double> itl_;
   double blocked_request_seconds_ = 0;
-  std::vector<engine::sequence> seqs_;
-  std::vector<kv::token_id> sampled_;
   simulation_result result_;
 };
 
@@ -438,10 +406,8 @@ class simulator {
 /// request that cannot work (naming what and why).
 inline simulation_result simulate(const simulation_config& config, const std::vector<serving::trace_request>& trace) {
   if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
-  return dispatch<8, 16, 32, 64, 128>("block_size", config.block_size, [&]<int B>() {
-    if (config.prefix_caching) return detail::simulator<B, kv::prefix_caching_allocator<>>(config, trace).run();
-    return detail::simulator<B, kv::free_list_allocator>(config, trace).run();
-  });
+  if (config.prefix_caching) return detail::simulator<kv::prefix_caching_allocator<>>(config, trace).run();
+  return detail::simulator<kv::free_list_allocator>(config, trace).run();
 }
 
 }  // namespace rungs::planning

@@ -2,10 +2,11 @@
 //
 // The scheduler decides, step by step, which requests run and which tokens of each are
 // computed; it owns the requests' tokens and their KV blocks (through the allocator it is
-// given), and nothing else: no clock, no model. What executes a step is the caller's: a real
-// model (through rungs::engine), or a cost model in rungs-plan simulate. The loop is
+// moved in: it owns the pool, as vLLM v1's scheduler owns its KV cache manager), and nothing
+// else: no clock, no model. What executes a step is rungs::engine::engine's (engine.hpp: the
+// serving demo and rungs-plan simulate run through it). The loop it runs is
 //
-//   scheduler<kv::prefix_caching_allocator<>> s(blocks, {.max_num_seqs = 256});
+//   scheduler s(kv::prefix_caching_allocator<>(config), {.max_num_seqs = 256});
 //   s.submit({.id = 1, .prompt = tokens, .max_output_tokens = 128, .session = chat});
 //   while (!s.idle()) {
 //     const scheduled_step& step = s.schedule();           // may preempt; may be empty
@@ -192,8 +193,9 @@ class scheduler {
   static_assert(kv::check_block_allocator<Allocator>());
 
  public:
-  /// `blocks` is used by reference and must outlive the scheduler.
-  scheduler(Allocator& blocks, scheduler_options options) : blocks_(&blocks), opts_(std::move(options)) {
+  /// The allocator is moved in: an lvalue does not compile, since a copy would diverge from
+  /// the caller's silently. Read it back through blocks().
+  scheduler(Allocator&& blocks, scheduler_options options) : blocks_(std::move(blocks)), opts_(std::move(options)) {
     opts_.validate();
   }
 
@@ -222,11 +224,11 @@ class scheduler {
                                   std::to_string(r.max_output_tokens) + "), more than max_model_len = " +
                                   std::to_string(opts_.max_model_len));
     const std::int64_t need =
-        rungs::blocks_for(opts_.reserve_max_model_len ? opts_.max_model_len : longest, blocks_->block_size());
-    if (need + watermark() > blocks_->num_blocks())
+        rungs::blocks_for(opts_.reserve_max_model_len ? opts_.max_model_len : longest, blocks_.block_size());
+    if (need + watermark() > blocks_.num_blocks())
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(need) +
                                   " KV blocks (+ watermark " + std::to_string(watermark()) + "), more than the pool's " +
-                                  std::to_string(blocks_->num_blocks()));
+                                  std::to_string(blocks_.num_blocks()));
     if (r.session != 0) sessions_[r.session].in_flight = true;
     s.max_output = r.max_output_tokens;
     s.session = r.session;
@@ -313,8 +315,8 @@ class scheduler {
   const std::vector<request_id>& running_requests() const { return running_; }
   const scheduler_stats& stats() const { return stats_; }
   const scheduler_options& options() const { return opts_; }
-  Allocator& blocks() { return *blocks_; }
-  const Allocator& blocks() const { return *blocks_; }
+  Allocator& blocks() { return blocks_; }
+  const Allocator& blocks() const { return blocks_; }
   /// A live request's tokens (history, prompt, outputs so far); empty when unknown.
   std::span<const token_id> tokens(request_id id) const {
     auto it = requests_.find(id);
@@ -347,7 +349,7 @@ class scheduler {
 
   std::int64_t watermark() const {
     if constexpr (requires(const Allocator& a) { a.config().watermark_blocks; })
-      return blocks_->config().watermark_blocks;
+      return blocks_.config().watermark_blocks;
     else
       return 0;
   }
@@ -365,7 +367,7 @@ class scheduler {
       const std::int32_t remaining = static_cast<std::int32_t>(r.tokens.size()) - r.computed;
       const std::int32_t count = std::min(remaining, budget);
       bool self_preempted = false;
-      while (blocks_->append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
+      while (blocks_.append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
         const request_id victim = running_.back();
         preempt(victim);
         if (victim == id) {
@@ -389,17 +391,17 @@ class scheduler {
       request_state& r = requests_.at(id);
       const auto all = static_cast<std::int32_t>(r.tokens.size());
       if (!opts_.chunked_prefill && all > budget) return stop(admission_stop::token_budget);  // v0: whole prompts only
-      if (opts_.reserve_max_model_len && !blocks_->can_admit(opts_.max_model_len)) return stop(admission_stop::kv_blocks);
+      if (opts_.reserve_max_model_len && !blocks_.can_admit(opts_.max_model_len)) return stop(admission_stop::kv_blocks);
       const kv::sequence_params params{.adapter_id = r.adapter_id, .cache_salt = r.cache_salt, .priority = r.priority,
                                        .admit_tokens = opts_.admit_whole_prompt ? 0 : budget};
-      const kv::result<kv::sequence_start> started = blocks_->create(std::span<const token_id>(r.tokens), params);
+      const kv::result<kv::sequence_start> started = blocks_.create(std::span<const token_id>(r.tokens), params);
       if (!started)  // first come, first served: the head waits, and so do the others
         return stop(started.error() == kv::errc::too_many_sequences ? admission_stop::max_seqs : admission_stop::kv_blocks);
       r.seq = started->id;
       r.computed = started->cached_tokens;
       const std::int32_t count = std::min(all - r.computed, budget);
-      if (blocks_->append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
-        (void)blocks_->free(*r.seq);  // create() checked the chunk fits; keep the queue intact regardless
+      if (blocks_.append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
+        (void)blocks_.free(*r.seq);  // create() checked the chunk fits; keep the queue intact regardless
         r.seq.reset();
         r.computed = 0;
         return stop(admission_stop::kv_blocks);
@@ -426,7 +428,7 @@ class scheduler {
     e.decode = count == 1 && r.computed + 1 == all && all > r.prompt_len && r.computed >= r.recompute_until;
     e.samples = r.computed + count == all;
     step_.entries.push_back(e);
-    const kv::result<std::span<const kv::block_id>> table = blocks_->block_table(*r.seq);
+    const kv::result<std::span<const kv::block_id>> table = blocks_.block_table(*r.seq);
     step_.sequences.push_back({span_of(r, count), r.computed, table ? *table : std::span<const kv::block_id>{}});
     step_.tokens += count;
     step_.sampling += e.samples;
@@ -436,7 +438,7 @@ class scheduler {
 
   void preempt(request_id id) {
     request_state& r = requests_.at(id);
-    (void)blocks_->free(*r.seq);
+    (void)blocks_.free(*r.seq);
     r.seq.reset();
     r.recompute_until = std::max(r.recompute_until, r.computed);
     r.computed = 0;
@@ -448,8 +450,8 @@ class scheduler {
   }
 
   void retire(request_id id, request_state& r) {
-    (void)blocks_->finish(*r.seq);
-    (void)blocks_->free(*r.seq);
+    (void)blocks_.finish(*r.seq);
+    (void)blocks_.free(*r.seq);
     running_.erase(std::find(running_.begin(), running_.end(), id));
     finished_request f;
     f.id = id;
@@ -473,7 +475,7 @@ class scheduler {
     step_.phase = prefill && decode ? step_phase::mixed : prefill ? step_phase::prefill : step_phase::decode;
   }
 
-  Allocator* blocks_;
+  Allocator blocks_;
   scheduler_options opts_;
   std::unordered_map<request_id, request_state> requests_;
   std::unordered_map<session_id, conversation> sessions_;

@@ -77,6 +77,8 @@ __global__ void widen_rows(const T* in, float* out, std::int64_t n) {
 
 template <model_shape Model>
 class attention_forward {
+  static_assert(rule_holds<broken_rule(Model)>,
+                "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
   static_assert(Model.dtype == kv_dtype::fp16 || Model.dtype == kv_dtype::bf16,
                 "rungs::engine::attention_forward: the paged-attention kernels store fp16 or bf16");
 

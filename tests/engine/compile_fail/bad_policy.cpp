@@ -3,6 +3,9 @@
 // lacks. One variant per RUNGS_BAD_* macro.
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/host_backend.hpp>
+#include <rungs/engine/reference_forward.hpp>
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs/ladder/ladder.hpp>
 
 #include <cstdint>
 #include <optional>
@@ -15,10 +18,7 @@ struct ladder {
   bucket at(std::size_t) const { return {.dims = {1, 0, 0}, .shape = {1, 1, 1}}; }
   std::optional<std::size_t> find(const batch_key&) const { return 0; }
 };
-struct pool {
-  std::int64_t num_blocks() const { return 1; }
-  std::int64_t block_size() const { return 16; }
-};
+using pool = rungs::kv::free_list_allocator;
 struct order_without_before {
   std::string_view name() const { return "broken"; }
 };
@@ -35,21 +35,24 @@ struct ladder_without_find {
   bucket at(std::size_t) const { return {}; }
 };
 
-constexpr model_shape m{.dtype = kv_dtype::fp16, .num_heads = 8, .num_kv_heads = 2, .head_size = 64, .block_size = 16, .num_layers = 1};
+constexpr model_shape m{.dtype = kv_dtype::bf16, .num_heads = 8, .num_kv_heads = 2, .head_size = 64, .block_size = 16, .num_layers = 1};
 constexpr model_shape bad_m{.dtype = kv_dtype::fp16, .num_heads = 8, .num_kv_heads = 3, .head_size = 64, .block_size = 16, .num_layers = 1};
 
 #if defined(RUNGS_BAD_ORDER)
-using E = engine<m, ladder, order_without_before, startup, pool, host_backend>;
+using E = engine<ladder, order_without_before, startup, pool, host_backend>;
 #elif defined(RUNGS_BAD_TIMING)
-using E = engine<m, ladder, largest_first, timing_without_idle, pool, host_backend>;
+using E = engine<ladder, largest_first, timing_without_idle, pool, host_backend>;
 #elif defined(RUNGS_BAD_ALLOCATOR)
-using E = engine<m, ladder, largest_first, startup, pool_without_size, host_backend>;
+using E = engine<ladder, largest_first, startup, pool_without_size, host_backend>;
 #elif defined(RUNGS_BAD_BUCKETS)
-using E = engine<m, ladder_without_find, largest_first, startup, pool, host_backend>;
+using E = engine<ladder_without_find, largest_first, startup, pool, host_backend>;
+#elif defined(RUNGS_BAD_LADDER)
+using E = engine<rungs::ladder, largest_first, startup, pool, host_backend>;
 #elif defined(RUNGS_BAD_MODEL)
-using E = engine<bad_m, ladder, largest_first, startup, pool, host_backend>;
+using E = reference_forward<bad_m>;  // the model fixes the forward's instantiation
 #else
-using E = engine<m, ladder, largest_first, startup, pool, host_backend>;  // the control: compiles
+using E = engine<ladder, largest_first, startup, pool, host_backend>;  // the control: compiles
+constexpr std::size_t forward_size = sizeof(reference_forward<m>);
 #endif
 
 std::size_t instantiate() { return sizeof(E); }
