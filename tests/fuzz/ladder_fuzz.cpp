@@ -19,13 +19,22 @@ rung_t any_rung(FuzzedDataProvider& in) {
 }
 
 std::optional<rungs::ladder> make_ladder(FuzzedDataProvider& in) {
-  switch (in.ConsumeIntegralInRange(0, 6)) {
+  switch (in.ConsumeIntegralInRange(0, 8)) {
     case 0: return rungs::ladder{rungs::Linear{any_rung(in), any_rung(in), any_rung(in)}};
     case 1: return rungs::ladder{rungs::Exponential{any_rung(in), any_rung(in), any_rung(in), any_rung(in)}};
     case 2: return rungs::ladder{rungs::Pow2{any_rung(in), any_rung(in)}};
     case 3: return rungs::ladder{rungs::CaptureSizes::vllm(any_rung(in))};
     case 4: return rungs::ladder{rungs::CaptureSizes::sglang(any_rung(in))};
     case 5: return rungs::ladder{rungs::CaptureSizes::trtllm(any_rung(in))};
+    case 6: {
+      const rungs::VllmCaptureSizes v{any_rung(in), any_rung(in), any_rung(in),
+                                      in.ConsumeBool() ? rungs::gpu_family::sm100 : rungs::gpu_family::sm90};
+      return rungs::ladder{v};
+    }
+    case 7:
+      return rungs::ladder{rungs::SequenceParallel{
+          rungs::SpecDecodeRounded{rungs::TokenBudget{rungs::CaptureSizes::vllm(any_rung(in)), any_rung(in)}, any_rung(in)},
+          any_rung(in)}};
     default: {
       std::vector<rung_t> list(in.ConsumeIntegralInRange<std::size_t>(0, 40));
       for (rung_t& r : list) r = any_rung(in);
