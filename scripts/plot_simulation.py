@@ -9,12 +9,11 @@ for KV blocks) and the KV cache usage, as the paged-KV blog plots them. Several 
 such row per file (the blog's N = 10, 12, 14). One file with several runs (--timing all):
 step time over the first seconds for each capture timing, and their first-request TTFT.
 
-matplotlib comes from Debian's python3-matplotlib: installed with apt-get when run as root,
-otherwise the script says so and exits with status 3 (nothing else depends on plotting).
+matplotlib comes from Debian's python3-matplotlib. Without it the script says what to install
+and exits with status 3 (nothing else depends on plotting); it never installs anything itself.
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -38,20 +37,8 @@ def need_matplotlib():
     if p and subprocess.run([p, "-c", "import matplotlib"], capture_output=True).returncode == 0:
         os.environ["RUNGS_PLOT_REEXEC"] = "1"
         os.execv(p, [p] + sys.argv)
-    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
-        print("plot_simulation.py: installing python3-matplotlib with apt-get", file=sys.stderr)
-        subprocess.run(["apt-get", "update", "-qq"], check=False)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "python3-matplotlib"], check=False)
-        try:
-            import matplotlib  # noqa: F401
-            return True
-        except ImportError:
-            pass
-        if p:
-            os.environ["RUNGS_PLOT_REEXEC"] = "1"
-            os.execv(p, [p] + sys.argv)
-    print("plot_simulation.py: matplotlib is not available (install python3-matplotlib); no plot drawn",
-          file=sys.stderr)
+    print("plot_simulation.py: matplotlib is not available; no plot drawn. Install it: "
+          "apt-get install python3-matplotlib (Debian, Ubuntu) or pip install matplotlib", file=sys.stderr)
     return False
 
 

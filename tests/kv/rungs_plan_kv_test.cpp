@@ -91,10 +91,10 @@ TEST_CASE("rungs-plan kv: bad input is one line on stderr and exit status 2") {
         "rungs-plan: error: kv: give exactly one of --kv-memory and --free-memory\n");
   CHECK(error(with(mistral, {"--kv-memory", "7XB"})) ==
         "rungs-plan: error: --kv-memory = '7XB' is not a size (bytes, or a number with B, KB, MB, "
-        "GB, TB, KiB, MiB, GiB, TiB)\n");
+        "GB, TB, KiB, MiB, GiB, TiB, K, M, G, T)\n");
   CHECK(error(with(mistral, {"--kv-memory", "-7GiB"})) ==
         "rungs-plan: error: --kv-memory = '-7GiB' is not a size (bytes, or a number with B, KB, "
-        "MB, GB, TB, KiB, MiB, GiB, TiB)\n");
+        "MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G, T)\n");
   CHECK(error(with(mistral, {"--kv-memory", "0GiB"})) ==
         "rungs-plan: error: --kv-memory = '0GiB' must be positive\n");
   CHECK(error({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype", "int4",

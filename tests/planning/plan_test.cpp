@@ -34,7 +34,7 @@ TEST_CASE("rungs-plan fit: the exact ladder over a values file, and the comparis
   CHECK(r.out.find("explicit 2,5,8\n") != std::string::npos);
   const result j = plan({"fit", "--trace", steps, "--rungs", "3", "--json"});
   CHECK(j.out.starts_with("{\"values\": 8, \"distinct\": 5, \"max\": 8, \"fitted\": {\"rungs\": [2, 5, 8], \"count\": 3, "
-                          "\"padded_fraction\": 0.075000"));
+                          "\"padded_fraction\": 0.075"));
 }
 
 TEST_CASE("rungs-plan fit writes a bucket file the bucket-file reader and the LADDER parser take back") {
@@ -98,7 +98,7 @@ TEST_CASE("rungs-plan simulate and fit: bad input is one line naming the flag an
               "--timing = 'soon' is not one of startup, delayed, lazy, idle, all");
   check_usage(plan({"simulate", "--chat", "2", "--block-size", "24"}), "--block-size = 24 is not one of 8, 16, 32, 64, 128");
   check_usage(plan({"simulate", "--chat", "2", "--kv-memory", "7X"}),
-              "--kv-memory = '7X' is not a size (an integer with an optional K, M, G, KiB, MiB or GiB suffix)");
+              "--kv-memory = '7X' is not a size (bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G, T)");
   check_usage(plan({"simulate", "--turns", "3"}),
               "--turns, --prompt-tokens, --output-tokens, --jitter, --think, --interval and --seed describe --chat's "
               "workload: add --chat N");

@@ -20,15 +20,18 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
+#include "json_line.hpp"
 #include "planning_args.hpp"
 
 namespace rungs::plan {
 namespace {
+using cli::json;
 
 struct fit_args {
   simulation_args sim;
@@ -37,30 +40,23 @@ struct fit_args {
   bool explicit_list = false, json = false;
 };
 
-fit_args parse(args_t args) {
-  fit_args a;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view f = args[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= args.size()) throw usage_error(std::string(f) + " needs a value");
-      return args[++i];
-    };
-    if (f == "--rungs") a.rungs = parse_positive(f, value());
-    else if (f == "--graph-memory") a.graph_memory = parse_bytes(f, value());
-    else if (f == "--top") a.top = parse_positive(f, value());
-    else if (f == "--write-bucket-file") a.bucket_file = std::string(value());
-    else if (f == "--explicit") a.explicit_list = true;
-    else if (f == "--json") a.json = true;
-    else if (!parse_simulation_flag(args, i, a.sim))
-      throw usage_error("unknown option '" + std::string(f) + "' (fit needs --trace FILE or --chat N, and --rungs K or "
-                        "--graph-memory BYTES)");
-  }
+void add_options(CLI::App& app, fit_args& a) {
+  cli::option(app, "--rungs K", a.rungs, cli::positive, "fit K rungs (or grid buckets)")->group("Fit");
+  cli::option(app, "--graph-memory BYTES", a.graph_memory, cli::size, "fit as many rungs as this graph memory holds")
+      ->group("Fit");
+  cli::option(app, "--top N", a.top, cli::positive, "the top rung (default: the largest value)")->group("Fit");
+  cli::text(app, "--write-bucket-file F", a.bucket_file, "write the fitted ladder or grid as a bucket file")->group("Fit");
+  cli::flag(app, "--explicit", a.explicit_list, "print the fit as an `explicit R1,R2,...` LADDER")->group("Fit");
+  cli::flag(app, "--json", a.json, "print the fit as JSON")->group("Fit");
+  add_simulation_options(app, a.sim, false);
+}
+
+void check(const fit_args& a) {
   if (a.rungs.has_value() == a.graph_memory.has_value())
     throw usage_error("fit needs exactly one budget: --rungs K or --graph-memory BYTES");
   if (a.rungs && *a.rungs > static_cast<std::int64_t>(max_rungs))
     throw usage_error("--rungs = " + std::to_string(*a.rungs) + " must be at most 65536");
   if (!a.sim.trace && !a.sim.chat) throw usage_error("fit needs values: --trace FILE (values or a workload) or --chat N");
-  return a;
 }
 
 // The observed values: a file of values (1-D or [bs, seq] pairs), or a simulated workload's
@@ -117,7 +113,7 @@ observed read_values(const std::string& path) {
   return o;
 }
 
-observed simulate_values(const fit_args& a) {
+observed simulate_values(fit_args& a) {
   check_simulation_args(a.sim);
   planning::simulation_config c = a.sim.config;
   c.timing = timing_policy(a.sim, a.sim.timing == "all" ? "startup" : a.sim.timing);
@@ -190,17 +186,24 @@ int fit_1d(const fit_args& a, const observed& o, std::ostream& out) {
 
   if (a.json) {
     auto ladder_json = [&](const std::vector<rung_t>& r, const planning::ladder_cost& c) {
-      return "{\"rungs\": [" + join(r, ", ") + "], \"count\": " + std::to_string(r.size()) +
-             ", \"padded_fraction\": " + fixed(c.padded_fraction(), 6) + ", \"eager\": " + std::to_string(c.eager) +
-             ", \"capture_seconds\": " + fixed(cost.capture_time(r), 3) +
-             ", \"graph_bytes\": " + std::to_string(cost.graph_memory(r)) + "}";
+      return json{{"rungs", r},
+                  {"count", r.size()},
+                  {"padded_fraction", json::parse(fixed(c.padded_fraction(), 6))},
+                  {"eager", c.eager},
+                  {"capture_seconds", json::parse(fixed(cost.capture_time(r), 3))},
+                  {"graph_bytes", cost.graph_memory(r)}};
     };
-    out << "{\"values\": " << o.one.total() << ", \"distinct\": " << o.one.distinct() << ", \"max\": " << v.back().value
-        << ", \"fitted\": " << ladder_json(f.rungs, f.cost) << ", \"compared\": [";
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      out << (i ? ", " : "") << "{\"ladder\": \"" << rows[i].name << "\", \"preset\": " << ladder_json(rows[i].rungs, rows[i].cost)
-          << ", \"fitted_same_rungs\": " << ladder_json(rows[i].fitted.rungs, rows[i].fitted.cost) << "}";
-    out << "], \"fewest_rungs_matching_vllm\": " << ladder_json(fewest.rungs, fewest.cost) << "}\n";
+    json others = json::array();
+    for (const compared& r : rows)
+      others.push_back({{"ladder", r.name},
+                          {"preset", ladder_json(r.rungs, r.cost)},
+                          {"fitted_same_rungs", ladder_json(r.fitted.rungs, r.fitted.cost)}});
+    cli::write_json_line(out, json{{"values", o.one.total()},
+                                   {"distinct", o.one.distinct()},
+                                   {"max", v.back().value},
+                                   {"fitted", ladder_json(f.rungs, f.cost)},
+                                   {"compared", std::move(others)},
+                                   {"fewest_rungs_matching_vllm", ladder_json(fewest.rungs, fewest.cost)}});
   } else {
     out << "fit: " << o.source << ": " << o.one.total() << " values, " << o.one.distinct() << " distinct, max "
         << v.back().value << "\n";
@@ -243,11 +246,14 @@ int fit_2d(const fit_args& a, const observed& o, std::ostream& out) {
   const planning::ladder_cost gaudi = planning::evaluate_grid(lb, ls, o.two);
   const planning::fitted_grid same = planning::fit_grid(o.two, lb.size() * ls.size());
   if (a.json) {
-    out << "{\"values\": " << o.two.size() << ", \"fitted\": {\"bs\": [" << join(g.bs, ", ") << "], \"seq\": ["
-        << join(g.seq, ", ") << "], \"buckets\": " << g.buckets() << ", \"padded_fraction\": " << fixed(g.padded_fraction(), 6)
-        << ", \"exact\": " << (g.exact ? "true" : "false") << "}, \"gaudi_linear\": {\"buckets\": " << lb.size() * ls.size()
-        << ", \"padded_fraction\": " << fixed(gaudi.padded_fraction(), 6) << ", \"fitted_same_buckets\": "
-        << fixed(same.padded_fraction(), 6) << "}}\n";
+    const json padded = json::parse(fixed(g.padded_fraction(), 6));
+    cli::write_json_line(
+        out, json{{"values", o.two.size()},
+                  {"fitted", {{"bs", g.bs}, {"seq", g.seq}, {"buckets", g.buckets()}, {"padded_fraction", padded},
+                              {"exact", g.exact}}},
+                  {"gaudi_linear", {{"buckets", lb.size() * ls.size()},
+                                    {"padded_fraction", json::parse(fixed(gaudi.padded_fraction(), 6))},
+                                    {"fitted_same_buckets", json::parse(fixed(same.padded_fraction(), 6))}}}});
   } else {
     out << "fit: " << o.source << ": " << o.two.size() << " [bs, seq] values\n";
     out << "fitted grid (" << g.bs.size() << " x " << g.seq.size() << " = " << g.buckets() << " buckets, "
@@ -269,16 +275,25 @@ int fit_2d(const fit_args& a, const observed& o, std::ostream& out) {
   return 0;
 }
 
-int fit(args_t args, std::ostream& out, std::ostream&) {
-  const fit_args a = parse(args);
-  observed o = a.sim.trace && is_values_file(*a.sim.trace) ? read_values(*a.sim.trace) : simulate_values(a);
-  if (a.sim.trace && is_values_file(*a.sim.trace) && (a.sim.chat || a.sim.timing != "startup"))
+int fit(fit_args& a, std::ostream& out) {
+  check(a);
+  const bool values = a.sim.trace && is_values_file(*a.sim.trace);
+  if (values && (a.sim.chat || a.sim.timing != "startup"))
     throw usage_error("--trace " + *a.sim.trace + " holds values: the simulation options do not apply");
+  const observed o = values ? read_values(*a.sim.trace) : simulate_values(a);
   return o.grid ? fit_2d(a, o, out) : fit_1d(a, o, out);
+}
+
+action define(CLI::App& app) {
+  auto a = std::make_shared<fit_args>();
+  add_options(app, *a);
+  return [a](std::ostream& out, std::ostream&) { return fit(*a, out); };
 }
 
 const registration reg{{"fit", "fit (--trace FILE | --chat N ...) (--rungs K | --graph-memory BYTES) [--top N] "
                                "[--write-bucket-file F] [--explicit] [--json]",
-                        fit}};
+                        "The ladder minimising padded work over observed step sizes, compared with the serving "
+                        "engines' ladders.",
+                        define}};
 }  // namespace
 }  // namespace rungs::plan

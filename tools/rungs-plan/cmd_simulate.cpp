@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
+#include "json_line.hpp"
 #include "planning_args.hpp"
 
 #ifndef RUNGS_PLOT_SCRIPT
@@ -29,6 +31,7 @@
 
 namespace rungs::plan {
 namespace {
+using cli::json;
 
 struct simulate_args {
   simulation_args sim;
@@ -37,25 +40,17 @@ struct simulate_args {
   std::size_t first = 10;
 };
 
-simulate_args parse(args_t args) {
-  simulate_args a;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (parse_simulation_flag(args, i, a.sim)) continue;
-    const std::string_view f = args[i];
-    auto value = [&]() -> std::string_view {
-      if (i + 1 >= args.size()) throw usage_error(std::string(f) + " needs a value");
-      return args[++i];
-    };
-    if (f == "--json") a.json = true;
-    else if (f == "--plot") a.plot = std::string(value());
-    else if (f == "--write-steps") a.write_steps = std::string(value());
-    else if (f == "--first") a.first = static_cast<std::size_t>(parse_positive(f, value()));
-    else throw usage_error("unknown option '" + std::string(f) + "' (" + std::string(simulation_flags_help) + ")");
-  }
-  check_simulation_args(a.sim);
-  if (!a.plot.empty() && !a.plot.ends_with(".png")) throw usage_error("--plot = '" + a.plot + "' must name a .png file");
-  a.sim.config.first_requests = a.first;
-  return a;
+void add_options(CLI::App& app, simulate_args& a) {
+  add_simulation_options(app, a.sim);
+  cli::flag(app, "--json", a.json, "print the report as one JSON object")->group("Output");
+  cli::option(app, "--plot FILE.png", a.plot, [](std::string_view f, std::string_view v) {
+        if (!v.ends_with(".png")) throw usage_error(std::string(f) + " = '" + std::string(v) + "' must name a .png file");
+        return std::string(v);
+      }, "draw the runs with scripts/plot_simulation.py (FILE.json beside it)")->group("Output");
+  cli::text(app, "--write-steps FILE", a.write_steps, "the tokens of every step, one per line")->group("Output");
+  cli::option(app, "--first N", a.first, [](std::string_view f, std::string_view v) {
+        return static_cast<std::size_t>(cli::positive(f, v));
+      }, "report the mean TTFT of the first N requests (default 10)")->group("Output");
 }
 
 std::string fixed(double v, int digits) {
@@ -77,7 +72,13 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
   std::vector<row> rows;
   auto add = [&](std::string name, std::string key, auto f) {
     row r{std::move(name), std::move(key), {}};
-    for (const planning::simulation_result& s : runs) r.values.push_back(f(s));
+    for (const planning::simulation_result& s : runs) {
+      r.values.push_back(f(s));
+      // Every value is printed as a JSON number too: refuse what is not one (inf, nan).
+      if (!json::accept(r.values.back()))
+        throw usage_error("simulate: " + r.name + " = " + r.values.back() +
+                          " is not a finite number: the cost model's values are too large");
+    }
     rows.push_back(std::move(r));
   };
   using R = const planning::simulation_result&;
@@ -144,47 +145,38 @@ void print_table(std::ostream& out, const std::vector<std::string>& timings, con
   }
 }
 
-std::string json_string(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) o += c == '"' || c == '\\' ? std::string("\\") + c : std::string(1, c);
-  return o + "\"";
-}
+// A value as the table prints it, as a JSON number.
+json number(const std::string& text) { return json::parse(text); }
 
 // The runs as JSON; with `steps`, each run's step series (at most ~2000 points: every k-th).
 void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
                 const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps) {
-  out << "{\"workload\": " << json_string(description) << ", \"kv_blocks\": " << runs.front().num_blocks << ", \"runs\": [";
+  json all = {{"workload", description}, {"kv_blocks", runs.front().num_blocks}, {"runs", json::array()}};
   for (std::size_t k = 0; k < runs.size(); ++k) {
-    out << (k ? ", " : "") << "{\"timing\": " << json_string(timings[k]);
-    for (const row& r : rows) out << ", \"" << r.key << "\": " << r.values[k];
+    json run = {{"timing", timings[k]}};
+    for (const row& r : rows) run[r.key] = number(r.values[k]);
     if (steps) {
       const planning::simulation_result& s = runs[k];
       const std::size_t every = s.steps.size() / 2000 + 1;
-      out << ", \"steps\": {\"start\": [";
-      auto series = [&](auto f) {
-        for (std::size_t i = 0; i < s.steps.size(); i += every) out << (i ? ", " : "") << f(s.steps[i]);
-      };
       using S = const planning::step_record&;
-      series([](S x) { return fixed(x.start, 4); });
-      out << "], \"seconds\": [";
-      series([](S x) { return fixed(x.seconds, 5); });
-      out << "], \"tokens\": [";
-      series([](S x) { return x.tokens; });
-      out << "], \"running\": [";
-      series([](S x) { return x.running; });
-      out << "], \"waiting\": [";
-      series([](S x) { return x.waiting; });
-      out << "], \"waiting_for_blocks\": [";
-      series([](S x) { return x.waiting_for_blocks; });
-      out << "], \"kv_usage\": [";
-      series([&](S x) { return fixed(static_cast<double>(x.live_blocks) / s.num_blocks, 4); });
-      out << "], \"replay\": [";
-      series([](S x) { return x.replay ? 1 : 0; });
-      out << "]}";
+      auto series = [&](auto f) {
+        json a = json::array();
+        for (std::size_t i = 0; i < s.steps.size(); i += every) a.push_back(f(s.steps[i]));
+        return a;
+      };
+      run["steps"] = {
+          {"start", series([](S x) { return number(fixed(x.start, 4)); })},
+          {"seconds", series([](S x) { return number(fixed(x.seconds, 5)); })},
+          {"tokens", series([](S x) { return x.tokens; })},
+          {"running", series([](S x) { return x.running; })},
+          {"waiting", series([](S x) { return x.waiting; })},
+          {"waiting_for_blocks", series([](S x) { return x.waiting_for_blocks; })},
+          {"kv_usage", series([&](S x) { return number(fixed(static_cast<double>(x.live_blocks) / s.num_blocks, 4)); })},
+          {"replay", series([](S x) { return x.replay ? 1 : 0; })}};
     }
-    out << "}";
+    all["runs"].push_back(std::move(run));
   }
-  out << "]}\n";
+  cli::write_json_line(out, all);
 }
 
 std::string plot_script() {
@@ -194,8 +186,9 @@ std::string plot_script() {
   return {};
 }
 
-int simulate(args_t args, std::ostream& out, std::ostream& err) {
-  const simulate_args a = parse(args);
+int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
+  check_simulation_args(a.sim);
+  a.sim.config.first_requests = a.first;
   const std::vector<serving::trace_request> trace = load_workload(a.sim);
   std::vector<std::string> timings;
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
@@ -243,8 +236,16 @@ int simulate(args_t args, std::ostream& out, std::ostream& err) {
   return 0;
 }
 
+action define(CLI::App& app) {
+  auto a = std::make_shared<simulate_args>();
+  add_options(app, *a);
+  return [a](std::ostream& out, std::ostream& err) { return simulate(*a, out, err); };
+}
+
 const registration reg{{"simulate", "simulate (--trace FILE | --chat N) [--timing startup|delayed|lazy|idle|all] "
-                                    "[--ladder LADDER] [--json] [--plot FILE.png] [--write-steps FILE] [more: see docs/planning.md]",
-                        simulate}};
+                                    "[--ladder LADDER] [--json] [--plot FILE.png] [--write-steps FILE] [more: see --help]",
+                        "Replays a workload through the scheduler, the KV allocator and the engine's capture policies "
+                        "with the cost model.",
+                        define}};
 }  // namespace
 }  // namespace rungs::plan

@@ -13,17 +13,19 @@
 #include <cstdint>
 #include <functional>
 #include <iomanip>
-#include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
+#include "json_line.hpp"
 #include "ladder_args.hpp"
 
 namespace rungs::plan {
 namespace {
+using cli::json;
 using namespace rungs::engine;
 
 
@@ -35,20 +37,29 @@ std::string list(const std::vector<std::int64_t>& v) {
 }
 
 std::vector<std::int64_t> parse_list(std::string_view what, std::string_view text, bool positive) {
-  std::vector<std::int64_t> out;
   if (text.empty()) throw usage_error(std::string(what) + " is empty; expected N,N,...");
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = text.find(',', start);
-    std::string_view item = text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    long long v = parse_integer(what, item);
+  std::vector<std::int64_t> out;
+  for (std::string_view item : cli::split(text)) {
+    const std::int64_t v = parse_integer(what, item);
     if (positive && v <= 0) throw usage_error(std::string(what) + ": " + std::to_string(v) + " must be positive");
     if (!positive && v < 0) throw usage_error(std::string(what) + ": " + std::to_string(v) + " must not be negative");
     out.push_back(v);
-    if (comma == std::string_view::npos) break;
-    start = comma + 1;
   }
   return out;
+}
+
+std::string one_of(std::string_view flag, std::string_view v, std::initializer_list<std::string_view> names) {
+  std::vector<std::pair<std::string_view, std::string>> pairs;
+  for (std::string_view n : names) pairs.emplace_back(n, n);
+  return cli::choice(flag, v, pairs);
+}
+
+graph_cost parse_graph_cost(std::string_view flag, std::string_view v) {
+  const std::size_t colon = v.find(':');
+  if (colon == std::string_view::npos)
+    throw usage_error(std::string(flag) + " = '" + std::string(v) + "' must be BASE:PER_TOKEN (bytes)");
+  return graph_cost{.base = cli::size("--graph-cost BASE", v.substr(0, colon)),
+                    .per_unit = cli::size("--graph-cost PER_TOKEN", v.substr(colon + 1))};
 }
 
 struct timeline_args {
@@ -56,63 +67,20 @@ struct timeline_args {
   std::optional<std::int64_t> budget;
   std::optional<graph_cost> cost;
   std::vector<std::int64_t> idle_after, batches;
-  bool json = false;
-  args_t ladder;
+  bool have_batches = false, json = false;
+  std::vector<std::string> ladder;
 };
 
-timeline_args parse(args_t args) {
-  timeline_args a;
-  bool have_batches = false;
-  std::size_t i = 0;
-  auto value = [&](std::string_view flag) {
-    if (i + 1 >= args.size()) throw usage_error(std::string(flag) + " needs a value");
-    return args[++i];
-  };
-  for (; i < args.size() && args[i].starts_with("--"); ++i) {
-    std::string_view f = args[i];
-    if (f == "--timing") {
-      a.timing = value(f);
-      if (a.timing != "startup" && a.timing != "delayed" && a.timing != "lazy" && a.timing != "idle")
-        throw usage_error("--timing = '" + a.timing + "' is not one of startup, delayed, lazy, idle");
-    } else if (f == "--order") {
-      a.order = value(f);
-      if (a.order != "largest-first" && a.order != "max-bs" && a.order != "min-tokens")
-        throw usage_error("--order = '" + a.order + "' is not one of largest-first, max-bs, min-tokens");
-    } else if (f == "--budget") {
-      long long b = parse_integer("--budget", value(f));
-      if (b < 0) throw usage_error("--budget = " + std::to_string(b) + " must not be negative");
-      a.budget = b;
-    } else if (f == "--graph-cost") {
-      std::string_view v = value(f);
-      std::size_t colon = v.find(':');
-      if (colon == std::string_view::npos)
-        throw usage_error("--graph-cost = '" + std::string(v) + "' must be BASE:PER_TOKEN (bytes)");
-      long long base = parse_integer("--graph-cost BASE", v.substr(0, colon));
-      long long per = parse_integer("--graph-cost PER_TOKEN", v.substr(colon + 1));
-      if (base < 0 || per < 0) throw usage_error("--graph-cost = '" + std::string(v) + "' must not be negative");
-      a.cost = graph_cost{.base = base, .per_unit = per};
-    } else if (f == "--idle-after") {
-      a.idle_after = parse_list("--idle-after", value(f), false);
-    } else if (f == "--batches") {
-      a.batches = parse_list("--batches", value(f), true);
-      have_batches = true;
-    } else if (f == "--json") {
-      a.json = true;
-    } else {
-      throw usage_error("unknown option '" + std::string(f) + "'");
-    }
-  }
+void check(const timeline_args& a) {
   if (a.timing.empty()) throw usage_error("--timing startup|delayed|lazy|idle is required");
-  if (!have_batches) throw usage_error("--batches N,N,... is required");
+  if (!a.have_batches) throw usage_error("--batches N,N,... is required");
   if (a.budget.has_value() != a.cost.has_value())
     throw usage_error("--budget and --graph-cost go together: the budget is checked against each graph's cost");
   for (std::int64_t s : a.idle_after)
     if (s >= static_cast<std::int64_t>(a.batches.size()))
       throw usage_error("--idle-after: step " + std::to_string(s) + " is past the last step (" +
                         std::to_string(a.batches.size() - 1) + ")");
-  if (i == args.size()) throw usage_error("expected a LADDER after the options");
-  a.ladder = args.subspan(i);
-  return a;
+  if (a.ladder.empty()) throw usage_error("expected a LADDER after the options");
 }
 
 // What the timeline shows, step by step.
@@ -196,24 +164,22 @@ timeline with_order(const timeline_args& a, const rungs::ladder& l, Timing timin
   return simulate(a, l, largest_first{}, timing);
 }
 
-void print_json(std::ostream& out, const timeline_args& a, const timeline& t) {
-  out << "{\"startup\": " << list(t.startup) << ", \"steps\": [";
-  for (std::size_t i = 0; i < t.steps.size(); ++i) {
-    const step_row& s = t.steps[i];
-    out << (i ? ", " : "") << "{\"batch\": " << s.batch << ", \"rung\": ";
-    if (s.rung) out << *s.rung;
-    else out << "\"eager\"";
-    out << ", \"captured\": " << list(s.captured) << ", \"run\": \"" << to_string(s.run) << "\"";
-    if (s.idle_signal) out << ", \"idle\": " << list(s.idle);
-    out << "}";
+void print_json(std::ostream& out, const timeline& t) {
+  json steps = json::array();
+  for (const step_row& s : t.steps) {
+    json row = {{"batch", s.batch}};
+    row["rung"] = s.rung ? json(*s.rung) : json("eager");
+    row["captured"] = s.captured;
+    row["run"] = to_string(s.run);
+    if (s.idle_signal) row["idle"] = s.idle;
+    steps.push_back(std::move(row));
   }
-  out << "]}\n";
-  (void)a;
+  cli::write_json_line(out, json{{"startup", t.startup}, {"steps", std::move(steps)}});
 }
 
 void print_table(std::ostream& out, const timeline_args& a, const timeline& t) {
   std::string words;
-  for (std::string_view w : a.ladder) words += (words.empty() ? "" : " ") + std::string(w);
+  for (const std::string& w : a.ladder) words += (words.empty() ? "" : " ") + w;
   out << "timeline: timing " << a.timing << ", order " << a.order << ", " << t.rungs << " rungs (" << words << ")";
   if (a.budget) out << ", budget " << *a.budget << " bytes at " << a.cost->base << " + " << a.cost->per_unit << "/token";
   out << "\n";
@@ -240,23 +206,48 @@ void print_table(std::ostream& out, const timeline_args& a, const timeline& t) {
   out << "\n";
 }
 
-int timeline_cmd(args_t args, std::ostream& out, std::ostream&) {
-  timeline_args a = parse(args);
+int run_timeline(const timeline_args& a, std::ostream& out) {
+  check(a);
   rungs::ladder l = parse_ladder(a.ladder);
   timeline t;
   if (a.timing == "startup") t = with_order(a, l, startup{});
   else if (a.timing == "delayed") t = with_order(a, l, delayed{});
   else if (a.timing == "lazy") t = with_order(a, l, lazy{});
   else t = with_order(a, l, idle{});
-  if (a.json) print_json(out, a, t);
+  if (a.json) print_json(out, t);
   else print_table(out, a, t);
   return 0;
+}
+
+action define(CLI::App& app) {
+  auto a = std::make_shared<timeline_args>();
+  cli::option(app, "--timing startup|delayed|lazy|idle", a->timing,
+              [](std::string_view f, std::string_view v) { return one_of(f, v, {"startup", "delayed", "lazy", "idle"}); },
+              "when graphs are captured (required)");
+  cli::option(app, "--order largest-first|max-bs|min-tokens", a->order,
+              [](std::string_view f, std::string_view v) { return one_of(f, v, {"largest-first", "max-bs", "min-tokens"}); },
+              "the capture order (default largest-first)");
+  cli::option(app, "--budget BYTES", a->budget, cli::size,
+              "graph memory budget (" + std::string(cli::size_syntax) + "); needs --graph-cost");
+  cli::option(app, "--graph-cost BASE:PER_TOKEN", a->cost, parse_graph_cost, "each graph's memory: BASE + PER_TOKEN x rung");
+  cli::option(app, "--idle-after LIST", a->idle_after,
+              [](std::string_view f, std::string_view v) { return parse_list(f, v, false); },
+              "steps after which the engine is told it is idle (one capture per mention)");
+  cli::option(app, "--batches N,N,...", a->batches,
+              [a](std::string_view f, std::string_view v) {
+                a->have_batches = true;
+                return parse_list(f, v, true);
+              },
+              "the batch size of every step (required)");
+  cli::flag(app, "--json", a->json, "print the timeline as JSON");
+  ladder_words(app, a->ladder);
+  return [a](std::ostream& out, std::ostream&) { return run_timeline(*a, out); };
 }
 
 const registration reg{{"timeline",
                         "timeline --timing startup|delayed|lazy|idle [--order largest-first|max-bs|min-tokens] "
                         "[--budget BYTES --graph-cost BASE:PER_TOKEN] [--idle-after LIST] --batches N,N,... [--json] "
                         "LADDER",
-                        timeline_cmd}};
+                        "Which graphs the engine captures when, for a scripted batch sequence.", define}};
 }  // namespace
 }  // namespace rungs::plan

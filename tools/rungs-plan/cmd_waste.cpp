@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,32 +45,32 @@ padding_tally tally_trace(const ladder& l, const std::string& path) {
   return t;
 }
 
-int waste(args_t args, std::ostream& out, std::ostream&) {
-  std::vector<std::string_view> words;
+struct waste_args {
+  std::vector<std::string> ladder;
   std::string trace;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--trace") {
-      if (i + 1 == args.size()) throw usage_error("--trace needs a FILE");
-      if (!trace.empty()) throw usage_error("--trace given twice");
-      trace = std::string(args[++i]);
-    } else {
-      words.push_back(args[i]);
-    }
-  }
-  if (trace.empty()) throw usage_error("waste needs --trace FILE");
-  const ladder l = parse_ladder(words);
-  const padding_tally t = tally_trace(l, trace);
-  char wasted[32];
-  std::snprintf(wasted, sizeof wasted, "%.1f%%", 100.0 * t.wasted_fraction());
-  out << "ladder: " << l.size() << (l.size() == 1 ? " rung, " : " rungs, ") << l.front() << " to " << l.top() << "\n"
-      << "batches: " << t.batches << "\n"
-      << "eager: " << t.eager << "\n"
-      << "real rows: " << t.real << "\n"
-      << "padded rows: " << t.padding << "\n"
-      << "wasted: " << wasted << "\n"
-      << "eager rows: " << t.eager_real << "\n";
-  return 0;
+};
+
+action define(CLI::App& app) {
+  auto a = std::make_shared<waste_args>();
+  ladder_words(app, a->ladder);
+  cli::text(app, "--trace FILE", a->trace, "batch sizes, one per line ('#' starts a comment)");
+  return [a](std::ostream& out, std::ostream&) {
+    if (a->trace.empty()) throw usage_error("waste needs --trace FILE");
+    const ladder l = parse_ladder(a->ladder);
+    const padding_tally t = tally_trace(l, a->trace);
+    char wasted[32];
+    std::snprintf(wasted, sizeof wasted, "%.1f%%", 100.0 * t.wasted_fraction());
+    out << "ladder: " << l.size() << (l.size() == 1 ? " rung, " : " rungs, ") << l.front() << " to " << l.top() << "\n"
+        << "batches: " << t.batches << "\n"
+        << "eager: " << t.eager << "\n"
+        << "real rows: " << t.real << "\n"
+        << "padded rows: " << t.padding << "\n"
+        << "wasted: " << wasted << "\n"
+        << "eager rows: " << t.eager_real << "\n";
+    return 0;
+  };
 }
-const registration reg{{"waste", "waste LADDER --trace FILE", waste}};
+const registration reg{{"waste", "waste LADDER --trace FILE", "Padding of a ladder over a trace of batch sizes.", define,
+                        {.needs_value = "{} needs a FILE"}}};
 }  // namespace
 }  // namespace rungs::plan

@@ -1,8 +1,7 @@
-// rungs-plan's driver: the registry, help and the error convention (one line, exit 2).
+// rungs-plan's driver: the registry, help, --version and the error convention (one line, exit 2).
 #include "command.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <exception>
 
 namespace rungs::plan {
@@ -13,7 +12,9 @@ std::vector<command>& registry() {
 }
 
 void print_help(std::ostream& out) {
-  out << "usage: rungs-plan COMMAND [ARGS...]\n\ncommands:\n";
+  out << "usage: rungs-plan COMMAND [ARGS...]\n"
+         "       rungs-plan COMMAND --help     the command's options\n"
+         "       rungs-plan --version\n\ncommands:\n";
   for (const command& c : commands()) out << "  rungs-plan " << c.synopsis << "\n";
 }
 }  // namespace
@@ -32,14 +33,18 @@ int run(args_t args, std::ostream& out, std::ostream& err) {
     print_help(args.empty() ? err : out);
     return args.empty() ? 2 : 0;
   }
+  const std::string_view name = args[0] == "--version" ? "version" : args[0];  // the two spellings
   for (const command& c : registry()) {
-    if (c.name != args[0]) continue;
+    if (c.name != name) continue;
     try {
-      return c.run(args.subspan(1), out, err);
-    } catch (const usage_error& e) {
-      err << "rungs-plan: error: " << e.what() << "\n";
-      return 2;
-    } catch (const std::invalid_argument& e) {  // rungs' configuration errors
+      CLI::App app(std::string(c.summary), "rungs-plan " + std::string(c.name));
+      const action act = c.define(app);
+      if (!cli::parse(app, args.subspan(1), c.messages)) {
+        out << app.help();
+        return 0;
+      }
+      return act(out, err);
+    } catch (const std::invalid_argument& e) {  // usage_error, and rungs' configuration errors
       err << "rungs-plan: error: " << e.what() << "\n";
       return 2;
     } catch (const std::exception& e) {
@@ -49,22 +54,6 @@ int run(args_t args, std::ostream& out, std::ostream& err) {
   }
   err << "rungs-plan: error: unknown command '" << args[0] << "' (try 'rungs-plan --help')\n";
   return 2;
-}
-
-long long parse_integer(std::string_view what, std::string_view text) {
-  long long v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range)
-    throw usage_error(std::string(what) + " = '" + std::string(text) + "' is out of range");
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    throw usage_error(std::string(what) + " = '" + std::string(text) + "' is not an integer");
-  return v;
-}
-
-long long parse_positive(std::string_view what, std::string_view text) {
-  long long v = parse_integer(what, text);
-  if (v <= 0) throw usage_error(std::string(what) + " = " + std::to_string(v) + " must be positive");
-  return v;
 }
 
 }  // namespace rungs::plan

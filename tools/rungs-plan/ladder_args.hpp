@@ -112,6 +112,17 @@ inline ladder parse_ladder(args_t words) {
   return l;
 }
 
+/// Parses the LADDER words of a positional argument or of --ladder; all of them.
+inline ladder parse_ladder(const std::vector<std::string>& words) {
+  const std::vector<std::string_view> views(words.begin(), words.end());
+  return parse_ladder(args_t(views));
+}
+
+/// Adds the positional LADDER words to a command.
+inline CLI::Option* ladder_words(CLI::App& app, std::vector<std::string>& words) {
+  return cli::words(app, "LADDER", words, std::string(ladder_synopsis.substr(9)));
+}
+
 /// The rungs on one line, separated by single spaces.
 inline void print_rungs(std::ostream& out, const ladder& l) {
   for (std::size_t i = 0; i < l.size(); ++i) out << (i ? " " : "") << l[i];

@@ -1,14 +1,13 @@
 // The options rungs-plan simulate and fit share: the workload (--trace FILE or the blog's
 // --chat N), the KV geometry and scheduler, the ladder and capture timing, the cost model.
-// Every bad value is a usage_error naming the flag and the rule.
+// Every bad value is a usage_error naming the flag and the rule; `rungs-plan simulate --help`
+// lists them by group.
 #pragma once
 
 #include <rungs/kv/capacity.hpp>
 #include <rungs/planning/simulate.hpp>
 #include <rungs/serving/workload.hpp>
 
-#include <charconv>
-#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,56 +19,11 @@
 
 namespace rungs::plan {
 
-inline constexpr std::string_view simulation_flags_help =
-    "workload: --trace FILE | --chat N [--turns T] [--prompt-tokens P] [--output-tokens O] [--jitter F] [--think S] "
-    "[--interval S] [--seed N]; KV: [--kv-memory BYTES] [--block-size N] [--layers N] [--kv-heads N] [--head-dim N] "
-    "[--dtype fp16|bf16|fp8|fp32] [--watermark F] [--prefix-caching]; scheduler: [--max-num-seqs N] "
-    "[--max-num-batched-tokens N] [--max-model-len N] [--no-chunked-prefill] [--reserve-max-model-len] [--admit-first-chunk]; graphs: "
-    "[--ladder LADDER...] [--timing startup|delayed|lazy|idle] [--largest-at-startup] [--eager-uses N] "
-    "[--graph-memory BYTES]; cost: [--step-cost WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S] "
-    "[--capture-cost S,PER_TOKEN_S] [--graph-cost BYTES,PER_TOKEN_BYTES]";
-
-/// A size in bytes: an integer with an optional K, M, G, KiB, MiB or GiB suffix (powers of 1024).
-inline std::int64_t parse_bytes(std::string_view flag, std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  const std::string_view unit = text.substr(digits);
-  int shift = -1;
-  if (unit.empty() || unit == "B") shift = 0;
-  else if (unit == "K" || unit == "KiB") shift = 10;
-  else if (unit == "M" || unit == "MiB") shift = 20;
-  else if (unit == "G" || unit == "GiB") shift = 30;
-  if (digits == 0 || shift < 0)
-    throw usage_error(std::string(flag) + " = '" + std::string(text) +
-                      "' is not a size (an integer with an optional K, M, G, KiB, MiB or GiB suffix)");
-  const long long v = parse_integer(flag, text.substr(0, digits));
-  if (v > (INT64_MAX >> shift)) throw usage_error(std::string(flag) + " = '" + std::string(text) + "' is out of range");
-  return static_cast<std::int64_t>(v) << shift;
-}
-
-inline double parse_real(std::string_view flag, std::string_view text) {
-  double v = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
-    throw usage_error(std::string(flag) + " = '" + std::string(text) + "' is not a number");
-  return v;
-}
-
-inline double parse_non_negative(std::string_view flag, std::string_view text) {
-  const double v = parse_real(flag, text);
-  if (v < 0) throw usage_error(std::string(flag) + " = " + std::string(text) + " must not be negative");
-  return v;
-}
-
-/// "a,b,c" into exactly `n` non-negative numbers.
-inline std::vector<double> parse_reals(std::string_view flag, std::string_view text, std::size_t n, std::string_view form) {
+/// "a,b,c" into exactly `n` non-negative numbers of at most `max`.
+inline std::vector<double> parse_reals(std::string_view flag, std::string_view text, std::size_t n, std::string_view form,
+                                       double max) {
   std::vector<double> v;
-  for (;;) {
-    const std::size_t comma = text.find(',');
-    v.push_back(parse_non_negative(flag, text.substr(0, comma)));
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
+  for (std::string_view item : cli::split(text)) v.push_back(cli::number_in(flag, item, 0, max));
   if (v.size() != n)
     throw usage_error(std::string(flag) + " takes " + std::string(form) + " (" + std::to_string(n) + " numbers), got " +
                       std::to_string(v.size()));
@@ -84,126 +38,117 @@ struct simulation_args {
   std::string timing = "startup";
   bool largest_at_startup = false;
   std::int64_t eager_uses = 0;
+  std::vector<std::string> ladder_words;  // as given to --ladder
   std::string ladder_text = "capture-sizes 512";
 };
 
-/// Consumes args[i] (and its value) when it is one of the shared flags; returns false
-/// otherwise. `--ladder` takes the LADDER words up to the next flag.
-inline bool parse_simulation_flag(args_t args, std::size_t& i, simulation_args& a) {
-  const std::string_view f = args[i];
-  auto value = [&]() -> std::string_view {
-    if (i + 1 >= args.size()) throw usage_error(std::string(f) + " needs a value");
-    return args[++i];
-  };
-  auto positive = [&]() { return parse_positive(f, value()); };
-  auto chat = [&]() -> serving::chat_workload& {
+/// Adds the options simulate and fit share, bound to `a` (which must outlive the parse).
+/// fit has a --graph-memory of its own (the budget it fits to): it passes `graph_memory` false.
+inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph_memory = true) {
+  auto chat = [&a]() -> serving::chat_workload& {
     if (!a.chat) a.chat.emplace();
     return *a.chat;
   };
-  auto int32 = [&](long long v) {
-    if (v > INT32_MAX) throw usage_error(std::string(f) + " = " + std::to_string(v) + " must be at most 2147483647");
-    return static_cast<std::int32_t>(v);
-  };
   planning::simulation_config& c = a.config;
-  if (f == "--trace") {
-    if (a.trace) throw usage_error("--trace given twice");
-    a.trace = std::string(value());
-  } else if (f == "--chat") {
-    chat().conversations = int32(positive());
-    a.chat_given = true;
-  } else if (f == "--turns") {
-    chat().turns = int32(positive());
-  } else if (f == "--prompt-tokens") {
-    chat().prompt_tokens = int32(positive());
-  } else if (f == "--output-tokens") {
-    chat().output_tokens = int32(positive());
-  } else if (f == "--jitter") {
-    const double j = parse_non_negative(f, value());
-    if (j >= 1) throw usage_error("--jitter = " + std::string(args[i]) + " must be below 1");
-    chat().jitter = j;
-  } else if (f == "--think") {
-    chat().think = parse_non_negative(f, value());
-  } else if (f == "--interval") {
-    chat().arrival_interval = parse_non_negative(f, value());
-  } else if (f == "--seed") {
-    chat().seed = static_cast<std::uint64_t>(parse_integer(f, value()));
-  } else if (f == "--kv-memory") {
-    c.kv_bytes = parse_bytes(f, value());
-    if (c.kv_bytes <= 0) throw usage_error("--kv-memory must be positive");
-  } else if (f == "--block-size") {
-    const long long b = positive();
-    if (b != 8 && b != 16 && b != 32 && b != 64 && b != 128)
-      throw usage_error("--block-size = " + std::to_string(b) + " is not one of 8, 16, 32, 64, 128");
-    c.block_size = static_cast<std::int32_t>(b);
-  } else if (f == "--layers") {
-    c.model.layers = positive();
-  } else if (f == "--kv-heads") {
-    c.model.kv_heads = positive();
-  } else if (f == "--head-dim") {
-    c.model.head_dim = positive();
-  } else if (f == "--dtype") {
-    const std::string_view d = value();
-    const auto t = kv::parse_kv_dtype(d);
-    if (!t) throw usage_error("--dtype = '" + std::string(d) + "' is not one of fp16, bf16, fp8, fp32");
-    c.model.bytes_per_element = kv::bytes_per_element(*t);
-  } else if (f == "--watermark") {
-    c.watermark = parse_non_negative(f, value());
-    if (c.watermark >= 1) throw usage_error("--watermark = " + std::string(args[i]) + " must be below 1");
-  } else if (f == "--prefix-caching") {
-    c.prefix_caching = true;
-  } else if (f == "--max-num-seqs") {
-    c.scheduler.max_num_seqs = int32(positive());
-  } else if (f == "--max-num-batched-tokens") {
-    c.scheduler.max_num_batched_tokens = int32(positive());
-  } else if (f == "--max-model-len") {
-    c.scheduler.max_model_len = int32(positive());
-  } else if (f == "--no-chunked-prefill") {
-    c.scheduler.chunked_prefill = false;
-  } else if (f == "--reserve-max-model-len") {
-    c.scheduler.reserve_max_model_len = true;
-  } else if (f == "--admit-first-chunk") {
-    c.scheduler.admit_whole_prompt = false;
-  } else if (f == "--ladder") {
-    std::size_t n = i + 1;
-    while (n < args.size() && !args[n].starts_with("--")) ++n;
-    c.ladder = parse_ladder(args.subspan(i + 1, n - i - 1));
-    a.ladder_text.clear();
-    for (std::size_t k = i + 1; k < n; ++k) a.ladder_text += (k > i + 1 ? " " : "") + std::string(args[k]);
-    i = n - 1;
-  } else if (f == "--timing") {
-    a.timing = std::string(value());
-    if (a.timing != "startup" && a.timing != "delayed" && a.timing != "lazy" && a.timing != "idle" && a.timing != "all")
-      throw usage_error("--timing = '" + a.timing + "' is not one of startup, delayed, lazy, idle, all");
-  } else if (f == "--largest-at-startup") {
-    a.largest_at_startup = true;
-  } else if (f == "--eager-uses") {
-    a.eager_uses = parse_integer(f, value());
-    if (a.eager_uses < 0) throw usage_error("--eager-uses = " + std::to_string(a.eager_uses) + " must not be negative");
-  } else if (f == "--graph-memory") {
-    c.graph_memory = parse_bytes(f, value());
-  } else if (f == "--step-cost") {
-    const auto v = parse_reals(f, value(), 4, "WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S");
-    c.cost.weights_seconds = v[0];
-    c.cost.seconds_per_token = v[1];
-    c.cost.seconds_per_context_token = v[2];
-    c.cost.eager_overhead_seconds = v[3];
-    if (v[0] + v[1] <= 0) throw usage_error("--step-cost: WEIGHTS_S or PER_TOKEN_S must be positive (a step takes time)");
-  } else if (f == "--capture-cost") {
-    const auto v = parse_reals(f, value(), 2, "S,PER_TOKEN_S");
-    c.cost.capture_seconds = v[0];
-    c.cost.capture_seconds_per_token = v[1];
-  } else if (f == "--graph-cost") {
-    const auto v = parse_reals(f, value(), 2, "BYTES,PER_TOKEN_BYTES");
-    c.cost.graph_bytes = static_cast<std::int64_t>(v[0]);
-    c.cost.graph_bytes_per_token = static_cast<std::int64_t>(v[1]);
-  } else {
-    return false;
-  }
-  return true;
+  // workload
+  cli::text(app, "--trace FILE", a.trace, "requests from a trace (CSV or JSON lines; see docs/planning.md)")
+      ->group("Workload");
+  cli::on(app, "--chat N", [&a, chat](auto f, auto v) { chat().conversations = cli::count(f, v); a.chat_given = true; },
+          "the paged-KV blog's chats: N conversations")->group("Workload");
+  cli::on(app, "--turns T", [chat](auto f, auto v) { chat().turns = cli::count(f, v); }, "turns per chat")
+      ->group("Workload");
+  cli::on(app, "--prompt-tokens P", [chat](auto f, auto v) { chat().prompt_tokens = cli::count(f, v); },
+          "new prompt tokens per turn, mean")->group("Workload");
+  cli::on(app, "--output-tokens O", [chat](auto f, auto v) { chat().output_tokens = cli::count(f, v); },
+          "output tokens per turn, mean")->group("Workload");
+  cli::on(app, "--jitter F", [chat](auto f, auto v) {
+        const double j = cli::number_in(f, v, 0, 1);
+        if (j >= 1) throw usage_error(std::string(f) + " = " + std::string(v) + " must be below 1");
+        chat().jitter = j;
+      }, "lengths drawn from mean x [1-F, 1+F]")->group("Workload");
+  cli::on(app, "--think S", [chat](auto f, auto v) { chat().think = cli::number_in(f, v, 0, 1e9); },
+          "seconds between an answer and the next turn")->group("Workload");
+  cli::on(app, "--interval S", [chat](auto f, auto v) { chat().arrival_interval = cli::number_in(f, v, 0, 1e9); },
+          "seconds between the chats' first turns")->group("Workload");
+  cli::on(app, "--seed N", [chat](auto f, auto v) { chat().seed = static_cast<std::uint64_t>(cli::integer(f, v)); },
+          "the workload's random seed")->group("Workload");
+  // KV cache
+  cli::option(app, "--kv-memory SIZE", c.kv_bytes, cli::positive_size,
+              "the KV cache's budget (" + std::string(cli::size_syntax) + ")")->group("KV cache");
+  cli::option(app, "--block-size N", c.block_size, [](std::string_view f, std::string_view v) {
+        const std::int64_t b = cli::positive(f, v);
+        if (b != 8 && b != 16 && b != 32 && b != 64 && b != 128)
+          throw usage_error(std::string(f) + " = " + std::to_string(b) + " is not one of 8, 16, 32, 64, 128");
+        return static_cast<std::int32_t>(b);
+      }, "tokens per KV block: 8, 16, 32, 64 or 128")->group("KV cache");
+  cli::option(app, "--layers N", c.model.layers, cli::positive, "the model's layers")->group("KV cache");
+  cli::option(app, "--kv-heads N", c.model.kv_heads, cli::positive, "KV heads per layer")->group("KV cache");
+  cli::option(app, "--head-dim N", c.model.head_dim, cli::positive, "elements per head")->group("KV cache");
+  cli::option(app, "--dtype fp16|bf16|fp8|fp32", c.model.bytes_per_element, [](std::string_view f, std::string_view v) {
+        const auto t = kv::parse_kv_dtype(v);
+        if (!t) throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of fp16, bf16, fp8, fp32");
+        return kv::bytes_per_element(*t);
+      }, "the KV cache's element type")->group("KV cache");
+  cli::option(app, "--watermark F", c.watermark, [](std::string_view f, std::string_view v) {
+        const double w = cli::number_in(f, v, 0, 1);
+        if (w >= 1) throw usage_error(std::string(f) + " = " + std::string(v) + " must be below 1");
+        return w;
+      }, "share of KV blocks admission keeps free")->group("KV cache");
+  cli::flag(app, "--prefix-caching", c.prefix_caching, "reuse cached prompt blocks")->group("KV cache");
+  // scheduler
+  cli::option(app, "--max-num-seqs N", c.scheduler.max_num_seqs, cli::count, "running requests at most")->group("Scheduler");
+  cli::option(app, "--max-num-batched-tokens N", c.scheduler.max_num_batched_tokens, cli::count,
+              "tokens computed per step at most")->group("Scheduler");
+  cli::option(app, "--max-model-len N", c.scheduler.max_model_len, cli::count, "longest request in tokens")
+      ->group("Scheduler");
+  app.add_flag_callback("--no-chunked-prefill", [&c] { c.scheduler.chunked_prefill = false; },
+                        "separate prefill steps (vLLM v0, Gaudi)")->group("Scheduler");
+  cli::flag(app, "--reserve-max-model-len", c.scheduler.reserve_max_model_len,
+            "each request reserves max_model_len tokens of KV")->group("Scheduler");
+  app.add_flag_callback("--admit-first-chunk", [&c] { c.scheduler.admit_whole_prompt = false; },
+                        "admit a request once its first chunk fits (vLLM v1)")->group("Scheduler");
+  // graphs
+  cli::words(app, "--ladder LADDER", a.ladder_words, std::string(ladder_synopsis.substr(9)))->group("Graphs");
+  cli::option(app, "--timing startup|delayed|lazy|idle|all", a.timing, [](std::string_view f, std::string_view v) {
+        if (v != "startup" && v != "delayed" && v != "lazy" && v != "idle" && v != "all")
+          throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of startup, delayed, lazy, idle, all");
+        return std::string(v);
+      }, "when graphs are captured (all: the four side by side)")->group("Graphs");
+  cli::flag(app, "--largest-at-startup", a.largest_at_startup, "delayed timing: capture the largest rung at startup")
+      ->group("Graphs");
+  cli::option(app, "--eager-uses N", a.eager_uses, cli::non_negative, "lazy timing: eager runs before a capture")
+      ->group("Graphs");
+  if (graph_memory) cli::option(app, "--graph-memory BYTES", c.graph_memory, cli::size, "graph memory budget")->group("Graphs");
+  // cost model
+  cli::on(app, "--step-cost WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S", [&c](auto f, auto v) {
+        const auto w = parse_reals(f, v, 4, "WEIGHTS_S,PER_TOKEN_S,PER_CONTEXT_TOKEN_S,EAGER_S", 1e6);
+        c.cost.weights_seconds = w[0];
+        c.cost.seconds_per_token = w[1];
+        c.cost.seconds_per_context_token = w[2];
+        c.cost.eager_overhead_seconds = w[3];
+        if (w[0] + w[1] <= 0) throw usage_error("--step-cost: WEIGHTS_S or PER_TOKEN_S must be positive (a step takes time)");
+      }, "a step's seconds: weights + tokens + context tokens, plus eager overhead")->group("Cost model");
+  cli::on(app, "--capture-cost S,PER_TOKEN_S", [&c](auto f, auto v) {
+        const auto w = parse_reals(f, v, 2, "S,PER_TOKEN_S", 1e6);
+        c.cost.capture_seconds = w[0];
+        c.cost.capture_seconds_per_token = w[1];
+      }, "a capture's seconds")->group("Cost model");
+  cli::on(app, "--graph-cost BYTES,PER_TOKEN_BYTES", [&c](auto f, auto v) {
+        const std::vector<std::string_view> parts = cli::split(v);
+        if (parts.size() != 2)
+          throw usage_error(std::string(f) + " takes BYTES,PER_TOKEN_BYTES (2 numbers), got " + std::to_string(parts.size()));
+        c.cost.graph_bytes = cli::size(f, parts[0]);
+        c.cost.graph_bytes_per_token = cli::size(f, parts[1]);
+      }, "a graph's memory: BYTES + PER_TOKEN_BYTES x rung")->group("Cost model");
 }
 
 /// Checks the combination; call after the last flag.
-inline void check_simulation_args(const simulation_args& a) {
+inline void check_simulation_args(simulation_args& a) {
+  if (!a.ladder_words.empty()) {
+    a.config.ladder = parse_ladder(a.ladder_words);
+    a.ladder_text.clear();
+    for (const std::string& w : a.ladder_words) a.ladder_text += (a.ladder_text.empty() ? "" : " ") + w;
+  }
   if (a.trace && a.chat) throw usage_error("--trace and --chat are alternatives: give one workload");
   if (!a.trace && !a.chat) throw usage_error("a workload is needed: --trace FILE or --chat N");
   if (a.chat && !a.chat_given)
