@@ -11,6 +11,7 @@
 #include "command.hpp"
 #include "gaudi_logs.hpp"
 #include "ladder_args.hpp"
+#include "vllm_data.hpp"
 
 namespace {
 using namespace rungs::plan::test;
@@ -53,6 +54,75 @@ TEST_CASE("rungs-plan capture-sizes MAX is vLLM's ladder") {
   check_ok(plan({"capture-sizes", "42"}), "1 2 4 8 16 24 32 40 42\n");
   check_usage(plan({"capture-sizes"}), "capture-sizes takes MAX (1 word), got 0");
   check_usage(plan({"capture-sizes", "0"}), "capture sizes: max = 0 must be positive");
+}
+
+TEST_CASE("rungs-plan capture-sizes --max-num-seqs: vLLM 0.33's defaults, every recorded case") {
+  check_ok(plan({"capture-sizes", "--max-num-seqs", "3", "--max-num-batched-tokens", "8192"}), "1 2 3 4\n");
+  check_ok(plan({"capture-sizes", "--max-num-seqs", "33", "--max-num-batched-tokens", "8192", "--spec-tokens", "1"}),
+           "1 2 4 8 16 24 32 40 48 56 64 66 72 80 88 96 104 112 120 128\n");
+  const auto cases = rungs_test::read_vllm_cases("vllm_0_33_capture_sizes.txt");
+  REQUIRE(cases.size() == 462);
+  for (const auto& c : cases) {
+    INFO(c.line);
+    const rungs::VllmCaptureSizes& v = c.config;
+    const std::string n = std::to_string(v.max_num_seqs), t = std::to_string(v.max_num_batched_tokens),
+                      k = std::to_string(v.spec_tokens), device = v.device == rungs::gpu_family::sm100 ? "sm100" : "sm90";
+    const std::vector<std::string_view> args{"capture-sizes", "--max-num-seqs", n, "--max-num-batched-tokens", t,
+                                             "--spec-tokens", k, "--device", device};
+    std::ostringstream out, err, expected;
+    for (std::size_t i = 0; i < c.sizes.size(); ++i) expected << (i ? " " : "") << c.sizes[i];
+    expected << "\n";
+    CHECK(rungs::plan::run(args, out, err) == 0);
+    CHECK(err.str() == "");
+    CHECK(out.str() == expected.str());
+  }
+}
+
+TEST_CASE("rungs-plan capture-sizes --max-num-seqs: bad input is one line, status 2") {
+  check_usage(plan({"capture-sizes", "--max-num-seqs", "8"}),
+              "--max-num-batched-tokens is required with --max-num-seqs");
+  check_usage(plan({"capture-sizes", "--max-num-batched-tokens", "64"}),
+              "--max-num-seqs is required with --max-num-batched-tokens, --spec-tokens or --device");
+  check_usage(plan({"capture-sizes", "64", "--max-num-seqs", "8", "--max-num-batched-tokens", "64"}),
+              "capture-sizes takes MAX or --max-num-seqs, not both");
+  check_usage(plan({"capture-sizes", "--max-num-seqs", "8", "--max-num-batched-tokens", "64", "--device", "sm80"}),
+              "--device = 'sm80' is not one of sm90, sm100");
+  check_usage(plan({"capture-sizes", "--max-num-seqs", "0", "--max-num-batched-tokens", "64"}),
+              "--max-num-seqs = 0 must be positive");
+  check_usage(plan({"capture-sizes", "--max-num-seqs", "8", "--max-num-batched-tokens", "64", "--spec-tokens", "-1"}),
+              "--spec-tokens = -1 must not be negative");
+  check_usage(plan({"capture-sizes", "--max-num-seqs", "3000000000", "--max-num-batched-tokens", "64"}),
+              "vllm capture sizes: max_num_seqs = 3000000000 exceeds the largest supported rung 2147483647");
+}
+
+TEST_CASE("rungs-plan dispatch: the graphs of vLLM V1's dispatch key and their memory") {
+  // Sizes 1 2 4 8 16; decode graphs at 2 4 8 tokens (1, 2, 4 requests of 2 tokens). Memory:
+  // 8 graphs x 24 MiB + (14 + 31) token rows x 8 KiB = 192.3515625 MiB per LoRA case.
+  check_ok(plan({"dispatch", "--max-num-seqs", "4", "--max-num-batched-tokens", "8192", "--spec-tokens", "1"}),
+           "capture sizes: 1 2 4 8 16\n"
+           "uniform-decode graphs: 3 (tokens 2 4 8)\n"
+           "mixed graphs: 5 (tokens 1 2 4 8 16)\n"
+           "LoRA cases: 1\n"
+           "graphs: 8\n"
+           "graph memory: 192.4 MiB (24 MiB + 8 KiB per token row, each graph)\n");
+  check_ok(plan({"dispatch", "--max-num-seqs", "4", "--max-num-batched-tokens", "8192", "--spec-tokens", "1",
+                 "--specialize-lora"}),
+           "capture sizes: 1 2 4 8 16\n"
+           "uniform-decode graphs: 3 (tokens 2 4 8)\n"
+           "mixed graphs: 5 (tokens 1 2 4 8 16)\n"
+           "LoRA cases: 2\n"
+           "graphs: 16\n"
+           "graph memory: 384.7 MiB (24 MiB + 8 KiB per token row, each graph)\n");
+  // Without speculative decoding the decode graphs are the sizes up to max_num_seqs: 1 2 3.
+  check_ok(plan({"dispatch", "--max-num-seqs", "3", "--max-num-batched-tokens", "8192"}),
+           "capture sizes: 1 2 3 4\n"
+           "uniform-decode graphs: 3 (tokens 1 2 3)\n"
+           "mixed graphs: 4 (tokens 1 2 3 4)\n"
+           "LoRA cases: 1\n"
+           "graphs: 7\n"
+           "graph memory: 168.1 MiB (24 MiB + 8 KiB per token row, each graph)\n");
+  check_usage(plan({"dispatch", "--max-num-batched-tokens", "64"}),
+              "--max-num-seqs is required with --max-num-batched-tokens, --spec-tokens or --device");
 }
 
 TEST_CASE("rungs-plan lookup: the rung and the padding, or eager") {
