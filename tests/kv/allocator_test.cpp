@@ -37,6 +37,7 @@ void run_engine_steps(A& a) {
   const std::vector<token_id> prompt{5, 6, 7, 8, 9};
   const sequence_start s = a.create(prompt, {}).value();
   REQUIRE(a.append(s.id, prompt, 0) == errc::ok);
+  REQUIRE(a.commit(s.id, 5) == errc::ok);
   const sequence_id beam = a.fork(s.id).value();
   const sequence_id batch[] = {s.id, beam};
   const token_id sampled = 42;

@@ -60,6 +60,7 @@ TEST_CASE("a user-written eviction policy drives a prefix-caching allocator") {
   const std::vector<token_id> prompt{1, 2, 3, 4, 5};
   const sequence_start s = a.create(prompt).value();
   CHECK(a.append(s.id, prompt) == errc::ok);
+  CHECK(a.commit(s.id, 5) == errc::ok);
   CHECK(a.free(s.id) == errc::ok);
   const sequence_start again = a.create(prompt).value();
   CHECK(again.cached_tokens == 4);

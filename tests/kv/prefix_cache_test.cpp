@@ -84,6 +84,7 @@ TEST_CASE("a preempted sequence hits its own prefix when readmitted") {
   const sequence_start s = admit(a, prompt);
   std::vector<token_id> generated{501, 502, 503};
   CHECK(a.append(s.id, generated) == errc::ok);
+  CHECK(a.commit(s.id, 17) == errc::ok);  // the decode steps ran
   const ids held = table(a, s.id);  // 5 blocks, the 4th completed while decoding
   CHECK(a.free(s.id) == errc::ok);  // preemption by recompute
   const std::vector<token_id> resumed = concat(prompt, generated);  // 17 tokens
@@ -121,4 +122,88 @@ TEST_CASE("blocks completed during decoding are registered and hit by later prom
   CHECK(a.pool().cached(table(a, s.id)[0]));
   CHECK(a.pool().cached(table(a, s.id)[1]));
   CHECK(admit(a, tokens(9)).cached_tokens == 8);
+}
+
+TEST_CASE("a block is a prefix hit after a free only once its step is committed") {
+  prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 8,
+                                .max_model_len = 32});
+  const std::vector<token_id> prompt = tokens(17);  // 4 full blocks and one token
+
+  SECTION("append -> free -> create: the step never ran, nothing hits") {
+    const sequence_start s = a.create(prompt).value();
+    CHECK(a.append(s.id, prompt) == errc::ok);
+    CHECK(a.metrics().live_blocks == 5);
+    CHECK(a.free(s.id) == errc::ok);
+    const kv_metrics m = a.metrics();
+    CHECK(m.cached_blocks == 0);
+    CHECK(m.free_blocks == 8);
+    CHECK(a.check_consistency().empty());
+    CHECK(admit(a, prompt).cached_tokens == 0);
+  }
+  SECTION("append -> commit -> free -> create: every full block hits") {
+    const sequence_start s = a.create(prompt).value();
+    CHECK(a.append(s.id, prompt) == errc::ok);
+    CHECK(a.commit(s.id, 17) == errc::ok);
+    CHECK(a.free(s.id) == errc::ok);
+    CHECK(a.metrics().cached_blocks == 4);
+    CHECK(admit(a, prompt).cached_tokens == 16);
+  }
+  SECTION("a commit of the first 9 tokens keeps the first 2 blocks") {
+    const sequence_start s = a.create(prompt).value();
+    CHECK(a.append(s.id, std::span(prompt).first(9)) == errc::ok);
+    CHECK(a.commit(s.id, 9) == errc::ok);
+    CHECK(a.append(s.id, std::span(prompt).subspan(9)) == errc::ok);  // planned, never run
+    CHECK(a.commit(s.id, 5) == errc::ok);  // fewer than before: nothing changes
+    CHECK(a.free(s.id) == errc::ok);
+    CHECK(a.metrics().cached_blocks == 2);
+    CHECK(a.check_consistency().empty());
+    CHECK(admit(a, prompt).cached_tokens == 8);
+  }
+  SECTION("a sequence admitted in the same step hits pending blocks, as in vLLM") {
+    const sequence_start p = a.create(prompt).value();
+    CHECK(a.append(p.id, prompt) == errc::ok);
+    const sequence_start q = a.create(prompt).value();  // its KV is written in the same pass
+    CHECK(q.cached_tokens == 16);
+    CHECK(table(a, q.id) == ids{0, 1, 2, 3});
+    CHECK(a.append(q.id, std::span(prompt).subspan(16)) == errc::ok);
+    SECTION("the step ran") {
+      CHECK(a.commit(p.id, 17) == errc::ok);
+      CHECK(a.commit(q.id, 17) == errc::ok);
+      CHECK(a.free(p.id) == errc::ok);
+      CHECK(a.free(q.id) == errc::ok);
+      CHECK(a.metrics().cached_blocks == 4);
+      CHECK(admit(a, prompt).cached_tokens == 16);
+    }
+    SECTION("the step was abandoned: freeing p drops its blocks from the index, q keeps them") {
+      CHECK(a.free(p.id) == errc::ok);
+      CHECK(a.metrics().live_blocks == 5);  // q's 0 to 3 and its own block 5
+      CHECK(a.metrics().cached_blocks == 0);
+      CHECK_FALSE(a.pool().cached(0));
+      CHECK(a.check_consistency().empty());
+      CHECK(a.free(q.id) == errc::ok);
+      CHECK(a.metrics().free_blocks == 8);
+      CHECK(admit(a, prompt).cached_tokens == 0);
+    }
+  }
+  SECTION("a fork freed before the commit drops the pending blocks it shares") {
+    const sequence_start p = a.create(prompt).value();
+    CHECK(a.append(p.id, prompt) == errc::ok);
+    const sequence_id c = a.fork(p.id).value();
+    CHECK(a.free(c) == errc::ok);
+    CHECK(a.metrics().cached_blocks == 0);
+    CHECK_FALSE(a.pool().cached(0));
+    CHECK(a.commit(p.id, 17) == errc::ok);  // too late to register them again
+    CHECK(a.free(p.id) == errc::ok);
+    CHECK(a.check_consistency().empty());
+    CHECK(admit(a, prompt).cached_tokens == 0);
+  }
+  SECTION("commit: unknown or freed ids and ranges past the tokens are rejected") {
+    const sequence_start s = admit(a, prompt);
+    CHECK(a.commit(s.id, 18) == errc::invalid_range);
+    CHECK(a.commit(s.id, -1) == errc::invalid_range);
+    CHECK(a.finish(s.id) == errc::ok);
+    CHECK(a.commit(s.id, 17) == errc::ok);  // a finished sequence commits its last step
+    CHECK(a.free(s.id) == errc::ok);
+    CHECK(a.commit(s.id, 0) == errc::unknown_sequence);
+  }
 }

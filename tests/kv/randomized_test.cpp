@@ -2,8 +2,10 @@
 //
 // The test plays an engine: it admits prompts (many sharing prefixes, some with tenant salts
 // or adapters), prefills in chunks, decodes with lookahead drafts, forks beams, finishes,
-// preempts when blocks run out, and issues calls that must be rejected. It performs every
-// copy-on-write pair and writes every token to its slot in a simulated KV memory. After every
+// preempts when blocks run out, abandons planned steps (append, then free without running
+// the step or committing), and issues calls that must be rejected. It performs every
+// copy-on-write pair, writes every token to its slot in a simulated KV memory and commits
+// each step it ran. After every
 // step it checks the allocator's consistency invariant and that every live sequence reads
 // back exactly its own tokens through its block table, so a wrong prefix hit, a missed copy or
 // a block shared by mistake shows up as a wrong token.
@@ -42,13 +44,14 @@ class engine_model {
     else if (op < 70) decode();
     else if (op < 78) fork();
     else if (op < 84) finish();
-    else if (op < 94) free_one();
+    else if (op < 91) free_one();
+    else if (op < 94) abandon();
     else rejected_calls();
     REQUIRE(a_.check_consistency() == "");
     verify_contents();
   }
 
-  std::uint64_t hits = 0, preemptions = 0, copies = 0;
+  std::uint64_t hits = 0, preemptions = 0, copies = 0, abandoned = 0;
 
  private:
   struct sequence {
@@ -101,10 +104,27 @@ class engine_model {
       return false;
     }
     write(s, first, n, lookahead);
+    REQUIRE(a_.commit(s.id, static_cast<std::int32_t>(s.tokens.size())) == errc::ok);
     return true;
   }
 
-  void create() {
+  // A step planned for a sequence and dropped before it ran: its tokens are appended but
+  // never written (their slots keep whatever was there), then the sequence is freed. Half of
+  // them are admissions (prompts like create()'s, so later prompts would hit their blocks).
+  void abandon() {
+    if (uniform(0, 1) == 0) return create(true);
+    if (live_.empty()) return;
+    const std::size_t i = static_cast<std::size_t>(uniform(0, int(live_.size()) - 1));
+    sequence& s = live_[i];
+    if (!s.finished) {
+      const std::vector<token_id> t = random_tokens(uniform(1, 12));
+      if (a_.append(s.id, t, 0) == errc::ok) ++abandoned;
+      a_.clear_copies();  // the copies were to run with the step
+    }
+    release(i);
+  }
+
+  void create(bool abandon = false) {
     std::vector<token_id> prompt;
     if (uniform(0, 3) > 0) prompt = system_prompts_[static_cast<std::size_t>(uniform(0, 3))];
     const std::vector<token_id> suffix = random_tokens(uniform(prompt.empty() ? 1 : 0, 20));
@@ -132,6 +152,13 @@ class engine_model {
       const block_id b = table[static_cast<std::size_t>(p / block_size)];
       REQUIRE(kv_[static_cast<std::size_t>(b * block_size + p % block_size)] == prompt[p]);
       REQUIRE(writer_[b] == key);
+    }
+    if (abandon) {  // the prefill step is planned, then dropped: nothing is written
+      if (a_.append(s.id, std::span(prompt).subspan(static_cast<std::size_t>(cached)), 0) == errc::ok) ++abandoned;
+      a_.clear_copies();
+      REQUIRE(a_.free(s.id) == errc::ok);
+      dead_.push_back(s.id);
+      return;
     }
     // Prefill the rest in chunks, the last one with draft slots.
     std::size_t done = static_cast<std::size_t>(cached);
@@ -261,6 +288,7 @@ void run(std::uint32_t seed, int steps) {
   // The scenarios must actually have exercised what they claim to.
   CHECK(engine.preemptions > 0);
   CHECK(engine.copies > 0);
+  CHECK(engine.abandoned > 0);
   if constexpr (A::cache_type::enabled) {
     CHECK(engine.hits > 0);
     CHECK(a.metrics().evictions > 0);

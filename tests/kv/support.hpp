@@ -34,12 +34,14 @@ ids table(const A& a, sequence_id s) {
   return ids(t.begin(), t.end());
 }
 
-/// create() then append the prompt tokens that were not cached, checking consistency.
+/// create(), append the prompt tokens that were not cached, and commit them (the prefill step
+/// ran), checking consistency.
 template <class A>
 sequence_start admit(A& a, const std::vector<token_id>& prompt, const sequence_params& p = {}) {
   const sequence_start s = a.create(prompt, p).value();
   REQUIRE(a.append(s.id, std::span(prompt).subspan(static_cast<std::size_t>(s.cached_tokens))) ==
           errc::ok);
+  REQUIRE(a.commit(s.id, static_cast<std::int32_t>(prompt.size())) == errc::ok);
   REQUIRE(a.check_consistency().empty());
   return s;
 }

@@ -3,6 +3,7 @@
 //   admission   a.can_admit(tokens)                      -> bool
 //               a.create(prompt, params)                 -> result<sequence_start>
 //   growth      a.append(seq, tokens, lookahead)         -> errc
+//               a.commit(seq, tokens)                    -> errc (the step that computed them ran)
 //               a.fork(seq)                              -> result<sequence_id>
 //   retirement  a.finish(seq), a.free(seq)               -> errc
 //   device      a.block_table(seq)                       -> result<span<const block_id>>
@@ -44,6 +45,10 @@ concept allocator_has_append = requires(A a, sequence_id s, std::span<const toke
   { a.append(s, tokens, std::int32_t{}) } -> std::same_as<errc>;
 };
 template <class A>
+concept allocator_has_commit = requires(A a, sequence_id s) {
+  { a.commit(s, std::int32_t{}) } -> std::same_as<errc>;
+};
+template <class A>
 concept allocator_has_fork = requires(A a, sequence_id s) {
   { a.fork(s) } -> std::same_as<result<sequence_id>>;
 };
@@ -76,7 +81,8 @@ concept allocator_has_metrics = requires(const A a) {
 template <class A>
 concept block_allocator =
     detail::allocator_has_shape<A> && detail::allocator_has_admission<A> &&
-    detail::allocator_has_append<A> && detail::allocator_has_fork<A> &&
+    detail::allocator_has_append<A> && detail::allocator_has_commit<A> &&
+    detail::allocator_has_fork<A> &&
     detail::allocator_has_retirement<A> && detail::allocator_has_block_tables<A> &&
     detail::allocator_has_slot_mapping<A> && detail::allocator_has_copies<A> &&
     detail::allocator_has_metrics<A>;
@@ -93,6 +99,8 @@ consteval bool check_block_allocator() {
   static_assert(detail::allocator_has_append<A>,
                 "block_allocator: lacks `errc append(sequence_id, std::span<const token_id>, "
                 "std::int32_t lookahead)`");
+  static_assert(detail::allocator_has_commit<A>,
+                "block_allocator: lacks `errc commit(sequence_id, std::int32_t num_tokens)`");
   static_assert(detail::allocator_has_fork<A>,
                 "block_allocator: lacks `result<sequence_id> fork(sequence_id)`");
   static_assert(detail::allocator_has_retirement<A>,

@@ -107,6 +107,15 @@ class block_pool {
     return errc::ok;
   }
 
+  /// The prefix cache dropped the hash of live block `b` before its KV was written (the
+  /// sequence that was to compute it was freed first): the block goes back to being plain.
+  errc unmark_cached(block_id b) {
+    if (RUNGS_UNLIKELY(!in_range(b))) return errc::block_out_of_range;
+    if (RUNGS_UNLIKELY(state_[b].ref_count == 0)) return errc::block_not_in_use;
+    state_[b].cached = 0;
+    return errc::ok;
+  }
+
   // Against the vector's size, not num_blocks_: GCC then sees the bound (no -Warray-bounds).
   bool in_range(block_id b) const { return static_cast<std::size_t>(b) < state_.size(); }
   std::int32_t ref_count(block_id b) const { return state_[b].ref_count; }

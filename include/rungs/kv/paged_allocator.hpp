@@ -14,10 +14,15 @@
 //                            plus k lookahead slots for draft tokens. A block is allocated only
 //                            when the last one is full; a shared block about to be written is
 //                            copied first (copy-on-write, reported by copies()).
+//   commit(seq, n)           the step that computed the first n tokens ran: their full blocks
+//                            hold written KV and stay prefix hits after a free.
 //   fork(seq)                a child sharing every block (parallel sampling, beam search).
 //   finish(seq)              no more appends; blocks stay until free (an asynchronous engine
 //                            frees once the last step that reads them has completed).
-//   free(seq)                blocks released tail first; cached ones stay reusable.
+//   free(seq)                blocks released tail first; cached ones stay reusable, except
+//                            blocks registered since the last commit: nobody wrote their KV.
+//
+// The order per step: append (plan) -> run the step -> commit -> free the finished ones.
 //
 // Aliases: free_list_allocator (no caching, LIFO free list) and
 // prefix_caching_allocator<Hasher, Eviction> (defaults wyhash64 and lru).
@@ -131,6 +136,7 @@ class paged_allocator {
     s.priority = params.priority;
     s.tail_may_be_shared = false;
     s.num_blocks = hits;
+    s.committed_blocks = hits;
     s.num_tokens = hits * config_.block_size;
     if constexpr (Cache::enabled) cache_.start(r, chain);
     prefix_query_tokens_ += prompt.size();
@@ -167,6 +173,24 @@ class paged_allocator {
     return errc::ok;
   }
 
+  /// The step that computes positions [0, num_tokens) ran: their full blocks hold written KV,
+  /// so they stay prefix hits when the sequence is freed. Until then a block registered by
+  /// append is pending and free() drops it from the prefix index. Committing fewer tokens
+  /// than before changes nothing; a finished sequence may still commit its last step.
+  /// Fails with unknown_sequence, or invalid_range for num_tokens outside [0, num_tokens(seq)].
+  errc commit(sequence_id id, std::int32_t num_tokens) {
+    sequence_state* s = find(id);
+    if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
+    if (RUNGS_UNLIKELY(num_tokens < 0 || num_tokens > s->num_tokens)) return errc::invalid_range;
+    const std::int32_t full = div_.quot(num_tokens);
+    if constexpr (Cache::enabled) {
+      const std::span<const block_id> row = tables_.row(id.slot);
+      for (std::int32_t k = s->committed_blocks; k < full; ++k) cache_.settle(row[k]);
+    }
+    s->committed_blocks = std::max(s->committed_blocks, full);
+    return errc::ok;
+  }
+
   result<sequence_id> fork(sequence_id parent) {
     sequence_state* p = find(parent);
     if (RUNGS_UNLIKELY(p == nullptr)) return errc::unknown_sequence;
@@ -187,6 +211,7 @@ class paged_allocator {
     c.finished = false;
     c.priority = p->priority;
     c.num_blocks = p->num_blocks;
+    c.committed_blocks = p->committed_blocks;
     c.num_tokens = p->num_tokens;
     c.tail_may_be_shared = p->tail_may_be_shared = true;
     if constexpr (Cache::enabled) cache_.fork(parent.slot, r, p->num_tokens);
@@ -203,18 +228,28 @@ class paged_allocator {
 
   /// Releases the blocks tail first (so the tail of a cached chain is evicted before its
   /// head) and retires the id; cached blocks keep their hashes (a preempted sequence can hit
-  /// its own prefix when it is readmitted).
+  /// its own prefix when it is readmitted). Blocks registered past the last commit() are
+  /// dropped from the prefix index first, whoever else holds them: their step never ran, so
+  /// no later sequence may take their slots as computed.
   errc free(sequence_id id) {
     sequence_state* s = find(id);
     if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
     const std::span<block_id> row = tables_.row(id.slot);
+    if constexpr (Cache::enabled) {
+      for (std::int32_t k = s->committed_blocks; k < s->num_blocks; ++k) {
+        if (!cache_.pending(row[k])) continue;
+        cache_.forget(row[k]);
+        [[maybe_unused]] const errc e = pool_.unmark_cached(row[k]);
+        RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+      }
+    }
     for (std::int32_t k = s->num_blocks - 1; k >= 0; --k) {
       [[maybe_unused]] const errc e = pool_.release(row[k]);
       RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
       row[k] = null_block;
     }
     s->active = false;
-    s->num_blocks = s->num_tokens = 0;
+    s->num_blocks = s->num_tokens = s->committed_blocks = 0;
     free_rows_.push_back(id.slot);
     return errc::ok;
   }
@@ -284,7 +319,7 @@ class paged_allocator {
   /// Empty when consistent; otherwise the first broken invariant: free + cached + live == N,
   /// every ref count equals the block's occurrences in live block tables, a block appears at
   /// most once per table, rows past a sequence's blocks are null, the prefix index holds
-  /// exactly the cached blocks. O(N + table size), allocates: for tests and debug builds.
+  /// exactly the cached blocks, a pending block is cached and live. O(N + table size), allocates: for tests and debug builds.
   std::string check_consistency() const {
     if (std::string e = pool_.check_consistency(); !e.empty()) return "pool: " + e;
     const kv_metrics m = metrics();
@@ -326,6 +361,9 @@ class paged_allocator {
         if (pool_.cached(b) != cache_.indexed(b))
           return "block " + std::to_string(b) + (pool_.cached(b) ? ": cached but not indexed"
                                                                  : ": indexed but not cached");
+        if (cache_.pending(b) && (!pool_.cached(b) || pool_.ref_count(b) == 0))
+          return "block " + std::to_string(b) + ": pending (KV not committed) but " +
+                 (pool_.cached(b) ? "without a user" : "not cached");
         cached += pool_.cached(b);
       } else if (pool_.cached(b)) {
         return "block " + std::to_string(b) + ": cached without a prefix cache";
@@ -354,6 +392,7 @@ class paged_allocator {
     std::uint32_t generation = 0;
     std::int32_t num_tokens = 0;
     std::int32_t num_blocks = 0;
+    std::int32_t committed_blocks = 0;  ///< leading blocks whose KV is known written
     std::uint8_t priority = 0;
     bool active = false;
     bool finished = false;

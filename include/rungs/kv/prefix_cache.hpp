@@ -6,11 +6,14 @@
 //                         its prompt, capped one token short of the prompt: the last prompt
 //                         token must be computed to produce the first output's logits.
 //
-// Blocks are registered when they become full, i.e. in the step that computes their last
-// token; a sequence admitted later can only hit blocks whose KV is written by then (the KV
-// write of a layer precedes that layer's attention within one step). If a digest is already
-// indexed (two sequences computed the same block concurrently), the second block is left
-// unregistered and returns to the free list when released. The index is a fixed-capacity
+// Blocks are registered when they become full, i.e. when the step that computes their last
+// token is planned (append), as vLLM's KVCacheManager does: a sequence admitted later in the
+// same step may hit them, since within one forward pass each layer's KV write precedes that
+// layer's attention. Until the engine commits that step (paged_allocator::commit) a registered
+// block is *pending*: if its sequence is freed first, the step never wrote it, so the block is
+// dropped from the index instead of staying hittable with slots nobody wrote. If a digest is
+// already indexed (two sequences computed the same block concurrently), the second block is
+// left unregistered and returns to the free list when released. The index is a fixed-capacity
 // table: registering and evicting allocate nothing.
 #pragma once
 
@@ -31,8 +34,9 @@ namespace rungs::kv {
 
 /// Constructed as C(num_blocks, block_size, max_sequences). C::enabled == false means no
 /// caching (nothing else is needed); otherwise C provides what paged_allocator calls:
-///   start/match at admission, append as tokens arrive, fork, forget on eviction, lookup for
-///   consistency checks.
+///   start/match at admission, append as tokens arrive, fork, settle once a block's KV is
+///   written, pending to tell the blocks that are not yet, forget on eviction (or on a free
+///   before the commit), indexed/size for consistency checks.
 template <class C>
 concept prefix_cache_policy =
     std::constructible_from<C, std::int32_t, std::int32_t, std::int32_t> &&
@@ -45,6 +49,8 @@ concept prefix_cache_policy =
       c.start(slot, std::declval<const typename C::digest_type&>());
       c.fork(slot, slot, n);
       c.forget(b);
+      c.settle(b);
+      { cc.pending(b) } -> std::same_as<bool>;
       { cc.indexed(b) } -> std::same_as<bool>;
       { cc.size() } -> std::same_as<std::int32_t>;
     });
@@ -66,6 +72,7 @@ class prefix_cache {
         div_(block_size),
         index_(num_blocks),
         digest_(static_cast<std::size_t>(num_blocks)),
+        pending_(static_cast<std::size_t>(num_blocks), 0),
         chain_(static_cast<std::size_t>(max_sequences)),
         tail_(static_cast<std::size_t>(max_sequences) * static_cast<std::size_t>(block_size)) {}
 
@@ -96,7 +103,7 @@ class prefix_cache {
 
   /// Feeds `tokens`, positions [num_tokens, num_tokens + size) of the sequence in `slot`
   /// whose block ids are `row`. Each block completed gets its digest and is registered
-  /// (`pool.mark_cached`) unless the digest is indexed already.
+  /// (`pool.mark_cached`), pending until settled, unless the digest is indexed already.
   template <class Pool>
   void append(std::uint32_t slot, std::int32_t num_tokens, std::span<const token_id> tokens,
               const block_id* row, Pool& pool) {
@@ -121,6 +128,7 @@ class prefix_cache {
       if (index_.find(chain_[slot]) == null_block) {
         index_.insert(chain_[slot], b);
         digest_[b] = chain_[slot];
+        pending_[static_cast<std::size_t>(b)] = 1;
         (void)pool.mark_cached(b);
       }
       fill = 0;
@@ -135,8 +143,17 @@ class prefix_cache {
     std::copy_n(tail_.data() + parent * bs, div_.rem(num_tokens), tail_.data() + child * bs);
   }
 
-  /// Block b is being reused: its digest leaves the index.
-  void forget(block_id b) { index_.erase(digest_[b], b); }
+  /// Block b is being reused, or dropped before its KV was written: its digest leaves the
+  /// index.
+  void forget(block_id b) {
+    index_.erase(digest_[b], b);
+    pending_[static_cast<std::size_t>(b)] = 0;
+  }
+
+  /// Block b's KV is written (the step that computed it ran).
+  void settle(block_id b) { pending_[static_cast<std::size_t>(b)] = 0; }
+  /// Whether b is registered and its KV not yet known to be written.
+  bool pending(block_id b) const { return pending_[static_cast<std::size_t>(b)] != 0; }
 
   /// Whether b is the block indexed under its digest (consistency checks).
   bool indexed(block_id b) const { return index_.find(digest_[b]) == b; }
@@ -148,6 +165,7 @@ class prefix_cache {
   [[no_unique_address]] Hasher hasher_;
   detail::block_hash_map<digest_type, Hasher> index_;
   std::vector<digest_type> digest_;  // per block: its digest while registered
+  std::vector<std::uint8_t> pending_;  // per block: registered, its step not committed yet
   std::vector<digest_type> chain_;   // per row: digest of the sequence's last full block
   std::vector<token_id> tail_;       // per row: tokens of the partial last block
 };
