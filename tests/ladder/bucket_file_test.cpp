@@ -35,13 +35,23 @@ TEST_CASE("exact buckets, lists and ranges (the Gaudi document's examples)") {
   CHECK(mixed.back() == bucket<3>{256, 1, 992});
 }
 
-TEST_CASE("Python's range rules: one argument, negative steps, empty ranges") {
+TEST_CASE("Python's range rules: one argument, negative steps") {
   CHECK(parse("(1, 1, range(3))") == b3{{1, 1, 0}, {1, 1, 1}, {1, 1, 2}});
   CHECK(parse("(1, 1, range(512, 255, -128))") == b3{{1, 1, 512}, {1, 1, 384}, {1, 1, 256}});
-  CHECK(parse("(1, 1, range(5, 1))").empty());
-  CHECK(parse("(1, 1, range(1, 5, -1))").empty());
-  CHECK(parse("(1, [], 3)").empty());
   CHECK(parse("(1, 1, range(0, 10, 3))") == b3{{1, 1, 0}, {1, 1, 3}, {1, 1, 6}, {1, 1, 9}});
+}
+
+TEST_CASE("an empty list or range is an error naming the pattern, not a line without buckets") {
+  CHECK(error_of("(1, 1, range(5, 1))") ==
+        "buckets.txt:1:8: bucket pattern (1, 1, range(5, 1)): range(5, 1) yields no value "
+        "(every value of a pattern must yield at least one)");
+  CHECK(error_of("(1, 1, range( 1, 5, -1 ))") ==
+        "buckets.txt:1:8: bucket pattern (1, 1, range( 1, 5, -1 )): range( 1, 5, -1 ) yields no value "
+        "(every value of a pattern must yield at least one)");
+  CHECK(error_of("(2048, 1, 0)\n  (1, [], 0)  # empty") ==
+        "buckets.txt:2:7: bucket pattern (1, [], 0): [] yields no value "
+        "(every value of a pattern must yield at least one)");
+  CHECK(error_of("([],)", {}) == "buckets.txt:1:5: expected 3 values in a bucket, found 1");
 }
 
 TEST_CASE("comments, blank lines, spacing and trailing commas") {

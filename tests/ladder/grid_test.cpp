@@ -88,3 +88,32 @@ TEST_CASE("an empty grid runs everything eagerly; bad buckets are refused") {
   CHECK_NOTHROW(bucket_grid<3>({{1, 128, 0}}, 128));
   CHECK_THROWS_WITH(bucket_grid<3>({{1, 128, 0}}, 0), "bucket grid: block_size = 0 must be positive");
 }
+
+TEST_CASE("3-D token products are checked: a bucket past int64 is an error naming it") {
+  constexpr rungs::rung_t r = 2147483647;
+  CHECK(rungs::bucket_tokens<3>({r, r, r}, 1) == r * (r + r));  // 2^63 - 2^33 + 2: fits
+  CHECK(rungs::bucket_tokens<3>({r, r, r}, 2) == std::nullopt);
+  CHECK(rungs::bucket_tokens<3>({r, r, r}, 128) == std::nullopt);
+  CHECK(rungs::bucket_tokens<2>({r, r}) == r * r);
+  CHECK_THROWS_WITH(bucket_grid<3>({{1, 128, 0}, {r, r, r}}, 128),
+                    "bucket grid: buckets[1] = (2147483647, 2147483647, 2147483647) with block_size 128 "
+                    "processes more than 2^63 - 1 tokens (batch * (query + context_blocks * block_size) must "
+                    "fit 64 bits)");
+  CHECK_THROWS_AS(bucket_grid<3>({{r, 1, r}}, std::int64_t{1} << 30), rungs::ladder_error);
+  // A request that large is no bucket's: an error too, not a wrapped-around lookup.
+  const bucket_grid<3> g({{1, 128, 0}, {r, r, r}}, 1);
+  CHECK(g.lookup({r, r, r}).index == 1);
+  CHECK_THROWS_WITH(g.lookup({r, r, 2 * r}),
+                    "bucket grid: request = (2147483647, 2147483647, 4294967294) with block_size 1 processes "
+                    "more than 2^63 - 1 tokens (batch * (query + context_blocks * block_size) must fit 64 bits)");
+}
+
+TEST_CASE("a grid holds at most max_grid_buckets buckets") {
+  CHECK(rungs::max_grid_buckets == 1048576);
+  std::vector<bucket<1>> many(rungs::max_grid_buckets, bucket<1>{1});
+  CHECK(bucket_grid<1>(many).size() == 1048576);
+  many.push_back({2});
+  CHECK_THROWS_WITH(bucket_grid<1>(many),
+                    "bucket grid: bucket count = 1048577 exceeds the limit of 1048576 buckets per grid "
+                    "(rungs::max_grid_buckets)");
+}

@@ -6,8 +6,9 @@
 //   ([64, 128, 256], 1, range(512, 1024, 32))
 //
 // A value is an integer, a list [a, b, c] or range(stop) / range(start, stop[, step]) with
-// Python's meaning (stop exclusive, negative steps count down, a zero step is an error, an
-// empty range yields nothing). `#` starts a comment. Upstream evaluates each line as Python
+// Python's meaning (stop exclusive, negative steps count down, a zero step is an error).
+// A list or range that yields no value is an error naming the pattern (upstream silently
+// generates no bucket for the line). `#` starts a comment. Upstream evaluates each line as Python
 // and crashes (or silently skips the line) when it is malformed; here every problem is a
 // bucket_file_error "file:line:column: reason" pointing at the offending character, and
 // the expansion is bounded (bucket_file_options::max_buckets) so a typo such as
@@ -57,7 +58,7 @@ class bucket_file_error : public ladder_error {
 
 struct bucket_file_options {
   /// Most buckets a file may expand to, over all its lines.
-  std::size_t max_buckets = std::size_t{1} << 20;
+  std::size_t max_buckets = max_grid_buckets;
 };
 
 namespace detail {
@@ -67,7 +68,8 @@ struct bucket_values {
   bool is_range = false;
   std::vector<rung_t> list;           // when !is_range
   rung_t start = 0, stop = 0, step = 1;  // when is_range
-  std::size_t column = 0;
+  std::size_t column = 0;  // 1-based, where the value starts
+  std::size_t end = 0;     // 0-based, one past its last character
 
   std::uint64_t size() const noexcept {
     if (!is_range) return list.size();
@@ -122,7 +124,14 @@ class bucket_line_parser {
       pos_ = close - 1;
       fail("expected " + std::to_string(dims) + " values in a bucket, found " + std::to_string(values.size()));
     }
-    for (const bucket_values& v : values) check_values(v);
+    const std::string_view pattern = line_.substr(tuple_column - 1, close - tuple_column + 1);
+    for (const bucket_values& v : values) {
+      if (v.size() == 0)
+        fail_at(v.column, "bucket pattern " + std::string(pattern) + ": " +
+                              std::string(line_.substr(v.column - 1, v.end - (v.column - 1))) +
+                              " yields no value (every value of a pattern must yield at least one)");
+      check_values(v);
+    }
     return values;
   }
 
@@ -153,6 +162,7 @@ class bucket_line_parser {
     } else {
       fail("expected an integer, a list [...] or range(...), found " + found());
     }
+    v.end = pos_;
     return v;
   }
 

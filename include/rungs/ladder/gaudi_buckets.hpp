@@ -9,7 +9,9 @@
 //   file strategy         3-D buckets from a bucket file; query 1 means decode
 // Prompt buckets are kept only if bs * (query + ctx * block_size) <= max_num_batched_tokens
 // (when a budget is set) and query <= max_model_len; the omitted ones are counted. Buckets
-// are listed sorted, as the logs show them. gaudi-bucketing.md gives the configurations
+// are listed sorted, as the logs show them. The kept buckets of each phase are counted
+// before any is generated and must not exceed max_grid_buckets (with prefix caching and
+// block size 1, a long max_model_len would otherwise ask for one bucket per context length). gaudi-bucketing.md gives the configurations
 // that reproduce the documents' 24/48 (linear) and 36/42 (exponential) listings.
 #pragma once
 
@@ -22,7 +24,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,8 +67,29 @@ inline dimension_ladders ladders_of(strategy s, const bucket_config& c) {
           dimension_ladder(s, c.decode_seq, "decode", s == strategy::linear ? "seq" : "block")};
 }
 
-inline bool within_budget(const serving_config& s, rung_t tokens) {
-  return s.max_num_batched_tokens == 0 || tokens <= s.max_num_batched_tokens;
+/// How many rungs of `sorted` are <= `limit`.
+inline std::uint64_t rungs_up_to(std::span<const rung_t> sorted, rung_t limit) {
+  return static_cast<std::uint64_t>(std::upper_bound(sorted.begin(), sorted.end(), limit) - sorted.begin());
+}
+
+/// Exponential prompt buckets: for each (bs, query), the context blocks 0 .. max_ctx, of which
+/// a prefix is kept (tokens grow with the context). Returns max_ctx and the kept count.
+struct context_run {
+  rung_t max_ctx = 0;
+  rung_t kept = 0;
+};
+inline context_run context_blocks(const serving_config& s, rung_t b, rung_t q) {
+  const rung_t block = s.block_size, len = s.max_model_len;
+  // With prefix caching a prompt of q new tokens may follow up to the rest of the model
+  // length in cached blocks.
+  const rung_t max_ctx = s.prefix_caching && q <= len ? (len - q) / block : 0;
+  if (q > len) return {max_ctx, 0};
+  if (s.max_num_batched_tokens == 0) return {max_ctx, max_ctx + 1};
+  // b * (q + ctx * block) <= budget: no product here exceeds 2^62 (each factor < 2^31 and
+  // q + ctx * block <= max_model_len).
+  if (b * q > s.max_num_batched_tokens) return {max_ctx, 0};
+  const rung_t fits = (s.max_num_batched_tokens / b - q) / block;
+  return {max_ctx, (fits < max_ctx ? fits : max_ctx) + 1};
 }
 
 template <std::size_t D>
@@ -79,12 +104,22 @@ inline bucket_plan<2> linear_buckets(const bucket_config& config, const serving_
   serving.validate();
   const detail::dimension_ladders l = detail::ladders_of(strategy::linear, config);
   bucket_plan<2> plan{config, serving, {}, {}, 0};
+  // Counted first: each ladder may have 65536 rungs, their product 2^32 buckets. The seq
+  // rungs kept for a batch size b are those <= max_model_len with b * seq within the budget.
+  auto kept_seqs = [&](rung_t b) {
+    const rung_t budget = serving.max_num_batched_tokens == 0 ? max_rung : serving.max_num_batched_tokens / b;
+    return detail::rungs_up_to(l.prompt_seq.rungs(), std::min(budget, serving.max_model_len));
+  };
+  std::uint64_t kept = 0;
+  for (rung_t b : l.prompt_bs.rungs()) kept += kept_seqs(b);
+  rungs::detail::require_grid_size("gaudi linear buckets", "prompt buckets", kept);
+  rungs::detail::require_grid_size("gaudi linear buckets", "decode buckets",
+                                   std::uint64_t{l.decode_bs.size()} * l.decode_len.size());
   std::vector<bucket<2>> prompt, decode;
+  prompt.reserve(kept);
   for (rung_t b : l.prompt_bs.rungs())
-    for (rung_t s : l.prompt_seq.rungs()) {
-      if (detail::within_budget(serving, b * s) && s <= serving.max_model_len) prompt.push_back({b, s});
-      else ++plan.prompt_omitted;
-    }
+    for (std::uint64_t i = 0, n = kept_seqs(b); i < n; ++i) prompt.push_back({b, l.prompt_seq[i]});
+  plan.prompt_omitted = l.prompt_bs.size() * l.prompt_seq.size() - prompt.size();
   for (rung_t b : l.decode_bs.rungs())
     for (rung_t s : l.decode_len.rungs()) decode.push_back({b, s});
   plan.prompt = bucket_grid<2>(std::move(prompt));
@@ -95,18 +130,21 @@ inline bucket_plan<2> linear_buckets(const bucket_config& config, const serving_
 inline bucket_plan<3> exponential_buckets(const bucket_config& config, const serving_config& serving) {
   serving.validate();
   const detail::dimension_ladders l = detail::ladders_of(strategy::exponential, config);
-  const rung_t block_size = serving.block_size, len = serving.max_model_len;
+  const rung_t block_size = serving.block_size;
   bucket_plan<3> plan{config, serving, {}, {}, 0};
+  std::uint64_t kept = 0;  // counted first: one bucket per context length can be billions
+  for (rung_t b : l.prompt_bs.rungs())
+    for (rung_t q : l.prompt_seq.rungs()) kept += static_cast<std::uint64_t>(detail::context_blocks(serving, b, q).kept);
+  rungs::detail::require_grid_size("gaudi exponential buckets", "prompt buckets", kept);
+  rungs::detail::require_grid_size("gaudi exponential buckets", "decode buckets",
+                                   std::uint64_t{l.decode_bs.size()} * l.decode_len.size());
   std::vector<bucket<3>> prompt, decode;
+  prompt.reserve(kept);
   for (rung_t b : l.prompt_bs.rungs())
     for (rung_t q : l.prompt_seq.rungs()) {
-      // With prefix caching a prompt of q new tokens may follow up to the rest of the
-      // model length in cached blocks.
-      const rung_t max_ctx = serving.prefix_caching && q <= len ? (len - q) / block_size : 0;
-      for (rung_t ctx = 0; ctx <= max_ctx; ++ctx) {
-        if (detail::within_budget(serving, b * (q + ctx * block_size)) && q <= len) prompt.push_back({b, q, ctx});
-        else ++plan.prompt_omitted;
-      }
+      const detail::context_run run = detail::context_blocks(serving, b, q);
+      for (rung_t ctx = 0; ctx < run.kept; ++ctx) prompt.push_back({b, q, ctx});
+      plan.prompt_omitted += static_cast<std::size_t>(run.max_ctx + 1 - run.kept);
     }
   for (rung_t b : l.decode_bs.rungs())
     for (rung_t n : l.decode_len.rungs()) decode.push_back({b, 1, n});

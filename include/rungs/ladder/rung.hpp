@@ -21,13 +21,19 @@ namespace rungs {
 using rung_t = std::int64_t;
 
 /// Largest value a ladder parameter or rung may take. Device code indexes with int32, and
-/// keeping parameters below 2^31 means no rung arithmetic (doubling, rounding up to a
-/// step, token products) can overflow rung_t.
+/// keeping parameters below 2^31 means no arithmetic on one ladder (doubling, rounding up
+/// to a step) and no product of two rungs can overflow rung_t. A product of three (a 3-D
+/// bucket's batch * (query + context_blocks * block_size)) can, and is checked (grid.hpp).
 inline constexpr rung_t max_rung = (rung_t{1} << 31) - 1;
 
 /// Most rungs one ladder may have: each rung is a captured graph, and 65536 keeps the
 /// lookup table's entries 16-bit.
 inline constexpr std::size_t max_rungs = std::size_t{1} << 16;
+
+/// Most buckets one grid may hold (and a bucket file or a Gaudi strategy may generate for
+/// one phase): each bucket is a graph to capture, and counting against this bound before
+/// expanding keeps a configuration from asking for unbounded memory.
+inline constexpr std::size_t max_grid_buckets = std::size_t{1} << 20;
 
 /// Thrown for an invalid ladder, grid or bucketing configuration (a std::invalid_argument,
 /// so callers that already map invalid_argument to "bad configuration" keep working).
@@ -81,6 +87,16 @@ namespace detail {
 constexpr void require_positive(std::string_view ladder, std::string_view parameter, rung_t value) {
   if (value <= 0) reject(ladder, parameter, value, "must be positive");
   if (value > max_rung) reject(ladder, parameter, value, "exceeds the largest supported rung 2147483647");
+}
+
+/// Rejects a grid of more than max_grid_buckets buckets, counted before it is expanded:
+/// "<what>: <parameter> = <count> exceeds the limit of 1048576 buckets per grid ...".
+inline void require_grid_size(std::string_view what, std::string_view parameter, std::uint64_t count) {
+  if (count <= max_grid_buckets) return;
+  std::string m(what);
+  m.append(": ").append(parameter).append(" = ").append(std::to_string(count));
+  m.append(" exceeds the limit of ").append(std::to_string(max_grid_buckets));
+  throw ladder_error(m + " buckets per grid (rungs::max_grid_buckets)");
 }
 
 /// Rejects a ladder that would have more than max_rungs rungs.
