@@ -2,6 +2,7 @@
 #include <rungs/engine/model.hpp>
 
 #include <catch2/catch.hpp>
+#include <limits>
 
 using namespace rungs::engine;
 
@@ -75,4 +76,52 @@ TEST_CASE("bad budgets are rejected naming the value and the rule") {
   CHECK_THROWS_WITH(graph_ledger(graph_budget{.bytes = 5, .prompt_ratio = 1.5}),
                     "graph budget: prompt_ratio = 1.500000 must lie in [0, 1]");
   CHECK_THROWS_AS(graph_budget::gaudi({.free_bytes = 10, .graph_reserved_mem = -0.1}), std::invalid_argument);
+}
+
+TEST_CASE("cost arithmetic never wraps: overflowing costs are errors, sums past int64 are refused") {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const graph_cost huge{.base = 0, .per_unit = std::int64_t{1} << 62};
+  CHECK(huge.bytes(decode(1, 1)) == std::int64_t{1} << 62);
+  CHECK_THROWS_WITH(huge.bytes(decode(2, 1)),
+                    "graph cost: base 0 + per_unit 4611686018427387904 x 2 cost units of bucket (2, 1) exceeds "
+                    "2^63 - 1 bytes");
+  const graph_cost at_max{.base = max, .per_unit = 1};
+  CHECK_THROWS_AS(at_max.bytes(prompt(1, 1)), std::invalid_argument);
+  // What `timeline --budget 1 --graph-cost 0:4611686018427387904` ran into: the estimate for
+  // a 2-unit graph is an error, not -2^63 bytes admitted under a 1-byte budget.
+  graph_ledger l(graph_budget{.bytes = 1, .model = huge});
+  CHECK(l.estimate(decode(1, 1)) == std::int64_t{1} << 62);
+  CHECK_FALSE(l.admits(decode(1, 1), l.estimate(decode(1, 1)), true));
+  CHECK_THROWS_AS(l.estimate(decode(2, 1)), std::invalid_argument);
+
+  // Admission sums past int64 exceed every budget.
+  graph_ledger full(graph_budget{.bytes = max, .prompt_ratio = 1.0});
+  full.charge(prompt(1, 1), 1);
+  CHECK(full.admits(prompt(1, 1), max - 1, false));
+  CHECK_FALSE(full.admits(prompt(1, 1), max, false));
+  CHECK_FALSE(full.admits(prompt(1, 1), max, true));
+
+  // Estimates from measurements saturate at INT64_MAX instead of converting an out-of-range
+  // double (undefined behaviour).
+  graph_ledger measured(graph_budget{.bytes = GiB});
+  measured.measured(decode(1, 1), max);
+  CHECK(measured.estimate(decode(4, 1)) == max);
+  CHECK_FALSE(measured.admits(decode(4, 1), measured.estimate(decode(4, 1)), true));
+
+  // An unlimited budget whose kept graphs pass int64 is an error, never a negative total.
+  graph_ledger unlimited;
+  unlimited.charge(decode(1, 1), max);
+  CHECK_THROWS_WITH(unlimited.charge(prompt(1, 1), 1),
+                    "graph memory: 9223372036854775807 bytes of kept graphs + 1 exceeds 2^63 - 1 bytes");
+  CHECK(unlimited.used() == max);
+}
+
+TEST_CASE("non-finite budget inputs are refused") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH(graph_ledger(graph_budget{.bytes = 5, .prompt_ratio = nan}),
+                    "graph budget: prompt_ratio = nan must lie in [0, 1]");
+  CHECK_THROWS_AS(graph_ledger(graph_budget{.bytes = 5, .prompt_ratio = inf}), std::invalid_argument);
+  CHECK_THROWS_AS(graph_budget::gaudi({.free_bytes = GiB, .gpu_memory_utilization = nan}), std::invalid_argument);
+  CHECK_THROWS_AS(graph_budget::gaudi({.free_bytes = GiB, .graph_reserved_mem = inf}), std::invalid_argument);
 }

@@ -54,6 +54,20 @@ TEST_CASE("the vLLM rule subtracts what the profiling run measured") {
                     Catch::Contains("no memory left for the KV cache"));
 }
 
+TEST_CASE("memory rules at the ends of int64: no wrap-around, no out-of-range conversion") {
+  constexpr std::int64_t max = INT64_MAX;
+  CHECK(kv_memory(vllm_memory{.total_bytes = max, .gpu_memory_utilization = 1.0}) == max);
+  CHECK(kv_memory(gaudi_memory{.free_bytes = max, .gpu_memory_utilization = 1.0, .graph_reserved_mem = 0}) == max);
+  CHECK_THROWS_WITH(kv_memory(vllm_memory{.total_bytes = GiB, .weights_bytes = max, .peak_activation_bytes = max}),
+                    "no memory left for the KV cache: usable 966367641 bytes, weights + activations + non-torch "
+                    "more than 2^63 - 1 bytes");
+  CHECK_THROWS_WITH(kv_memory(vllm_memory{.total_bytes = GiB, .weights_bytes = -GiB}),
+                    "weights_bytes = -1073741824 must not be negative");
+  CHECK_THROWS_AS(kv_memory(vllm_memory{.total_bytes = GiB, .non_torch_bytes = -1}), std::invalid_argument);
+  CHECK_THROWS_WITH(bytes_per_token({.layers = max, .kv_heads = 2, .head_dim = 1}),
+                    "KV cache size overflows 64 bits: 2 x 9223372036854775807");
+}
+
 TEST_CASE("fp8 and fp32 element sizes; bad shapes are configuration errors") {
   CHECK(bytes_per_element(kv_dtype::fp8) == 1);
   CHECK(bytes_per_element(kv_dtype::fp32) == 4);

@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include <rungs/checked.hpp>
+
 namespace rungs::kv {
 
 enum class kv_dtype { fp32, fp16, bf16, fp8 };
@@ -59,12 +61,15 @@ inline std::string fraction_text(double v) {
   if (s.back() == '.') s.pop_back();
   return s;
 }
-/// a x b for positive a and b, refusing to overflow.
+/// a x b, refusing to overflow.
 inline std::int64_t checked_product(std::int64_t a, std::int64_t b) {
-  if (b != 0 && a > INT64_MAX / b)
-    throw std::invalid_argument("KV cache size overflows 64 bits: " + std::to_string(a) + " x " +
-                                std::to_string(b));
-  return a * b;
+  if (const std::optional<std::int64_t> p = checked_mul(a, b)) return *p;
+  throw std::invalid_argument("KV cache size overflows 64 bits: " + std::to_string(a) + " x " +
+                              std::to_string(b));
+}
+inline void require_non_negative(std::string_view what, std::int64_t v) {
+  if (v < 0)
+    throw std::invalid_argument(std::string(what) + " = " + std::to_string(v) + " must not be negative");
 }
 /// A fraction in (0, 1] (how much of a memory may be used).
 inline void require_share(std::string_view what, double v) {
@@ -116,13 +121,17 @@ struct vllm_memory {
 inline std::int64_t kv_memory(const vllm_memory& m) {
   detail::require_positive("total_bytes", m.total_bytes);
   detail::require_share("gpu_memory_utilization", m.gpu_memory_utilization);
-  const auto usable = static_cast<std::int64_t>(double(m.total_bytes) * m.gpu_memory_utilization);
-  const std::int64_t kv = usable - m.weights_bytes - m.peak_activation_bytes - m.non_torch_bytes;
-  if (kv <= 0)
+  detail::require_non_negative("weights_bytes", m.weights_bytes);
+  detail::require_non_negative("peak_activation_bytes", m.peak_activation_bytes);
+  detail::require_non_negative("non_torch_bytes", m.non_torch_bytes);
+  const std::int64_t usable = floor_share(m.total_bytes, double(m.total_bytes) * m.gpu_memory_utilization);
+  std::optional<std::int64_t> taken = checked_add(m.weights_bytes, m.peak_activation_bytes);
+  if (taken) taken = checked_add(*taken, m.non_torch_bytes);
+  if (!taken || *taken >= usable)
     throw std::invalid_argument("no memory left for the KV cache: usable " + std::to_string(usable) +
                                 " bytes, weights + activations + non-torch " +
-                                std::to_string(usable - kv) + " bytes");
-  return kv;
+                                (taken ? std::to_string(*taken) : std::string("more than 2^63 - 1")) + " bytes");
+  return usable - *taken;
 }
 
 /// Gaudi (vLLM HPU): usable = free memory after weights and profiling x gpu_memory_utilization;
@@ -138,8 +147,8 @@ inline std::int64_t kv_memory(const gaudi_memory& m) {
   detail::require_positive("free_bytes", m.free_bytes);
   detail::require_share("gpu_memory_utilization", m.gpu_memory_utilization);
   detail::require_reserve("graph_reserved_mem", m.graph_reserved_mem);
-  return static_cast<std::int64_t>(
-      std::floor(double(m.free_bytes) * m.gpu_memory_utilization * (1.0 - m.graph_reserved_mem)));
+  return floor_share(m.free_bytes,
+                             double(m.free_bytes) * m.gpu_memory_utilization * (1.0 - m.graph_reserved_mem));
 }
 
 /// Blocks one request of `tokens` tokens holds at its longest: ceil(tokens / block_size).
