@@ -48,7 +48,9 @@ int main() {
   EXPECT(a.cached_tokens == 0);
   EXPECT(alloc.append(a.id, p1) == kv::errc::ok);
 
-  // Second chat: the system prompt's three blocks are reused; only 10 tokens are computed.
+  // Second chat, admitted in the same step: the system prompt's three blocks are reused
+  // (their KV is written by this very step, layer by layer before attention reads it); only
+  // 10 tokens are computed.
   const std::vector<kv::token_id> p2 = chat(500);
   const kv::sequence_start b = alloc.create(p2).value();
   std::printf("second chat: %d of %zu prompt tokens cached\n", b.cached_tokens, p2.size());
@@ -57,6 +59,8 @@ int main() {
   const auto ta = alloc.block_table(a.id).value();
   const auto tb = alloc.block_table(b.id).value();
   EXPECT(ta[0] == tb[0] && ta[1] == tb[1] && ta[2] == tb[2] && ta[3] != tb[3]);
+  // The step ran: its KV is written, so its full blocks stay prefix hits after a free.
+  EXPECT(alloc.commit(a.id, 58) == kv::errc::ok && alloc.commit(b.id, 58) == kv::errc::ok);
 
   // 3. A decode step: one new token each, slots padded to an 8-token CUDA-graph bucket.
   const kv::token_id next[] = {7, 8};

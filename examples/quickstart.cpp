@@ -74,6 +74,10 @@ int main() {
         (rung.padding() > 0 && slots[rung.rung - 1] != kv::padded_slot) ||
         m.live_blocks + m.cached_blocks + m.free_blocks != m.num_blocks)
       return 1;
+    // The step ran (here: the slots were mapped; a real engine runs the model): its KV is
+    // written, so its full blocks stay prefix hits after their sequence is freed.
+    for (const live_seq& s : running)
+      if (pool.commit(s.id, s.length) != kv::errc::ok) return 1;
     // The longest sequence finishes every third step and gives its blocks back.
     if (step % 3 == 0) {
       auto longest = running.begin();

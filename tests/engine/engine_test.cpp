@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -269,4 +270,17 @@ TEST_CASE("spill-over the other way: decode graphs use what the complete prompt 
   // decode keeps to its own share (as upstream: spill-over only from a complete phase).
   CHECK(walk({4, 8, 16}) == strings{"startup:(1, 4)", "startup:(1, 8)", "startup:(1, 16):refused", "startup:(4, 8)",
                                     "startup:(2, 8)", "startup:(1, 8):refused"});
+}
+
+TEST_CASE("a capture time that does not fit int64 nanoseconds is an error, and the graph is released") {
+  toy_model model;
+  for (double seconds : {1e308, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
+    host_backend::options sim{.simulate = simulated_capture{.seconds = seconds}};
+    test_engine<largest_first, startup> e(token_ladder{{4}}, counting_pool(64), host_backend(std::ref(model), sim),
+                                          {.max_model_len = 16});
+    CHECK_THROWS_WITH(e.start(), Catch::StartsWith("engine: the capture of bucket index 0 reported ") &&
+                                     Catch::EndsWith(" seconds; a capture time must be finite, non-negative and "
+                                                     "below 2^63 ns"));
+    CHECK(e.stats().captures == 0);
+  }
 }

@@ -266,6 +266,11 @@ TEST_CASE("a configuration out of range is rejected with the field's name") {
       A({.num_blocks = 8, .block_size = 1, .max_sequences = 1 << 20, .max_model_len = 1 << 20}),
       "allocator_config: max_sequences * ceil(max_model_len / block_size) = 1099511627776 "
       "block-table entries exceeds 2^30");
+  // One sequence of one huge block: the table is one entry, the partial-block buffer is not.
+  CHECK_THROWS_WITH(A({.num_blocks = 1, .block_size = 2147483647, .max_sequences = 1, .max_model_len = 1}),
+                    "allocator_config: max_sequences * block_size = 2147483647 partial-block tokens exceeds 2^30");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .block_size = 1 << 16, .max_sequences = 1 << 15}),
+                    "allocator_config: max_sequences * block_size = 2147483648 partial-block tokens exceeds 2^30");
 }
 
 TEST_CASE("priority eviction keeps the prefix of a high-priority sequence") {

@@ -446,7 +446,17 @@ class graph_runner {
     capture_report rep = backend_.capture(b, bk, dummy_);
     // Agree on the outcome: a capture that failed anywhere is dropped everywhere, and the
     // budget is charged the largest cost any rank measured.
-    std::array<std::int64_t, 3> v{rep.ok ? 0 : 1, rep.bytes, static_cast<std::int64_t>(rep.seconds * 1e9)};
+    // Seconds travel through the rank sync as int64 nanoseconds: a time that is not finite,
+    // negative or past 2^63 ns (a simulated cost of 1e308 s) is an error, never an
+    // out-of-range conversion.
+    const std::optional<std::int64_t> ns = checked_trunc(rep.seconds * 1e9);
+    if (!ns || *ns < 0) {
+      if (rep.ok) backend_.release(b);
+      throw std::invalid_argument("engine: the capture of bucket index " + std::to_string(b) + " reported " +
+                                  std::to_string(rep.seconds) +
+                                  " seconds; a capture time must be finite, non-negative and below 2^63 ns");
+    }
+    std::array<std::int64_t, 3> v{rep.ok ? 0 : 1, rep.bytes, *ns};
     if (sync_) sync_(v);
     bool failed = v[0] != 0;
     e.bytes = v[1];
@@ -482,7 +492,8 @@ class graph_runner {
     engine_event f{.what = engine_event::kind::forecast, .step = stats_.steps, .budget_left = ledger_.left()};
     for (std::size_t i = 0; i < table_.size(); ++i)
       if (queue_.state(i) == graph_state::pending) {
-        f.estimate += ledger_.estimate(table_[i]);
+        // Estimates saturate at INT64_MAX (more than any budget); so does their sum.
+        f.estimate = checked_add(f.estimate, ledger_.estimate(table_[i])).value_or(std::numeric_limits<std::int64_t>::max());
         ++f.total;
       }
     observer_(f);

@@ -418,6 +418,10 @@ class paged_allocator {
     if (stride * c.max_sequences > (std::int64_t{1} << 30))
       fail("max_sequences * ceil(max_model_len / block_size) = " +
            std::to_string(stride * c.max_sequences) + " block-table entries exceeds 2^30");
+    // The prefix cache keeps each row's partial last block: max_sequences x block_size tokens.
+    if (std::int64_t{c.block_size} * c.max_sequences > (std::int64_t{1} << 30))
+      fail("max_sequences * block_size = " + std::to_string(std::int64_t{c.block_size} * c.max_sequences) +
+           " partial-block tokens exceeds 2^30");
     return c;
   }
 
