@@ -138,7 +138,9 @@ inline std::vector<prefix_cache_point> prefix_cache_study(const std::vector<serv
         continue;
       }
       const std::int32_t hit = s->cached_tokens;
+      // Its prefill runs (commit: the KV is written, so its blocks stay hits), then it leaves.
       if (cache.append(s->id, prompt.subspan(static_cast<std::size_t>(hit))) != kv::errc::ok ||
+          cache.commit(s->id, static_cast<std::int32_t>(prompt.size())) != kv::errc::ok ||
           cache.free(s->id) != kv::errc::ok)
         throw std::logic_error("prefix cache study: a request that was admitted could not run");
       ++point.requests;
