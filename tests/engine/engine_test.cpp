@@ -276,8 +276,8 @@ TEST_CASE("a capture time that does not fit int64 nanoseconds is an error, and t
   toy_model model;
   for (double seconds : {1e308, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
     host_backend::options sim{.simulate = simulated_capture{.seconds = seconds}};
-    test_engine<largest_first, startup> e(token_ladder{{4}}, counting_pool(64), host_backend(std::ref(model), sim),
-                                          {.max_model_len = 16});
+    test_engine<largest_first, startup> e(token_ladder{{4}}, host_backend(std::ref(model), sim),
+                                          {.max_model_len = 16, .shape = tiny_model.run(64)});
     CHECK_THROWS_WITH(e.start(), Catch::StartsWith("engine: the capture of bucket index 0 reported ") &&
                                      Catch::EndsWith(" seconds; a capture time must be finite, non-negative and "
                                                      "below 2^63 ns"));

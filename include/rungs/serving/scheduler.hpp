@@ -287,7 +287,7 @@ class scheduler {
       r.computed += e.count;
       // The step ran: the blocks it filled hold written KV and may serve as prefix hits after
       // the request is freed (before this, a free drops them).
-      if (blocks_->commit(e.seq, r.computed) != kv::errc::ok)
+      if (blocks_.commit(e.seq, r.computed) != kv::errc::ok)
         throw std::logic_error("scheduler: the allocator refused to commit request " + std::to_string(e.request));
       if (!e.samples) continue;
       const token_id t = sampled[k++];
