@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include <rungs/planning/fleet.hpp>
+
 #include "command.hpp"
 #include "json_line.hpp"
 #include "planning_args.hpp"
@@ -38,7 +40,12 @@ struct simulate_args {
   bool json = false;
   std::string plot, write_steps;
   std::size_t first = 10;
+  std::optional<std::int32_t> replicas;
+  planning::router router = planning::router::round_robin;
 };
+
+// At most this many rejected requests are listed one by one in --json.
+constexpr std::size_t listed_rejections = 100;
 
 void add_options(CLI::App& app, simulate_args& a) {
   add_simulation_options(app, a.sim);
@@ -51,6 +58,12 @@ void add_options(CLI::App& app, simulate_args& a) {
   cli::option(app, "--first N", a.first, [](std::string_view f, std::string_view v) {
         return static_cast<std::size_t>(cli::positive(f, v));
       }, "report the mean TTFT of the first N requests (default 10)")->group("Output");
+  cli::option(app, "--replicas N", a.replicas, [](std::string_view f, std::string_view v) {
+        return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 4096));
+      }, "serve the workload with N replicas, each with its own scheduler, KV pool and graphs")->group("Fleet");
+  cli::choices<planning::router>(app, "--router round-robin", a.router, {{"round-robin", planning::router::round_robin}},
+                                 "how requests are sent to replicas (round-robin only, so far)")
+      ->group("Fleet");
 }
 
 std::string fixed(double v, int digits) {
@@ -88,6 +101,7 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
       [](R s) { return fixed(s.ttft_first_mean, 3); });
   add("TTFT mean (s)", "ttft_mean_seconds", [](R s) { return fixed(s.ttft.mean, 3); });
   add("TTFT p99 (s)", "ttft_p99_seconds", [](R s) { return fixed(s.ttft.p99, 3); });
+  add("rejected requests", "rejected", [](R s) { return std::to_string(s.rejected); });
   add("ITL mean (ms)", "itl_mean_ms", [](R s) { return fixed(s.itl.mean * 1e3, 2); });
   add("ITL p99 (ms)", "itl_p99_ms", [](R s) { return fixed(s.itl.p99 * 1e3, 2); });
   add("ITL max (ms)", "itl_max_ms", [](R s) { return fixed(s.itl.max * 1e3, 2); });
@@ -150,11 +164,30 @@ json number(const std::string& text) { return json::parse(text); }
 
 // The runs as JSON; with `steps`, each run's step series (at most ~2000 points: every k-th).
 void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
-                const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps) {
+                const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps,
+                const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10) {
   json all = {{"workload", description}, {"kv_blocks", runs.front().num_blocks}, {"runs", json::array()}};
+  if (!fleets.empty()) all["replicas"] = fleets.front().replicas.size();
   for (std::size_t k = 0; k < runs.size(); ++k) {
     json run = {{"timing", timings[k]}};
     for (const row& r : rows) run[r.key] = number(r.values[k]);
+    json rejected = json::array();
+    for (const planning::request_record& q : runs[k].requests)
+      if (!q.rejected.empty() && rejected.size() < listed_rejections)
+        rejected.push_back({{"request", q.trace_index + 1}, {"reason", q.rejected}});
+    run["rejected_requests"] = std::move(rejected);
+    if (!fleets.empty()) {  // per replica: every key of the report, as an array over the replicas
+      const std::vector<row> per = report(fleets[k].replicas, first);
+      json replicas = json::object();
+      replicas["requests"] = json::array();
+      for (const planning::simulation_result& s : fleets[k].replicas) replicas["requests"].push_back(s.requests.size());
+      for (const row& r : per) {
+        json values = json::array();
+        for (const std::string& v : r.values) values.push_back(number(v));
+        replicas[r.key] = std::move(values);
+      }
+      run["per_replica"] = std::move(replicas);
+    }
     if (steps) {
       const planning::simulation_result& s = runs[k];
       const std::size_t every = s.steps.size() / 2000 + 1;
@@ -193,20 +226,43 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   std::vector<std::string> timings;
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
   else timings = {a.sim.timing};
+  if (a.replicas && !a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --replicas");
   std::vector<planning::simulation_result> runs;
+  std::vector<planning::fleet_result> fleets;
   for (const std::string& t : timings) {
     planning::simulation_config c = a.sim.config;
     c.timing = timing_policy(a.sim, t);
     c.record_steps = !a.plot.empty();
-    runs.push_back(planning::simulate(c, trace));
+    if (a.replicas) {
+      fleets.push_back(planning::simulate_fleet(c, trace, *a.replicas, a.router));
+      runs.push_back(fleets.back().total);
+    } else {
+      runs.push_back(planning::simulate(c, trace));
+    }
   }
   const std::vector<row> rows = report(runs, a.first);
-  const std::string description = describe(a, trace.size(), runs.front());
+  std::string description = describe(a, trace.size(), runs.front());
+  if (a.replicas)
+    description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router));
   if (a.json) {
-    print_json(out, description, timings, rows, runs, false);
+    print_json(out, description, timings, rows, runs, false, fleets, a.first);
   } else {
     out << "simulate: " << description << "\n";
     print_table(out, timings, rows);
+    if (!fleets.empty()) {  // one line per replica of the first run
+      const std::vector<row> per = report(fleets.front().replicas, a.first);
+      out << "\nreplica  requests  rejected  TTFT p99 (s)  ITL p99 (ms)  last done (s)  steps\n";
+      auto value = [&](std::string_view key, std::size_t k) {
+        for (const row& r : per)
+          if (r.key == key) return r.values[k];
+        return std::string("?");
+      };
+      for (std::size_t k = 0; k < fleets.front().replicas.size(); ++k)
+        out << std::setw(7) << k << std::setw(10) << fleets.front().replicas[k].requests.size() << std::setw(10)
+            << value("rejected", k) << std::setw(14) << value("ttft_p99_seconds", k) << std::setw(14)
+            << value("itl_p99_ms", k) << std::setw(15) << value("end_seconds", k) << std::setw(7) << value("steps", k)
+            << "\n";
+    }
   }
   if (!a.write_steps.empty()) {
     std::ofstream f(a.write_steps);

@@ -5,11 +5,14 @@
 #pragma once
 
 #include <rungs/kv/capacity.hpp>
+#include <rungs/planning/cost_model.hpp>
 #include <rungs/planning/simulate.hpp>
 #include <rungs/serving/workload.hpp>
 
 #include <cstdint>
+#include <fstream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +43,11 @@ struct simulation_args {
   std::int64_t eager_uses = 0;
   std::vector<std::string> ladder_words;  // as given to --ladder
   std::string ladder_text = "capture-sizes 512";
+  serving::trace_format trace_format = serving::trace_format::detect;
+  // The roofline (--gpu, --model, --tp, --cost-presets) and whether --kv-memory was given.
+  std::optional<std::string> gpu, model, cost_presets;
+  std::int64_t tp = 1;
+  bool kv_memory_given = false;
 };
 
 /// Adds the options simulate and fit share, bound to `a` (which must outlive the parse).
@@ -52,6 +60,17 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
   planning::simulation_config& c = a.config;
   // workload
   cli::text(app, "--trace FILE", a.trace, "requests from a trace (CSV or JSON lines; see docs/planning.md)")
+      ->group("Workload");
+  cli::choices<serving::trace_format>(app, "--trace-format detect|rungs|azure|mooncake", a.trace_format,
+                                      {{"detect", serving::trace_format::detect},
+                                       {"rungs", serving::trace_format::rungs},
+                                       {"azure", serving::trace_format::azure},
+                                       {"mooncake", serving::trace_format::mooncake}},
+                                      "read --trace as this format (default: detected from the header or keys)")
+      ->group("Workload");
+  cli::flag(app, "--strict", c.strict,
+            "a request that can never run (longer than --max-model-len, or more KV blocks than the pool) is an "
+            "error; by default it is counted as rejected and the simulation goes on")
       ->group("Workload");
   cli::on(app, "--chat N", [&a, chat](auto f, auto v) { chat().conversations = cli::count(f, v); a.chat_given = true; },
           "the paged-KV blog's chats: N conversations")->group("Workload");
@@ -74,7 +93,10 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
           "the workload's random seed")->group("Workload");
   // KV cache
   cli::option(app, "--kv-memory SIZE", c.kv_bytes, cli::positive_size,
-              "the KV cache's budget (" + std::string(cli::size_syntax) + ")")->group("KV cache");
+              "the KV cache's budget (" + std::string(cli::size_syntax) + "; with --gpu and --model: vLLM's, 90% of "
+              "the GPU's memory less the weights)")
+      ->group("KV cache")
+      ->each([&a](const std::string&) { a.kv_memory_given = true; });
   cli::option(app, "--block-size N", c.block_size, [](std::string_view f, std::string_view v) {
         const std::int64_t b = cli::positive(f, v);
         if (b != 8 && b != 16 && b != 32 && b != 64 && b != 128)
@@ -140,10 +162,51 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
         c.cost.graph_bytes = cli::size(f, parts[0]);
         c.cost.graph_bytes_per_token = cli::size(f, parts[1]);
       }, "a graph's memory: BYTES + PER_TOKEN_BYTES x rung")->group("Cost model");
+  // The roofline from presets (docs/planning.md, "The cost model").
+  CLI::Option* gpu = cli::text(app, "--gpu NAME", a.gpu, "the roofline's GPU: h100-sxm, h200, a100-80gb, l40s, or one "
+                                                            "from --cost-presets")->group("Cost model");
+  CLI::Option* model = cli::text(app, "--model NAME", a.model, "the roofline's model: llama-3-8b, llama-3-70b, mistral-7b, "
+                                                                "qwen2.5-7b, qwen2.5-72b, or one from --cost-presets; sets "
+                                                                "the KV geometry")->group("Cost model");
+  cli::option(app, "--tp N", a.tp, [](std::string_view f, std::string_view v) { return cli::integer_in(f, v, 1, 1024); },
+              "tensor-parallel degree of each replica (default 1)")->group("Cost model");
+  cli::text(app, "--cost-presets FILE", a.cost_presets, "more GPUs and models, or overrides ('gpu NAME key=value...', "
+                                                         "'model NAME key=value...' lines)")->group("Cost model");
+  gpu->needs(model);
+  model->needs(gpu);
+  for (const char* other : {"--step-cost"}) gpu->excludes(app.get_option(other));
+  for (const char* other : {"--layers", "--kv-heads", "--head-dim", "--dtype"}) model->excludes(app.get_option(other));
 }
 
 /// Checks the combination; call after the last flag.
 inline void check_simulation_args(simulation_args& a) {
+  if (a.trace_format != serving::trace_format::detect && !a.trace) throw usage_error("--trace-format applies to --trace FILE");
+  if (a.tp != 1 && !a.gpu) throw usage_error("--tp applies to the roofline: add --gpu NAME --model NAME");
+  if (a.cost_presets && !a.gpu) throw usage_error("--cost-presets applies to the roofline: add --gpu NAME --model NAME");
+  if (a.gpu) {
+    planning::cost_presets presets;
+    if (a.cost_presets) {
+      std::ifstream in(*a.cost_presets, std::ios::binary);
+      if (!in) throw usage_error("--cost-presets " + *a.cost_presets + ": cannot open");
+      std::ostringstream text;
+      text << in.rdbuf();
+      try {
+        planning::read_cost_presets(text.str(), *a.cost_presets, presets);
+      } catch (const std::invalid_argument& e) {
+        throw usage_error(std::string("--cost-presets: ") + e.what());
+      }
+    }
+    try {
+      const planning::gpu_spec& g = presets.gpu(*a.gpu);
+      const planning::model_spec& m = presets.model(*a.model);
+      a.config.cost = planning::roofline_cost(g, m, a.tp, a.config.cost);
+      a.config.model = planning::kv_geometry(m, a.tp);
+      if (!a.kv_memory_given)
+        a.config.kv_bytes = kv::kv_memory({.total_bytes = g.memory_bytes, .weights_bytes = planning::weight_bytes(m, a.tp)});
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--gpu/--model: ") + e.what());
+    }
+  }
   if (!a.ladder_words.empty()) {
     a.config.ladder = parse_ladder(a.ladder_words);
     a.ladder_text.clear();
@@ -174,7 +237,7 @@ inline planning::any_timing timing_policy(const simulation_args& a, std::string_
 
 /// The workload's requests.
 inline std::vector<serving::trace_request> load_workload(const simulation_args& a) {
-  if (a.trace) return serving::read_trace(*a.trace);
+  if (a.trace) return serving::read_trace(*a.trace, a.trace_format);
   return serving::generate_chat(*a.chat);
 }
 

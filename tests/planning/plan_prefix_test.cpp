@@ -1,0 +1,85 @@
+// rungs-plan prefix-cache and the trace options of simulate, run in-process.
+#include <catch2/catch.hpp>
+
+#include <rungs/kv/capacity.hpp>
+#include <rungs/planning/cost_model.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "../plan_support.hpp"
+#include "command.hpp"
+
+namespace {
+using namespace rungs::plan::test;
+
+// Six requests of whole 512-token id blocks (prefix_study_test's hand-checked case).
+std::string mooncake_file() {
+  const std::string path = "plan_prefix_test.jsonl";
+  std::ofstream f(path);
+  for (const char* r : {"1024, \"output_length\": 1, \"hash_ids\": [1, 2]", "1024, \"output_length\": 1, \"hash_ids\": [1, 3]",
+                        "1024, \"output_length\": 1, \"hash_ids\": [1, 2]", "1536, \"output_length\": 1, \"hash_ids\": [4, 5, 6]",
+                        "512, \"output_length\": 1, \"hash_ids\": [4]", "1024, \"output_length\": 1, \"hash_ids\": [1, 3]"})
+    f << "{\"timestamp\": 0, \"input_length\": " << r << "}\n";
+  return path;
+}
+}  // namespace
+
+TEST_CASE("rungs-plan prefix-cache: the table, --json, and its errors") {
+  const std::string trace = mooncake_file();
+  check_ok(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1536,51200"}),
+           "prefix-cache: " + trace + ": 6 requests, blocks of 512 tokens\n"
+           "capacity tokens      blocks  hit rate    hit blocks     looked up      hit tokens   evictions  too large\n"
+           "           1536           3    44.44%             4             9            2048           2          1\n"
+           "          51200         100    50.00%             6            12            3072           0          0\n");
+  check_ok(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "51200", "--block-size", "16", "--json"}),
+           "[{\"capacity_tokens\": 51200, \"hit_rate\": 0.5, \"block_size\": 16, \"blocks\": 3200, \"hit_blocks\": 192, "
+           "\"looked_up_blocks\": 384, \"hit_tokens\": 3072, \"prompt_tokens\": 6144, \"requests\": 6, \"too_large\": 0, "
+           "\"evictions\": 0}]\n");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "100"}),
+              "prefix cache study: capacity = 100 tokens holds no block of 512");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "0"}), "--capacity-tokens = 0 must be positive");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1000", "--trace-format", "azure"}),
+              "--trace: " + trace + ":1: an Azure trace is CSV, not JSON lines");
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("rungs-plan simulate: rejected requests, --strict, the roofline presets, replicas") {
+  // 10 turns of 500 tokens do not fit 4096: turns 9 and 10 are rejected, or --strict stops.
+  const result r = plan({"simulate", "--chat", "1", "--max-model-len", "4096"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("rejected requests                               2\n") != std::string::npos);
+  const result j = plan({"simulate", "--chat", "1", "--max-model-len", "4096", "--json"});
+  CHECK(j.out.find("\"rejected\": 2, ") != std::string::npos);
+  CHECK(j.out.find("\"rejected_requests\": [{\"request\": 9, \"reason\": \"needs 4500 tokens (history 4000 + prompt 150 + "
+                   "output 350), more than max_model_len = 4096\"}, {\"request\": 10, ") != std::string::npos);
+  check_usage(plan({"simulate", "--chat", "1", "--max-model-len", "4096", "--strict"}),
+              "simulate: trace request 9 (conversation 1, turn 9): needs 4500 tokens (history 4000 + prompt 150 + output 350), "
+              "more than max_model_len = 4096");
+  check_usage(plan({"simulate", "--chat", "1", "--trace-format", "azure"}), "--trace-format applies to --trace FILE");
+
+  // --gpu/--model: the roofline, the model's KV geometry and vLLM's KV memory.
+  const rungs::planning::cost_presets presets;
+  const auto& m = presets.model("mistral-7b");
+  const std::int64_t kv = rungs::kv::kv_memory({.total_bytes = 48'000'000'000, .weights_bytes = rungs::planning::weight_bytes(m, 1)});
+  const std::int64_t blocks = kv / rungs::kv::bytes_per_block(rungs::planning::kv_geometry(m, 1), 16);
+  const result g = plan({"simulate", "--chat", "1", "--gpu", "l40s", "--model", "mistral-7b"});
+  CHECK(g.out.rfind("simulate: 10 requests; " + std::to_string(blocks) + " KV blocks of 16 tokens;", 0) == 0);
+  CHECK(blocks == 13693);
+  const result given = plan({"simulate", "--chat", "1", "--gpu", "l40s", "--model", "mistral-7b", "--kv-memory", "1GiB"});
+  CHECK(given.out.rfind("simulate: 10 requests; 512 KV blocks of 16 tokens;", 0) == 0);
+  check_usage(plan({"simulate", "--chat", "1", "--gpu", "l40s"}), "--gpu requires --model");
+  check_usage(plan({"simulate", "--chat", "1", "--tp", "2"}), "--tp applies to the roofline: add --gpu NAME --model NAME");
+  check_usage(plan({"simulate", "--chat", "1", "--gpu", "b200", "--model", "mistral-7b"}),
+              "--gpu/--model: unknown GPU 'b200' (known: h100-sxm, h200, a100-80gb, l40s)");
+  check_usage(plan({"simulate", "--chat", "1", "--gpu", "h100-sxm", "--model", "llama-3-8b", "--tp", "3"}),
+              "--gpu/--model: tensor-parallel degree = 3 must divide model llama-3-8b's heads = 32");
+
+  // Two replicas: the fleet's keys, and per-replica arrays.
+  const result f = plan({"simulate", "--chat", "3", "--replicas", "2", "--json"});
+  REQUIRE(f.status == 0);
+  CHECK(f.out.find("\"replicas\": 2") != std::string::npos);
+  CHECK(f.out.find("\"per_replica\": {\"requests\": [20, 10], ") != std::string::npos);  // chats 1 and 3, chat 2
+  check_usage(plan({"simulate", "--chat", "3", "--replicas", "0"}), "--replicas = 0 must be positive");
+}
