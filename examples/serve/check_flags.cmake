@@ -17,7 +17,15 @@ set(cases
   "--memory|--memory,4KB"
   "--backend|--backend,tpu"
   "--unknown|--unknown"
-  "--chats|--chats")
+  "--chats|--chats"
+  # flags that would do nothing in the chosen configuration
+  "--eager-uses|--eager-uses,2"
+  "--largest-at-startup|--largest-at-startup,--capture-timing,lazy"
+  "--bucket-file|--bucket-file,buckets.txt"
+  "--rungs|--rungs,8"
+  "--ladder explicit|--ladder,explicit"
+  # values that would wrap
+  "--seed|--seed,-1")
 
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")

@@ -10,7 +10,9 @@
 #include <rungs/engine/ladder_buckets.hpp>
 #include <rungs/engine/phased_buckets.hpp>
 #include <rungs/kv/paged_allocator.hpp>
+#include <rungs/ladder/bucket_file.hpp>
 #include <rungs/ladder/capture_sizes.hpp>
+#include <rungs/ladder/explicit.hpp>
 #include <rungs/ladder/gaudi_buckets.hpp>
 #include <rungs/ladder/gaudi_config.hpp>
 #include <rungs/ladder/ladder.hpp>
@@ -46,6 +48,7 @@ struct bucket_settings {
   ladder_kind ladder = ladder_kind::gaudi_linear;
   gaudi::serving_config serving{};
   std::string bucket_file;
+  std::vector<rungs::rung_t> rungs;  ///< ladder_kind::explicit_rungs (or read from bucket_file)
   std::int32_t max_capture_size = 0;
 };
 
@@ -71,17 +74,24 @@ inline std::map<std::string, std::string> demo_bucket_defaults(const bucket_sett
 /// capture sizes, for a 1-D ladder). Throws rungs::ladder_error (an invalid_argument) for a
 /// bad configuration.
 inline bucket_choice make_buckets(const bucket_settings& s, std::ostream& log) {
-  if (s.ladder == ladder_kind::vllm || s.ladder == ladder_kind::sglang || s.ladder == ladder_kind::trtllm) {
+  if (s.ladder == ladder_kind::explicit_rungs || s.ladder == ladder_kind::vllm || s.ladder == ladder_kind::sglang ||
+      s.ladder == ladder_kind::trtllm) {
     const auto max = static_cast<rungs::rung_t>(s.max_capture_size);
-    const rungs::CaptureSizes sizes = s.ladder == ladder_kind::vllm     ? rungs::CaptureSizes::vllm(max)
-                                      : s.ladder == ladder_kind::sglang ? rungs::CaptureSizes::sglang(max)
-                                                                        : rungs::CaptureSizes::trtllm(max);
-    rungs::ladder l{sizes};
-    log << "CUDA graph capture sizes (" << (s.ladder == ladder_kind::vllm ? "vllm" : s.ladder == ladder_kind::sglang ? "sglang" : "trtllm")
+    const rungs::ladder l = [&]() -> rungs::ladder {
+      if (s.ladder == ladder_kind::vllm) return rungs::ladder{rungs::CaptureSizes::vllm(max)};
+      if (s.ladder == ladder_kind::sglang) return rungs::ladder{rungs::CaptureSizes::sglang(max)};
+      if (s.ladder == ladder_kind::trtllm) return rungs::ladder{rungs::CaptureSizes::trtllm(max)};
+      rungs::Explicit<> e{s.rungs};
+      if (e.values.empty())
+        for (const rungs::bucket<1>& b : rungs::read_bucket_file<1>(s.bucket_file)) e.values.push_back(b[0]);
+      return rungs::ladder{e};
+    }();
+    log << "CUDA graph capture sizes ("
+        << (s.ladder == ladder_kind::vllm ? "vllm" : s.ladder == ladder_kind::sglang ? "sglang" : s.ladder == ladder_kind::trtllm ? "trtllm" : "explicit")
         << ", tokens per step, " << l.size() << " rungs): [";
     for (std::size_t i = 0; i < l.size(); ++i) log << (i ? ", " : "") << l[i];
     log << "]; steps of more tokens run eagerly\n";
-    return {bucket_choice::ladder_space(std::move(l), eng::phase::decode), step_routing::single};
+    return {bucket_choice::ladder_space(l, eng::phase::decode), step_routing::single};
   }
   const std::map<std::string, std::string> defaults = demo_bucket_defaults(s);
   auto getenv = [&](const char* name) -> std::optional<std::string> {

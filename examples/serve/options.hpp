@@ -20,7 +20,7 @@ namespace demo {
 using usage_error = rungs::cli::usage_error;
 
 enum class backend_kind { automatic, host, cuda };
-enum class ladder_kind { gaudi_linear, gaudi_exponential, gaudi_file, vllm, sglang, trtllm };
+enum class ladder_kind { gaudi_linear, gaudi_exponential, gaudi_file, vllm, sglang, trtllm, explicit_rungs };
 enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by_phase };
 enum class timing_kind { startup, delayed, lazy, idle };
 enum class allocator_kind { prefix_caching, free_list };
@@ -49,6 +49,7 @@ struct demo_options {
   // engine policies
   std::optional<ladder_kind> ladder;
   std::string bucket_file;
+  std::vector<std::int64_t> rungs;  ///< --ladder explicit
   std::optional<std::int32_t> max_capture_size;
   order_kind order = order_kind::automatic;
   timing_kind timing = timing_kind::startup;
@@ -77,7 +78,7 @@ inline void define_options(CLI::App& app, demo_options& o) {
   choices<backend_kind>(app, "--backend auto|host|cuda", o.backend,
                         {{"auto", backend_kind::automatic}, {"host", backend_kind::host}, {"cuda", backend_kind::cuda}},
                         "where the model runs (auto: cuda when this build has it and a GPU is visible)");
-  option(app, "--seed N", o.seed, [](std::string_view f, std::string_view v) { return static_cast<std::uint64_t>(integer(f, v)); },
+  option(app, "--seed N", o.seed, [](std::string_view f, std::string_view v) { return static_cast<std::uint64_t>(non_negative(f, v)); },
          "weights and prompts (default 1); the same seed gives the same tokens on the host backend");
   // workload
   option(app, "--chats N", o.chats, count, "chat sessions, all started at once by default (host 16, cuda 14: the paged-KV blog's)");
@@ -111,9 +112,17 @@ inline void define_options(CLI::App& app, demo_options& o) {
   choices<ladder_kind>(app, "--ladder KIND", o.ladder,
                        {{"gaudi-linear", ladder_kind::gaudi_linear}, {"gaudi-exponential", ladder_kind::gaudi_exponential},
                         {"gaudi-file", ladder_kind::gaudi_file}, {"vllm", ladder_kind::vllm},
-                        {"sglang", ladder_kind::sglang}, {"trtllm", ladder_kind::trtllm}},
-                       "gaudi-linear (host default) | gaudi-exponential | gaudi-file | vllm (cuda default) | sglang | trtllm");
-  text(app, "--bucket-file PATH", o.bucket_file, "buckets of --ladder gaudi-file (VLLM_BUCKETING_FROM_FILE's format)");
+                        {"sglang", ladder_kind::sglang}, {"trtllm", ladder_kind::trtllm},
+                        {"explicit", ladder_kind::explicit_rungs}},
+                       "gaudi-linear (host default) | gaudi-exponential | gaudi-file | vllm (cuda default) | sglang | trtllm "
+                       "| explicit (--rungs, or a 1-D --bucket-file as rungs-plan fit writes)");
+  text(app, "--bucket-file PATH", o.bucket_file,
+       "buckets of --ladder gaudi-file (VLLM_BUCKETING_FROM_FILE's format) or, 1-D, of --ladder explicit");
+  option(app, "--rungs R1,R2,...", o.rungs, [](std::string_view f, std::string_view v) {
+    std::vector<std::int64_t> r;
+    for (std::string_view item : split(v)) r.push_back(positive(f, item));
+    return r;
+  }, "the rungs of --ladder explicit, in tokens per step (rungs-plan fit --explicit prints them)");
   option(app, "--max-capture-size N", o.max_capture_size, count, "top rung of a 1-D ladder, in tokens (default: min(2 x max-num-seqs, 512))");
   choices<order_kind>(app, "--capture-order KIND", o.order,
                       {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},
@@ -156,7 +165,19 @@ auto with_parser(std::string_view program, demo_options& o, F f) {
 inline demo_options parse_options(const std::vector<std::string_view>& args) {
   demo_options o;
   o.help = !with_parser("serve_demo", o, [&](CLI::App& app) {
-    return rungs::cli::parse(app, args, {.unknown = "unknown option '{}' (see --help)"});
+    if (!rungs::cli::parse(app, args, {.unknown = "unknown option '{}' (see --help)"})) return false;
+    // A flag that does nothing in the chosen configuration is an error, not silently ignored.
+    if (app.count("--eager-uses") && o.timing != timing_kind::lazy)
+      throw usage_error("--eager-uses applies to --capture-timing lazy only");
+    if (o.largest_at_startup && o.timing != timing_kind::delayed)
+      throw usage_error("--largest-at-startup applies to --capture-timing delayed only");
+    if (!o.bucket_file.empty() && o.ladder != ladder_kind::gaudi_file && o.ladder != ladder_kind::explicit_rungs)
+      throw usage_error("--bucket-file applies to --ladder gaudi-file and explicit only");
+    if (!o.rungs.empty() && o.ladder != ladder_kind::explicit_rungs)
+      throw usage_error("--rungs applies to --ladder explicit only");
+    if (o.ladder == ladder_kind::explicit_rungs && o.rungs.empty() == o.bucket_file.empty())
+      throw usage_error("--ladder explicit needs one of --rungs R1,R2,... and --bucket-file PATH");
+    return true;
   });
   return o;
 }

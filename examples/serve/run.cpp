@@ -87,7 +87,8 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
     throw usage_error("--max-model-len = " + std::to_string(s.scheduler.max_model_len) + " is shorter than the workload's longest chat (" +
                       std::to_string(longest) + " tokens)");
   const ladder_kind ladder = o.ladder.value_or(host ? ladder_kind::gaudi_linear : ladder_kind::vllm);
-  const bool one_d = ladder == ladder_kind::vllm || ladder == ladder_kind::sglang || ladder == ladder_kind::trtllm;
+  const bool one_d = ladder == ladder_kind::vllm || ladder == ladder_kind::sglang || ladder == ladder_kind::trtllm ||
+                     ladder == ladder_kind::explicit_rungs;
   s.scheduler.chunked_prefill = o.chunked_prefill.value_or(one_d);
   s.scheduler.max_num_seqs = o.max_num_seqs.value_or(host ? 16 : 64);
   s.scheduler.max_num_batched_tokens = o.max_num_batched_tokens.value_or(std::max<std::int32_t>(2048, s.scheduler.max_model_len));
@@ -142,6 +143,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   if (ladder == ladder_kind::gaudi_file && o.bucket_file.empty())
     throw usage_error("--ladder gaudi-file needs --bucket-file PATH");
   s.buckets.bucket_file = o.bucket_file;
+  s.buckets.rungs.assign(o.rungs.begin(), o.rungs.end());
   s.buckets.serving = {.max_num_seqs = s.scheduler.max_num_seqs,
                        .block_size = block,
                        .max_model_len = s.scheduler.max_model_len,

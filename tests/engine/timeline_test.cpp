@@ -89,3 +89,29 @@ TEST_CASE("timeline rejects bad arguments with one line and status 2") {
   CHECK(bad({"--timing", "idle", "--batches", "1", "--frobnicate", "capture-sizes", "8"}) ==
         "rungs-plan: error: unknown option '--frobnicate'\n");
 }
+
+TEST_CASE("timeline: sizes, and what would overflow or exhaust memory is refused") {
+  auto bad = [](std::vector<std::string_view> args) {
+    auto r = plan(std::move(args));
+    CHECK(r.status == 2);
+    CHECK(r.out.empty());
+    return r.err;
+  };
+  auto r = plan({"--timing", "startup", "--budget", "1KiB", "--graph-cost", "100:10", "--batches", "3", "capture-sizes", "64"});
+  CHECK(r.status == 0);
+  CHECK(r.out.find("budget 1024 bytes at 100 + 10/token") != std::string::npos);
+  CHECK(bad({"--timing", "lazy", "--batches", "100000000", "capture-sizes", "8"}) ==
+        "rungs-plan: error: --batches: 100000000 must be at most 1048576 (the timeline simulates one KV block per "
+        "sequence)\n");
+  CHECK(bad({"--timing", "lazy", "--batches", "9223372036854775807", "capture-sizes", "8"}) ==
+        "rungs-plan: error: --batches: 9223372036854775807 must be at most 1048576 (the timeline simulates one KV block "
+        "per sequence)\n");
+  std::string many = "1";
+  for (int i = 0; i < 1000000; ++i) many += ",1";
+  CHECK(bad({"--timing", "lazy", "--batches", many, "capture-sizes", "8"}) ==
+        "rungs-plan: error: --batches has 1000001 items; at most 1000000 are accepted\n");
+  CHECK(bad({"--timing", "startup", "--budget", "1", "--graph-cost", "0:4611686018427387904", "--batches", "1",
+             "capture-sizes", "8"}) ==
+        "rungs-plan: error: --graph-cost: the graphs of the ladder's 4 rungs would take more than 2^63 - 1 bytes (BASE + "
+        "PER_TOKEN x rung, summed)\n");
+}

@@ -62,6 +62,9 @@ TEST_CASE("rungs-plan kv: sizes in decimal and binary units, or plain bytes") {
   CHECK(blocks("2097152B") == "1");
   CHECK(blocks("2MB") == "0");  // 2e6 bytes < one 2 MiB block
   CHECK(blocks("0.5TiB") == "262144");
+  CHECK(blocks("7G") == "3584");  // a bare letter is the binary unit
+  CHECK(blocks("7168M") == "3584");
+  CHECK(blocks("7340032K") == "3584");
 }
 
 TEST_CASE("rungs-plan kv: the Gaudi rule from free memory") {
@@ -122,4 +125,34 @@ TEST_CASE("rungs-plan kv: --name=value works too") {
   CHECK(r.status == 0);
   CHECK(r.out.find("bytes_per_token: 65536\n") != std::string::npos);
   CHECK(r.out.find("num_blocks: 7168\n") != std::string::npos);
+}
+
+TEST_CASE("one size syntax: exact, rounded to the nearest byte, bounded") {
+  using rungs::cli::size;
+  CHECK(size("x", "7GiB") == 7516192768);
+  CHECK(size("x", "7G") == 7516192768);
+  CHECK(size("x", "7GB") == 7000000000);
+  CHECK(size("x", "1.5K") == 1536);
+  CHECK(size("x", "0.0005KB") == 1);  // 0.5 byte rounds up
+  CHECK(size("x", "0.0004KB") == 0);
+  CHECK(size("x", "79.16GiB") == 84997402788);  // 84997402787.84
+  CHECK(size("x", "9223372036854775807") == 9223372036854775807);
+  CHECK(size("x", "8388607TiB") == 9223370937343148032);  // 2^63 - 2^40
+  const auto error = [](std::string_view text) {
+    try {
+      (void)size("--budget", text);
+    } catch (const rungs::cli::usage_error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(error("9223372036854775808") == "--budget = '9223372036854775808' is out of range (at most 2^63 - 1 bytes)");
+  CHECK(error("8388608TiB") == "--budget = '8388608TiB' is out of range (at most 2^63 - 1 bytes)");
+  CHECK(error("1e19") == "--budget = '1e19' is not a size (bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, "
+                         "K, M, G, T)");
+  CHECK(error("7g").find("is not a size") != std::string::npos);
+  CHECK(error(".5G").find("is not a size") != std::string::npos);
+  CHECK(error("5.G").find("is not a size") != std::string::npos);
+  CHECK(error("inf").find("is not a size") != std::string::npos);
+  CHECK(error("").find("is not a size") != std::string::npos);
 }

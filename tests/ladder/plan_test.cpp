@@ -131,13 +131,14 @@ TEST_CASE("rungs-plan lookup: the rung and the padding, or eager") {
   check_ok(plan({"lookup", "513", "capture-sizes", "512"}), "eager\n");
   check_ok(plan({"lookup", "3", "linear", "2", "32", "64"}), "4 (padding 1, 25.0%)\n");
   check_ok(plan({"lookup", "1000", "linear", "100", "128", "1000"}), "1000 (padding 0, 0.0%)\n");
-  check_ok(plan({"lookup", "0", "pow2", "2", "8"}), "2 (padding 2, 100.0%)\n");
+  // An empty batch runs no step: no rung (not the first rung at 100% padding).
+  check_ok(plan({"lookup", "0", "pow2", "2", "8"}), "none (an empty batch runs nothing)\n");
   check_usage(plan({"lookup"}), "lookup needs N and a LADDER");
   check_usage(plan({"lookup", "-1", "capture-sizes", "8"}), "N = -1 must not be negative");
   check_usage(plan({"lookup", "3x", "capture-sizes", "8"}), "N = '3x' is not an integer");
   check_usage(plan({"lookup", "3"}), "missing LADDER (linear MIN STEP MAX | exponential MIN STEP MAX LIMIT | "
                                      "capture-sizes MAX | vllm-v1 MAX | sglang MAX | trtllm MAX | pow2 MIN MAX | "
-                                     "explicit R1,R2,...)");
+                                     "explicit R1,R2,... | file PATH)");
 }
 
 TEST_CASE("bad LADDER words: one line, exit 2") {
@@ -149,7 +150,7 @@ TEST_CASE("bad LADDER words: one line, exit 2") {
   check_usage(plan({"range", "linear", "1", "2", "4", "8"}), "unexpected '8' after linear ladder");
   check_usage(plan({"range", "geometric", "1"}),
               "unknown ladder 'geometric' (known: linear, exponential, capture-sizes, vllm-v1, sglang, trtllm, pow2, "
-              "explicit)");
+              "explicit, file)");
   check_usage(plan({"range", "explicit", "1,4,4"}),
               "explicit ladder: values[2] = 4 must be greater than values[1] = 4 (rungs are strictly increasing)");
   check_usage(plan({"range", "explicit", "1,,4"}), "explicit rung 2 = '' is not an integer");
@@ -272,4 +273,22 @@ TEST_CASE("the ladder commands are listed in the help") {
   for (const char* c : {"rungs-plan range LADDER", "rungs-plan capture-sizes MAX", "rungs-plan lookup N LADDER",
                         "rungs-plan waste LADDER --trace FILE", "rungs-plan buckets [--strategy"})
     CHECK(r.out.find(c) != std::string::npos);
+}
+
+TEST_CASE("every command answers --help with exit status 0, and the tool answers --version") {
+  for (const rungs::plan::command& c : rungs::plan::commands()) {
+    INFO(c.name);
+    const result r = plan({c.name, "--help"});
+    CHECK(r.status == 0);
+    CHECK(r.err == "");
+    CHECK(r.out.find("Usage: rungs-plan " + std::string(c.name)) != std::string::npos);
+    CHECK(r.out.find("--help") != std::string::npos);
+  }
+  // The two the issue names: kv said "needs a value", range "unknown ladder".
+  CHECK(plan({"kv", "--help"}).out.find("--kv-memory SIZE") != std::string::npos);
+  CHECK(plan({"range", "--help"}).out.find("LADDER") != std::string::npos);
+  const result v = plan({"--version"});
+  check_ok(v, plan({"version"}).out);
+  CHECK(v.out.starts_with("rungs-plan "));
+  check_usage(plan({"--version", "x"}), "version takes no arguments");
 }

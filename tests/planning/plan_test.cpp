@@ -12,6 +12,7 @@
 
 #include "../plan_support.hpp"
 #include "command.hpp"
+#include "json_line.hpp"
 #include "ladder_args.hpp"
 
 namespace {
@@ -117,4 +118,96 @@ TEST_CASE("rungs-plan simulate and fit: bad input is one line naming the flag an
               "ladder fit: top = 4 must not be below the largest value 8");
   check_usage(plan({"fit", "--trace", data + "/steps.txt", "--graph-memory", "1K"}),
               "ladder fit: graph memory = 1024 bytes does not hold the top rung's graph (25231360 bytes)");
+}
+
+namespace {
+// One run's report from simulate --json.
+rungs::cli::json simulate_json(std::initializer_list<std::string_view> args) {
+  std::vector<std::string_view> v{"simulate", "--json"};
+  v.insert(v.end(), args);
+  std::ostringstream out, err;
+  REQUIRE(rungs::plan::run(v, out, err) == 0);
+  return rungs::cli::json::parse(out.str())["runs"][0];
+}
+}  // namespace
+
+TEST_CASE("rungs-plan simulate: the eager steps' parts add up, in the table and in --json") {
+  const rungs::cli::json r = simulate_json({"--chat", "14", "--graph-memory", "100MiB"});
+  const std::int64_t eager = r["eager_steps"];
+  CHECK(eager > 0);
+  CHECK(r["eager_refused"].get<std::int64_t>() > 0);  // the 100 MiB budget refused most rungs
+  CHECK(r["eager_not_captured"].get<std::int64_t>() + r["eager_above_top"].get<std::int64_t>() +
+            r["eager_refused"].get<std::int64_t>() + r["eager_failed"].get<std::int64_t>() ==
+        eager);
+  const result t = plan({"simulate", "--chat", "14", "--graph-memory", "100MiB"});
+  CHECK(t.out.find("  of which refused by the budget") != std::string::npos);
+  CHECK(t.out.find("  of which failed captures") != std::string::npos);
+}
+
+TEST_CASE("rungs-plan simulate --order: smallest first captures the decode rungs a small budget holds") {
+  const rungs::cli::json largest = simulate_json({"--chat", "14", "--graph-memory", "100MiB"});
+  const rungs::cli::json smallest = simulate_json({"--chat", "14", "--graph-memory", "100MiB", "--order", "min-tokens"});
+  // Largest first spends the budget on 512, 504, 496: every decode step (at most 14 tokens) runs eagerly.
+  CHECK(largest["eager_steps"] == largest["steps"]);
+  // Smallest first fits rungs 1, 2, 4 and 8 in the budget (4 x 24 MiB + 15 token rows x 8 KiB =
+  // 96.1 MiB; rung 16 would need 24 MiB more): the decode steps of at most 8 sequences replay,
+  // those of 9-14 sequences are refused by the budget.
+  CHECK(smallest["graphs"] == 4);
+  CHECK(smallest["graph_mib"] == 96.1);
+  CHECK(smallest["eager_steps"].get<std::int64_t>() < largest["eager_steps"].get<std::int64_t>());
+  CHECK(smallest["eager_refused"].get<std::int64_t>() > 0);
+  CHECK(simulate_json({"--chat", "2", "--order", "ladder"})["steps"].get<std::int64_t>() > 0);
+  const result r = plan({"simulate", "--chat", "2", "--order", "max-bs"});
+  CHECK(r.out.find("rungs, captured max-bs)") != std::string::npos);
+  check_usage(plan({"simulate", "--chat", "2", "--order", "random"}),
+              "--order = 'random' is not one of largest-first, max-bs, min-tokens, ladder");
+}
+
+TEST_CASE("rungs-plan simulate --no-chunked-prefill with the defaults: a step holds a whole prompt") {
+  const result r = plan({"simulate", "--chat", "2", "--no-chunked-prefill"});
+  CHECK(r.err == "");
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("separate prefill steps") != std::string::npos);
+  // Given explicitly, a too small budget is still refused.
+  check_usage(plan({"simulate", "--chat", "2", "--no-chunked-prefill", "--max-num-batched-tokens", "2048"}),
+              "--max-num-batched-tokens = 2048 must be at least --max-model-len = 8192 with --no-chunked-prefill");
+}
+
+TEST_CASE("rungs-plan simulate: values that would wrap, overflow or exhaust memory are refused") {
+  check_usage(plan({"simulate", "--chat", "2", "--seed", "-1"}), "--seed = -1 must not be negative");
+  check_usage(plan({"simulate", "--chat", "2", "--step-cost", "1e308,0,0,0"}), "--step-cost = 1e308 must lie in [0, 1e+06]");
+  check_usage(plan({"simulate", "--chat", "2", "--step-cost", "inf,0,0,0"}), "--step-cost = 'inf' is not a number");
+  check_usage(plan({"simulate", "--chat", "2", "--think", "nan"}), "--think = 'nan' is not a number");
+  check_usage(plan({"simulate", "--chat", "2", "--graph-cost", "1e19,0"}),
+              "--graph-cost = '1e19' is not a size (bytes, or a number with B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, K, M, G, T)");
+  check_usage(plan({"simulate", "--chat", "2", "--graph-cost", "0,1000000000000000000"}),
+              "--graph-cost: the graphs of the ladder's 67 rungs would take more than 2^63 - 1 bytes (BASE + PER_TOKEN x "
+              "rung, summed)");
+  check_usage(plan({"fit", "--trace", data + "/steps.txt", "--rungs", "2", "--graph-cost", "0,4611686018427387904"}),
+              "--graph-cost: the graphs of the ladder's 4 rungs would take more than 2^63 - 1 bytes (BASE + PER_TOKEN x "
+              "rung, summed)");
+  check_usage(plan({"simulate", "--chat", "100000", "--turns", "100000"}),
+              "--chat 100000 x --turns 100000 = 10000000000 requests; at most 1000000 are simulated");
+  check_usage(plan({"simulate", "--chat", "2", "--prompt-tokens", "2147483647"}),
+              "--prompt-tokens = 2147483647 is longer than --max-model-len = 8192: no turn could run");
+  check_usage(plan({"simulate", "--chat", "2", "--chat", "3"}), "--chat given twice");
+}
+
+TEST_CASE("rungs-plan fit: a fitted grid is a Gaudi bucket file, a fitted ladder a LADDER file") {
+  const std::string grid = "planning_fit_grid_values.txt", grid_file = "planning_fit_grid_buckets.txt";
+  {
+    std::FILE* f = std::fopen(grid.c_str(), "w");
+    std::fputs("1 100\n2 300\n4 120\n4 500\n", f);
+    std::fclose(f);
+  }
+  REQUIRE(plan({"fit", "--trace", grid, "--rungs", "2", "--write-bucket-file", grid_file}).status == 0);
+  const result b = plan({"buckets", "--file", grid_file});
+  CHECK(b.err == "");
+  CHECK(b.status == 0);
+  CHECK(b.out.find("prompt buckets [bs, query, num_blocks]: [(4, ") != std::string::npos);
+  const std::string ladder_file = "planning_fit_ladder.txt";
+  REQUIRE(plan({"fit", "--trace", data + "/steps.txt", "--rungs", "3", "--write-bucket-file", ladder_file}).status == 0);
+  check_ok(plan({"range", "file", ladder_file}), "2 5 8\n");
+  check_ok(plan({"lookup", "4", "file", ladder_file}), "5 (padding 1, 20.0%)\n");
+  for (const std::string& f : {grid, grid_file, ladder_file}) std::remove(f.c_str());
 }

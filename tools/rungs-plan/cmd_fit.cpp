@@ -161,6 +161,7 @@ int fit_1d(const fit_args& a, const observed& o, std::ostream& out) {
 
   std::vector<compared> rows;
   auto add = [&](std::string name, const rungs::ladder& l) {
+    check_graph_memory("--graph-cost", cost.graph_bytes, cost.graph_bytes_per_token, l);
     std::vector<rung_t> r(l.rungs().begin(), l.rungs().end());
     planning::ladder_cost c = planning::evaluate_ladder(r, v);
     planning::fitted_ladder same = planning::fit_ladder(v, r.size(), top);
@@ -270,7 +271,9 @@ int fit_2d(const fit_args& a, const observed& o, std::ostream& out) {
     if (!file) throw usage_error("--write-bucket-file " + a.bucket_file + ": cannot open for writing");
     file << "# fitted by rungs-plan fit over " << o.source << ": " << g.buckets() << " [bs, seq] buckets, padded "
          << percent(g.padded_fraction()) << "\n";
-    file << "([" << join(g.bs, ", ") << "], [" << join(g.seq, ", ") << "])\n";
+    // Gaudi's 3-D format (batch, query, context blocks): prompt buckets without cached context,
+    // which `buckets --file` and the demo's --ladder gaudi-file read.
+    file << "([" << join(g.bs, ", ") << "], [" << join(g.seq, ", ") << "], 0)\n";
   }
   return 0;
 }

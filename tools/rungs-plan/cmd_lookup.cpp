@@ -2,7 +2,9 @@
 //   $ rungs-plan lookup 33 capture-sizes 512
 //   40 (padding 7, 17.5%)
 // The percentage is padding / rung (the share of the graph's work thrown away), one
-// decimal. Above the top rung it prints "eager": the batch runs without a graph.
+// decimal. Above the top rung it prints "eager": the batch runs without a graph. An empty
+// batch (N = 0) runs no step at all: "none (an empty batch runs nothing)", not the first
+// rung at 100% padding (docs/ladders.md).
 #include <memory>
 
 #include "command.hpp"
@@ -23,7 +25,8 @@ action define(CLI::App& app) {
     if (a->n.empty() && a->ladder.empty()) throw usage_error("lookup needs N and a LADDER");
     const std::int64_t n = cli::non_negative("N", a->n);
     const ladder l = parse_ladder(a->ladder);
-    out << l.lookup(n) << "\n";
+    if (n == 0) out << "none (an empty batch runs nothing)\n";
+    else out << l.lookup(n) << "\n";
     return 0;
   };
 }

@@ -18,7 +18,7 @@ action define(CLI::App& app) {
 }
 const registration reg{{"range",
                         "range LADDER   (LADDER: linear MIN STEP MAX | exponential MIN STEP MAX LIMIT | "
-                        "capture-sizes MAX | vllm-v1 MAX | sglang MAX | trtllm MAX | pow2 MIN MAX | explicit R1,R2,...)",
+                        "capture-sizes MAX | vllm-v1 MAX | sglang MAX | trtllm MAX | pow2 MIN MAX | explicit R1,R2,... | file PATH)",
                         "Prints a ladder's rungs on one line.", define}};
 }  // namespace
 }  // namespace rungs::plan

@@ -111,6 +111,10 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
       [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::not_captured)); });
   add("  of which above the top rung", "eager_above_top",
       [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::above_top)); });
+  add("  of which refused by the budget", "eager_refused",
+      [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::refused)); });
+  add("  of which failed captures", "eager_failed",
+      [](R s) { return std::to_string(s.engine.eager_steps(engine::eager_reason::failed)); });
   add("graphs captured", "graphs", [](R s) { return std::to_string(s.engine.captures); });
   add("graph memory (MiB)", "graph_mib", [](R s) { return mib(s.engine.capture_bytes); });
   add("capture time in service (s)", "capture_seconds_in_service",
@@ -137,7 +141,7 @@ std::string describe(const simulate_args& a, std::size_t requests, const plannin
   const planning::simulation_config& c = a.sim.config;
   std::ostringstream os;
   os << requests << " requests; " << r.num_blocks << " KV blocks of " << c.block_size << " tokens; ladder "
-     << a.sim.ladder_text << " (" << c.ladder.size() << " rungs); max_num_seqs " << c.scheduler.max_num_seqs << ", "
+     << a.sim.ladder_text << " (" << c.ladder.size() << " rungs, captured " << c.order.name() << "); max_num_seqs " << c.scheduler.max_num_seqs << ", "
      << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
                                      : std::string("separate prefill steps"))
      << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")

@@ -36,12 +36,21 @@ std::string list(const std::vector<std::int64_t>& v) {
   return s + "]";
 }
 
+// The timeline runs the engine with one KV block per sequence and one step per entry of
+// --batches: both are bounded before anything is allocated.
+constexpr std::size_t max_steps = 1'000'000;
+constexpr std::int64_t max_batch = 1 << 20;
+
 std::vector<std::int64_t> parse_list(std::string_view what, std::string_view text, bool positive) {
   if (text.empty()) throw usage_error(std::string(what) + " is empty; expected N,N,...");
+  cli::check_length(what, text, max_steps);
   std::vector<std::int64_t> out;
   for (std::string_view item : cli::split(text)) {
     const std::int64_t v = parse_integer(what, item);
     if (positive && v <= 0) throw usage_error(std::string(what) + ": " + std::to_string(v) + " must be positive");
+    if (v > max_batch)
+      throw usage_error(std::string(what) + ": " + std::to_string(v) + " must be at most " + std::to_string(max_batch) +
+                        " (the timeline simulates one KV block per sequence)");
     if (!positive && v < 0) throw usage_error(std::string(what) + ": " + std::to_string(v) + " must not be negative");
     out.push_back(v);
   }
@@ -209,6 +218,7 @@ void print_table(std::ostream& out, const timeline_args& a, const timeline& t) {
 int run_timeline(const timeline_args& a, std::ostream& out) {
   check(a);
   rungs::ladder l = parse_ladder(a.ladder);
+  if (a.cost) check_graph_memory("--graph-cost", a.cost->base, a.cost->per_unit, l);
   timeline t;
   if (a.timing == "startup") t = with_order(a, l, startup{});
   else if (a.timing == "delayed") t = with_order(a, l, delayed{});

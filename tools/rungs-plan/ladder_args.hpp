@@ -10,12 +10,14 @@
 //   trtllm MAX                       TensorRT-LLM: 1 2 4, every 8 to 128, then every 64
 //   pow2 MIN MAX                     powers of two (MIN and MAX always included)
 //   explicit R1,R2,...               the rungs themselves, one comma-separated word
+//   file PATH                        the rungs of a 1-D bucket file, `(r,)` per line (fit writes one)
 //
 // A word that is not a number is a usage_error; numbers that break a ladder's rule raise
 // the library's ladder_error ("linear ladder: step = 0 must be positive"). Both end as one
 // line on stderr with exit status 2.
 #pragma once
 
+#include <rungs/ladder/bucket_file.hpp>
 #include <rungs/ladder/capture_sizes.hpp>
 #include <rungs/ladder/explicit.hpp>
 #include <rungs/ladder/exponential.hpp>
@@ -36,7 +38,7 @@ namespace rungs::plan {
 /// For synopses: the LADDER alternatives.
 inline constexpr std::string_view ladder_synopsis =
     "LADDER = linear MIN STEP MAX | exponential MIN STEP MAX LIMIT | capture-sizes MAX | vllm-v1 MAX | "
-    "sglang MAX | trtllm MAX | pow2 MIN MAX | explicit R1,R2,...";
+    "sglang MAX | trtllm MAX | pow2 MIN MAX | explicit R1,R2,... | file PATH";
 
 namespace detail {
 
@@ -51,6 +53,7 @@ inline constexpr ladder_form ladder_forms[] = {
     {"capture-sizes", "MAX", 1},        {"vllm-v1", "MAX", 1},
     {"sglang", "MAX", 1},               {"trtllm", "MAX", 1},
     {"pow2", "MIN MAX", 2},             {"explicit", "R1,R2,...", 1},
+    {"file", "PATH", 1},
 };
 
 inline std::string_view param_name(std::string_view params, std::size_t i) {
@@ -91,6 +94,11 @@ inline ladder parse_ladder(args_t words, std::size_t& consumed) {
   }
   consumed = 1 + form->arity;
   if (name == "explicit") return detail::explicit_ladder(words[1]);
+  if (name == "file") {
+    Explicit<> e;
+    for (const bucket<1>& b : read_bucket_file<1>(std::string(words[1]))) e.values.push_back(b[0]);
+    return ladder{e};
+  }
   rung_t v[4] = {};
   for (std::size_t i = 0; i < form->arity; ++i)
     v[i] = parse_integer(std::string(name) + " " + std::string(detail::param_name(form->params, i)), words[1 + i]);
@@ -121,6 +129,19 @@ inline ladder parse_ladder(const std::vector<std::string>& words) {
 /// Adds the positional LADDER words to a command.
 inline CLI::Option* ladder_words(CLI::App& app, std::vector<std::string>& words) {
   return cli::words(app, "LADDER", words, std::string(ladder_synopsis.substr(9)));
+}
+
+/// Refuses a graph cost whose total over `l`'s rungs (sum of BASE + PER_TOKEN x rung) does
+/// not fit in 64 bits, before anything computes or prints it.
+inline void check_graph_memory(std::string_view flag, std::int64_t base, std::int64_t per_token, const ladder& l) {
+  std::int64_t total = 0;
+  for (const rung_t r : l.rungs()) {
+    std::int64_t graph = 0;
+    if (__builtin_mul_overflow(per_token, r, &graph) || __builtin_add_overflow(graph, base, &graph) ||
+        __builtin_add_overflow(total, graph, &total))
+      throw usage_error(std::string(flag) + ": the graphs of the ladder's " + std::to_string(l.size()) +
+                        " rungs would take more than 2^63 - 1 bytes (BASE + PER_TOKEN x rung, summed)");
+  }
 }
 
 /// The rungs on one line, separated by single spaces.

@@ -33,6 +33,9 @@ inline std::vector<double> parse_reals(std::string_view flag, std::string_view t
   return v;
 }
 
+/// Most requests a generated workload (--chat N x --turns T) may have.
+inline constexpr std::int64_t max_simulated_requests = 1'000'000;
+
 struct simulation_args {
   std::optional<std::string> trace;
   std::optional<serving::chat_workload> chat;
@@ -42,6 +45,7 @@ struct simulation_args {
   bool largest_at_startup = false;
   std::int64_t eager_uses = 0;
   std::vector<std::string> ladder_words;  // as given to --ladder
+  bool batched_tokens_given = false;
   std::string ladder_text = "capture-sizes 512";
   serving::trace_format trace_format = serving::trace_format::detect;
   // The roofline (--gpu, --model, --tp, --cost-presets) and whether --kv-memory was given.
@@ -89,7 +93,7 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
           "seconds between an answer and the next turn")->group("Workload");
   cli::on(app, "--interval S", [chat](auto f, auto v) { chat().arrival_interval = cli::number_in(f, v, 0, 1e9); },
           "seconds between the chats' first turns")->group("Workload");
-  cli::on(app, "--seed N", [chat](auto f, auto v) { chat().seed = static_cast<std::uint64_t>(cli::integer(f, v)); },
+  cli::on(app, "--seed N", [chat](auto f, auto v) { chat().seed = static_cast<std::uint64_t>(cli::non_negative(f, v)); },
           "the workload's random seed")->group("Workload");
   // KV cache
   cli::option(app, "--kv-memory SIZE", c.kv_bytes, cli::positive_size,
@@ -119,8 +123,11 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
   cli::flag(app, "--prefix-caching", c.prefix_caching, "reuse cached prompt blocks")->group("KV cache");
   // scheduler
   cli::option(app, "--max-num-seqs N", c.scheduler.max_num_seqs, cli::count, "running requests at most")->group("Scheduler");
-  cli::option(app, "--max-num-batched-tokens N", c.scheduler.max_num_batched_tokens, cli::count,
-              "tokens computed per step at most")->group("Scheduler");
+  cli::on(app, "--max-num-batched-tokens N", [&a](auto f, auto v) {
+        a.config.scheduler.max_num_batched_tokens = cli::count(f, v);
+        a.batched_tokens_given = true;
+      }, "tokens computed per step at most (default 2048; without chunked prefill max(2048, max-model-len))")
+      ->group("Scheduler");
   cli::option(app, "--max-model-len N", c.scheduler.max_model_len, cli::count, "longest request in tokens")
       ->group("Scheduler");
   app.add_flag_callback("--no-chunked-prefill", [&c] { c.scheduler.chunked_prefill = false; },
@@ -136,6 +143,11 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
           throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of startup, delayed, lazy, idle, all");
         return std::string(v);
       }, "when graphs are captured (all: the four side by side)")->group("Graphs");
+  cli::choices<planning::any_order>(app, "--order largest-first|max-bs|min-tokens|ladder", c.order,
+                                    {{"largest-first", engine::largest_first{}}, {"max-bs", engine::max_bs{}},
+                                     {"min-tokens", engine::min_tokens{}}, {"ladder", engine::ladder_order{}}},
+                                    "the capture order (default largest-first; min-tokens and ladder: smallest first)")
+      ->group("Graphs");
   cli::flag(app, "--largest-at-startup", a.largest_at_startup, "delayed timing: capture the largest rung at startup")
       ->group("Graphs");
   cli::option(app, "--eager-uses N", a.eager_uses, cli::non_negative, "lazy timing: eager runs before a capture")
@@ -214,6 +226,24 @@ inline void check_simulation_args(simulation_args& a) {
   }
   if (a.trace && a.chat) throw usage_error("--trace and --chat are alternatives: give one workload");
   if (!a.trace && !a.chat) throw usage_error("a workload is needed: --trace FILE or --chat N");
+  if (a.chat && a.chat_given) {
+    // The workload is generated before the simulator checks it: bound it here.
+    const serving::chat_workload& w = *a.chat;
+    const std::int64_t requests = std::int64_t{w.conversations} * w.turns;
+    if (requests > max_simulated_requests)
+      throw usage_error("--chat " + std::to_string(w.conversations) + " x --turns " + std::to_string(w.turns) + " = " +
+                        std::to_string(requests) + " requests; at most " + std::to_string(max_simulated_requests) +
+                        " are simulated");
+    for (auto [flag, tokens] : {std::pair<const char*, std::int32_t>{"--prompt-tokens", w.prompt_tokens},
+                                {"--output-tokens", w.output_tokens}})
+      if (static_cast<double>(tokens) * (1 - w.jitter) > a.config.scheduler.max_model_len)
+        throw usage_error(std::string(flag) + " = " + std::to_string(tokens) + " is longer than --max-model-len = " +
+                          std::to_string(a.config.scheduler.max_model_len) + ": no turn could run");
+  }
+  if (!a.config.scheduler.chunked_prefill && !a.batched_tokens_given)  // as the demo: a whole prompt fits a step
+    a.config.scheduler.max_num_batched_tokens = std::max(a.config.scheduler.max_num_batched_tokens,
+                                                         a.config.scheduler.max_model_len);
+  check_graph_memory("--graph-cost", a.config.cost.graph_bytes, a.config.cost.graph_bytes_per_token, a.config.ladder);
   if (a.chat && !a.chat_given)
     throw usage_error("--turns, --prompt-tokens, --output-tokens, --jitter, --think, --interval and --seed describe "
                       "--chat's workload: add --chat N");

@@ -46,6 +46,7 @@
 
 namespace rungs::planning {
 
+using engine::any_order;
 using engine::any_timing;
 
 struct simulation_config {
@@ -59,6 +60,8 @@ struct simulation_config {
   serving::scheduler_options scheduler{};
   rungs::ladder ladder{CaptureSizes::vllm(512)};
   any_timing timing{};
+  /// The capture order (default largest first).
+  any_order order{engine::largest_first{}};
   /// Graph memory budget (bytes); none: unlimited.
   std::optional<std::int64_t> graph_memory{};
   cost_model cost{};
@@ -162,7 +165,7 @@ using serving::synthetic_token;
 template <class Allocator>
 class simulator {
   using buckets = engine::ladder_buckets<rungs::ladder>;
-  using engine_type = engine::engine<buckets, engine::largest_first, any_timing, Allocator, engine::host_backend>;
+  using engine_type = engine::engine<buckets, any_order, any_timing, Allocator, engine::host_backend>;
 
  public:
   simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace)
@@ -171,7 +174,7 @@ class simulator {
         // prefill (v0) only decode steps have graphs, and prefill steps (v0 never mixes
         // phases) look for prompt buckets, find none, and run eagerly.
         engine_(buckets(c.ladder, engine::phase::decode), Allocator(allocator_config(c)), backend(c),
-                {.timing = c.timing, .budget = budget(c), .scheduler = c.scheduler,
+                {.order = c.order, .timing = c.timing, .budget = budget(c), .scheduler = c.scheduler,
                  .routing = c.scheduler.chunked_prefill ? engine::step_routing::single : engine::step_routing::by_phase}) {}
 
   simulation_result run() {
