@@ -25,7 +25,10 @@ set(cases
   "--rungs|--rungs,8"
   "--ladder explicit|--ladder,explicit"
   # values that would wrap
-  "--seed|--seed,-1")
+  "--seed|--seed,-1"
+  # a trace row longer than any max_model_len: refused before its prompt is built (8 GiB)
+  "longer than any --max-model-len (at most 2147483520)|--trace,${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv")
+file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv" "arrival,prompt_tokens,output_tokens\n0,2147483647,1\n")
 
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")

@@ -7,6 +7,7 @@
 #include <rungs/serving/workload.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -77,15 +78,20 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                                    .arrival_interval = o.arrival_interval,
                                    .seed = o.seed});
   }
-  s.requests = make_requests(rows, s.model.vocab, o.seed);
   const std::int64_t longest = longest_conversation(rows);
   const std::int64_t block = info.shape.block_size;
 
-  // Scheduler.
+  // Scheduler. The workload's lengths are checked before any prompt is built: a trace row of
+  // 2^31 tokens must be refused, not allocated.
+  constexpr std::int64_t longest_model_len = std::numeric_limits<std::int32_t>::max() / 128 * 128;
+  if (!o.max_model_len && longest > longest_model_len)
+    throw usage_error("the workload's longest chat (" + std::to_string(longest) + " tokens) is longer than any " +
+                      "--max-model-len (at most " + std::to_string(longest_model_len) + ")");
   s.scheduler.max_model_len = o.max_model_len.value_or(static_cast<std::int32_t>(round_up(longest, 128)));
   if (s.scheduler.max_model_len < longest)
     throw usage_error("--max-model-len = " + std::to_string(s.scheduler.max_model_len) + " is shorter than the workload's longest chat (" +
                       std::to_string(longest) + " tokens)");
+  s.requests = make_requests(rows, s.model.vocab, o.seed);
   const ladder_kind ladder = o.ladder.value_or(host ? ladder_kind::gaudi_linear : ladder_kind::vllm);
   const bool one_d = ladder == ladder_kind::vllm || ladder == ladder_kind::sglang || ladder == ladder_kind::trtllm ||
                      ladder == ladder_kind::explicit_rungs;
