@@ -19,7 +19,7 @@
 // in it. Without a GPU it says so and exits 0 (1 when RUNGS_REQUIRE_GPU is set, as
 // scripts/gpu-check does).
 #include <rungs/attention/paged_attention.cuh>
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -11,18 +11,28 @@ install(DIRECTORY include/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
 # Device code (.cuh) installs into the same include tree; only rungs::cuda users reach it.
 install(DIRECTORY kernels/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         FILES_MATCHING PATTERN "*.cuh")
+# Host code over the CUDA runtime (.hpp that include cuda_runtime.h) gets its own root,
+# include/rungs-cuda, so every .hpp under include/rungs stays free of CUDA; only
+# rungs::cuda_runtime (and rungs::cuda, which links it) users reach it.
+install(DIRECTORY cuda/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rungs-cuda"
+        FILES_MATCHING PATTERN "*.hpp")
 
 install(TARGETS rungs EXPORT rungsTargets)
 install(EXPORT rungsTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
 # The CUDA target is exported whether or not this machine has a toolkit: it names only
 # imported targets (CCCL::CCCL, CUDA::cudart) that the config file finds on request.
 if(NOT TARGET rungs_cuda)
+  add_library(rungs_cuda_runtime INTERFACE)
+  set_target_properties(rungs_cuda_runtime PROPERTIES EXPORT_NAME cuda_runtime)
+  target_include_directories(rungs_cuda_runtime INTERFACE
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/rungs-cuda>)
+  target_link_libraries(rungs_cuda_runtime INTERFACE rungs::rungs CUDA::cudart)
   add_library(rungs_cuda INTERFACE)
   set_target_properties(rungs_cuda PROPERTIES EXPORT_NAME cuda)
   target_include_directories(rungs_cuda INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
-  target_link_libraries(rungs_cuda INTERFACE rungs::rungs CCCL::CCCL CUDA::cudart)
+  target_link_libraries(rungs_cuda INTERFACE rungs_cuda_runtime CCCL::CCCL)
 endif()
-install(TARGETS rungs_cuda EXPORT rungsCudaTargets)
+install(TARGETS rungs_cuda_runtime rungs_cuda EXPORT rungsCudaTargets)
 install(EXPORT rungsCudaTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
 
 configure_package_config_file(cmake/rungsConfig.cmake.in

@@ -26,8 +26,8 @@
 #include <cuda_runtime.h>
 
 #include <rungs/attention/paged_attention.cuh>
-#include <rungs/cuda/error.cuh>
-#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/cuda/error.hpp>
+#include <rungs/engine/cuda_backend.hpp>
 
 #include <algorithm>
 #include <cmath>

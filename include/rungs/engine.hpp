@@ -1,8 +1,8 @@
 // The engine's public API in one include: the engine (scheduler, KV blocks and graph runner,
 // one serving loop), the graph runner alone, the bucket spaces over rungs' ladders and grids,
 // the capture policies, the host backend and its CPU reference forward, observers, and the
-// KV allocators and ladders they compose with. The CUDA backend is a separate, nvcc-only
-// include (<rungs/engine/cuda_backend.cuh>).
+// KV allocators and ladders they compose with. The CUDA backend is a separate include over
+// the CUDA runtime (<rungs/engine/cuda_backend.hpp> in cuda/, target rungs::cuda_runtime).
 #pragma once
 
 #include <rungs/engine/capture_order.hpp>

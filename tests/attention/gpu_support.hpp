@@ -4,7 +4,7 @@
 #pragma once
 
 #include <rungs/attention/dispatch.hpp>
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 #include <rungs/numeric/float16.hpp>
 
 #include "compare.hpp"

@@ -2,9 +2,9 @@
 // (attention_forward.cuh): replays match eager runs and the CPU reference within bf16
 // tolerance on random decode batches for every bucket, and padding never writes the cache.
 // Exits 77 (skipped) when no GPU is visible.
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 #include <rungs/engine/attention_forward.cuh>
-#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/engine/cuda_backend.hpp>
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/reference_forward.hpp>
 

@@ -2,8 +2,8 @@
 // batches for every bucket, padded rows never touch the KV cache, replays follow block
 // tables and lengths that change between steps, and failed captures fall back to eager.
 // Exits 77 (skipped) when no GPU is visible.
-#include <rungs/cuda/error.cuh>
-#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/cuda/error.hpp>
+#include <rungs/engine/cuda_backend.hpp>
 #include <rungs/engine/graph_runner.hpp>
 
 #include <catch2/catch.hpp>

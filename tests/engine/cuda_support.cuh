@@ -2,8 +2,8 @@
 // tests/cuda_main.cpp's job, as for every CUDA test.)
 #pragma once
 
-#include <rungs/cuda/error.cuh>
-#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/cuda/error.hpp>
+#include <rungs/engine/cuda_backend.hpp>
 
 #include <cstdio>
 #include <cstdlib>

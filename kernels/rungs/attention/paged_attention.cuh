@@ -30,7 +30,7 @@
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/plan.hpp>
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 
 #include <cuda_runtime.h>
 

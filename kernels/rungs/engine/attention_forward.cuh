@@ -32,8 +32,8 @@
 #include <utility>
 
 #include <rungs/attention/paged_attention.cuh>
-#include <rungs/cuda/error.cuh>
-#include <rungs/engine/cuda_backend.cuh>
+#include <rungs/cuda/error.hpp>
+#include <rungs/engine/cuda_backend.hpp>
 #include <rungs/engine/model.hpp>
 
 namespace rungs::engine {

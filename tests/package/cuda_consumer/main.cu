@@ -1,5 +1,5 @@
 // A consumer of the installed rungs package with the cuda component, compiled by nvcc.
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 #include <rungs/dispatch.hpp>
 
 #include <cstdio>

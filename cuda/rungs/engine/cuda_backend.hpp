@@ -34,7 +34,7 @@
 #include <utility>
 #include <vector>
 
-#include <rungs/cuda/error.cuh>
+#include <rungs/cuda/error.hpp>
 #include <rungs/engine/backend.hpp>
 #include <rungs/engine/batch.hpp>
 #include <rungs/engine/bucket_space.hpp>
