@@ -286,3 +286,24 @@ TEST_CASE("priority eviction keeps the prefix of a high-priority sequence") {
   CHECK(a.free(other) == errc::ok);
   CHECK(a.create(system).value().cached_tokens == 2);  // block 0 survived
 }
+
+TEST_CASE("cached_prefix_tokens: what create would reuse, asked without changing anything") {
+  prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  const std::vector<token_id> shared = tokens(12, 1);  // 3 full blocks, cached once freed
+  CHECK(a.cached_prefix_tokens(shared) == 0);
+  CHECK(a.free(admit(a, shared).id) == errc::ok);
+  std::vector<token_id> prompt = tokens(8, 1);  // the first 2 blocks, then other tokens
+  for (token_id t : tokens(6, 900)) prompt.push_back(t);
+  const snapshot before = observe(a);
+  CHECK(a.cached_prefix_tokens(prompt) == 8);
+  CHECK(a.cached_prefix_tokens(shared) == 8);  // the last token is computed: 11 tokens, 2 whole blocks
+  CHECK(a.cached_prefix_tokens(tokens(13, 1)) == 12);
+  CHECK(a.cached_prefix_tokens(tokens(12, 2)) == 0);  // the first block differs
+  CHECK(a.cached_prefix_tokens(shared, {.cache_salt = "tenant"}) == 0);
+  CHECK(a.cached_prefix_tokens({}) == 0);
+  CHECK(before == observe(a));
+  CHECK(a.create(prompt).value().cached_tokens == 8);
+  free_list_allocator f({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
+  CHECK(f.free(admit(f, shared).id) == errc::ok);
+  CHECK(f.cached_prefix_tokens(shared) == 0);
+}

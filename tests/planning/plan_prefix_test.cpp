@@ -83,3 +83,41 @@ TEST_CASE("rungs-plan simulate: rejected requests, --strict, the roofline preset
   CHECK(f.out.find("\"per_replica\": {\"requests\": [20, 10], ") != std::string::npos);  // chats 1 and 3, chat 2
   check_usage(plan({"simulate", "--chat", "3", "--replicas", "0"}), "--replicas = 0 must be positive");
 }
+
+TEST_CASE("rungs-plan simulate --router: prefix-affinity finds the cached documents, round-robin does not") {
+  // Two documents of 2 x 512 tokens read twice (fleet_test's case): A and B at once, then B', A'.
+  const std::string path = "plan_router_test.jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 10, \"hash_ids\": [1, 2]}\n"
+         "{\"timestamp\": 0, \"input_length\": 1024, \"output_length\": 10, \"hash_ids\": [3, 4]}\n"
+         "{\"timestamp\": 20000, \"input_length\": 1536, \"output_length\": 10, \"hash_ids\": [3, 4, 6]}\n"
+         "{\"timestamp\": 40000, \"input_length\": 1536, \"output_length\": 10, \"hash_ids\": [1, 2, 5]}\n";
+  }
+  const result pa = plan({"simulate", "--trace", path, "--prefix-caching", "--replicas", "2", "--router",
+                          "prefix-affinity", "--json"});
+  REQUIRE(pa.status == 0);
+  CHECK(pa.out.find("\"router\": \"prefix-affinity\"") != std::string::npos);
+  CHECK(pa.out.find("\"prefix_hit_tokens\": 2048") != std::string::npos);  // the fleet
+  CHECK(pa.out.find("\"prefix_hit_tokens\": [1024, 1024]") != std::string::npos);  // per replica
+  CHECK(pa.out.find("\"requests\": [2, 2]") != std::string::npos);
+  const result rr = plan({"simulate", "--trace", path, "--prefix-caching", "--replicas", "2", "--json"});
+  REQUIRE(rr.status == 0);
+  CHECK(rr.out.find("\"router\": \"round-robin\"") != std::string::npos);
+  CHECK(rr.out.find("\"prefix_hit_tokens\": 0,") != std::string::npos);
+  const result ll = plan({"simulate", "--trace", path, "--replicas", "2", "--router", "least-loaded"});
+  REQUIRE(ll.status == 0);
+  CHECK(ll.out.find("; 2 replicas, least-loaded\n") != std::string::npos);
+  check_usage(plan({"simulate", "--trace", path, "--replicas", "2", "--router", "prefix-affinity"}),
+              "--router prefix-affinity routes by the replicas' prefix caches: add --prefix-caching");
+  check_usage(plan({"simulate", "--trace", path, "--replicas", "2", "--max-imbalance", "3"}),
+              "--max-imbalance applies to --router prefix-affinity");
+  check_usage(plan({"simulate", "--trace", path, "--router", "least-loaded"}),
+              "--router and --max-imbalance route between replicas: add --replicas N");
+  check_usage(plan({"simulate", "--trace", path, "--replicas", "2", "--router", "random"}),
+              "--router = 'random' is not one of round-robin, least-loaded, prefix-affinity");
+  check_usage(plan({"simulate", "--trace", path, "--prefix-caching", "--replicas", "2", "--router", "prefix-affinity",
+                    "--max-imbalance", "-1"}),
+              "--max-imbalance = -1 must not be negative");
+  std::remove(path.c_str());
+}

@@ -244,4 +244,19 @@ TEST_CASE("turn_arrivals: a chat's next turn comes after the previous answer and
   CHECK(a.take(3.0) == std::vector<std::size_t>{3});
   CHECK(a.finished(3, 4.0));
   CHECK(a.remaining() == 0);
+  CHECK(a.next_turn(0) == 1);
+  CHECK(a.next_turn(1) == 3);
+  CHECK_FALSE(a.next_turn(2).has_value());
+
+  // Held (one replica of a fleet): nothing until a router releases a conversation or request.
+  turn_arrivals h(rows, true);
+  CHECK(h.remaining() == 0);
+  CHECK_FALSE(h.next().has_value());
+  h.release(2);
+  CHECK(h.remaining() == 1);
+  h.release(0);  // its conversation: three turns
+  CHECK(h.remaining() == 4);
+  CHECK(h.take(0.25) == std::vector<std::size_t>{0, 2});
+  CHECK_FALSE(h.finished(0, 1.0));
+  CHECK(h.next() == 1.5);
 }

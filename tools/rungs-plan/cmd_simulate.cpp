@@ -41,7 +41,7 @@ struct simulate_args {
   std::string plot, write_steps;
   std::size_t first = 10;
   std::optional<std::int32_t> replicas;
-  planning::router router = planning::router::round_robin;
+  router_args router;
 };
 
 // At most this many rejected requests are listed one by one in --json.
@@ -61,9 +61,7 @@ void add_options(CLI::App& app, simulate_args& a) {
   cli::option(app, "--replicas N", a.replicas, [](std::string_view f, std::string_view v) {
         return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 4096));
       }, "serve the workload with N replicas, each with its own scheduler, KV pool and graphs")->group("Fleet");
-  cli::choices<planning::router>(app, "--router round-robin", a.router, {{"round-robin", planning::router::round_robin}},
-                                 "how requests are sent to replicas (round-robin only, so far)")
-      ->group("Fleet");
+  add_router_options(app, a.router);
 }
 
 std::string fixed(double v, int digits) {
@@ -169,9 +167,13 @@ json number(const std::string& text) { return json::parse(text); }
 // The runs as JSON; with `steps`, each run's step series (at most ~2000 points: every k-th).
 void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
                 const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps,
-                const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10) {
+                const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10,
+                std::string_view router = {}) {
   json all = {{"workload", description}, {"kv_blocks", runs.front().num_blocks}, {"runs", json::array()}};
-  if (!fleets.empty()) all["replicas"] = fleets.front().replicas.size();
+  if (!fleets.empty()) {
+    all["replicas"] = fleets.front().replicas.size();
+    all["router"] = router;
+  }
   for (std::size_t k = 0; k < runs.size(); ++k) {
     json run = {{"timing", timings[k]}};
     for (const row& r : rows) run[r.key] = number(r.values[k]);
@@ -225,6 +227,9 @@ std::string plot_script() {
 
 int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   check_simulation_args(a.sim);
+  check_router_args(a.router, a.sim);
+  if (!a.replicas && (a.router.router_given || a.router.imbalance_given))
+    throw usage_error("--router and --max-imbalance route between replicas: add --replicas N");
   a.sim.config.first_requests = a.first;
   const std::vector<serving::trace_request> trace = load_workload(a.sim);
   std::vector<std::string> timings;
@@ -238,7 +243,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
     c.timing = timing_policy(a.sim, t);
     c.record_steps = !a.plot.empty();
     if (a.replicas) {
-      fleets.push_back(planning::simulate_fleet(c, trace, *a.replicas, a.router));
+      fleets.push_back(planning::simulate_fleet(c, trace, *a.replicas, a.router.options));
       runs.push_back(fleets.back().total);
     } else {
       runs.push_back(planning::simulate(c, trace));
@@ -247,9 +252,9 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   const std::vector<row> rows = report(runs, a.first);
   std::string description = describe(a, trace.size(), runs.front());
   if (a.replicas)
-    description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router));
+    description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));
   if (a.json) {
-    print_json(out, description, timings, rows, runs, false, fleets, a.first);
+    print_json(out, description, timings, rows, runs, false, fleets, a.first, planning::to_string(a.router.options.kind));
   } else {
     out << "simulate: " << description << "\n";
     print_table(out, timings, rows);

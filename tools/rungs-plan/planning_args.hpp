@@ -6,6 +6,7 @@
 
 #include <rungs/kv/capacity.hpp>
 #include <rungs/planning/cost_model.hpp>
+#include <rungs/planning/router.hpp>
 #include <rungs/planning/simulate.hpp>
 #include <rungs/serving/workload.hpp>
 
@@ -188,6 +189,37 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
   model->needs(gpu);
   for (const char* other : {"--step-cost"}) gpu->excludes(app.get_option(other));
   for (const char* other : {"--layers", "--kv-heads", "--head-dim", "--dtype"}) model->excludes(app.get_option(other));
+}
+
+/// --router and --max-imbalance (simulate --replicas and plan-fleet).
+struct router_args {
+  planning::router_options options;
+  bool router_given = false, imbalance_given = false;
+};
+
+/// Adds --router and --max-imbalance, bound to `r` (which must outlive the parse).
+inline void add_router_options(CLI::App& app, router_args& r) {
+  cli::choices<planning::router>(app, "--router round-robin|least-loaded|prefix-affinity", r.options.kind,
+                                 {{"round-robin", planning::router::round_robin},
+                                  {"least-loaded", planning::router::least_loaded},
+                                  {"prefix-affinity", planning::router::prefix_affinity}},
+                                 "how requests are sent to replicas (default round-robin; prefix-affinity needs "
+                                 "--prefix-caching; see docs/planning.md)")
+      ->group("Fleet")
+      ->each([&r](const std::string&) { r.router_given = true; });
+  cli::option(app, "--max-imbalance N", r.options.max_imbalance, cli::non_negative,
+              "prefix-affinity: a replica with more than N outstanding requests above the least-loaded one's is "
+              "overloaded and skipped (default 4)")
+      ->group("Fleet")
+      ->each([&r](const std::string&) { r.imbalance_given = true; });
+}
+
+/// Checks --router and --max-imbalance against the simulation's flags.
+inline void check_router_args(const router_args& r, const simulation_args& a) {
+  if (r.options.kind == planning::router::prefix_affinity && !a.config.prefix_caching)
+    throw usage_error("--router prefix-affinity routes by the replicas' prefix caches: add --prefix-caching");
+  if (r.imbalance_given && r.options.kind != planning::router::prefix_affinity)
+    throw usage_error("--max-imbalance applies to --router prefix-affinity");
 }
 
 /// Checks the combination; call after the last flag.

@@ -99,6 +99,21 @@ class paged_allocator {
     return blocks_for(num_tokens) + config_.watermark_blocks <= pool_.num_unused();
   }
 
+  /// The tokens of `prompt`'s longest cached prefix that create(prompt, params) would reuse
+  /// now (whole blocks, at most the prompt minus its last token); 0 without a prefix cache.
+  /// Changes nothing: a fleet's router asks every replica before it sends a request.
+  std::int32_t cached_prefix_tokens(std::span<const token_id> prompt, const sequence_params& params = {}) const {
+    if constexpr (Cache::enabled) {
+      if (prompt.empty()) return 0;
+      return cache_.matched(cache_.root(params.adapter_id, params.cache_salt), prompt.first(prompt.size() - 1)) *
+             config_.block_size;
+    } else {
+      (void)prompt;
+      (void)params;
+      return 0;
+    }
+  }
+
   result<sequence_start> create(std::span<const token_id> prompt,
                                 const sequence_params& params = {}) {
     if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;

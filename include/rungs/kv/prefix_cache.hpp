@@ -85,17 +85,13 @@ class prefix_cache {
   /// miss or `out` is full; returns how many hit. `chain` ends as the digest of the last hit.
   std::int32_t match(digest_type& chain, std::span<const token_id> prompt,
                      std::span<block_id> out) const {
-    std::int32_t hits = 0;
-    const std::size_t limit = std::min(out.size(), prompt.size() / block_size_);
-    for (std::size_t i = 0; i < limit; ++i) {
-      const digest_type d = hasher_.chain(chain, prompt.subspan(i * block_size_, block_size_));
-      const block_id b = index_.find(d);
-      if (b == null_block) break;
-      out[i] = b;
-      chain = d;
-      ++hits;
-    }
-    return hits;
+    return walk(chain, prompt, out.size(), [out](std::size_t i, block_id b) { out[i] = b; });
+  }
+
+  /// How many full blocks of `prompt` from `chain` are cached, as match() counts them, with
+  /// nothing written: what a router asks each replica before it sends a request.
+  std::int32_t matched(digest_type chain, std::span<const token_id> prompt) const {
+    return walk(chain, prompt, prompt.size(), [](std::size_t, block_id) {});
   }
 
   /// A sequence in row `slot` starts with its chain at `chain` and no partial block.
@@ -160,6 +156,22 @@ class prefix_cache {
   std::int32_t size() const { return index_.size(); }
 
  private:
+  // The chained lookup of match() and matched(): at most `limit` blocks, stopping at a miss.
+  template <class OnHit>
+  std::int32_t walk(digest_type& chain, std::span<const token_id> prompt, std::size_t limit, OnHit on_hit) const {
+    std::int32_t hits = 0;
+    limit = std::min(limit, prompt.size() / block_size_);
+    for (std::size_t i = 0; i < limit; ++i) {
+      const digest_type d = hasher_.chain(chain, prompt.subspan(i * block_size_, block_size_));
+      const block_id b = index_.find(d);
+      if (b == null_block) break;
+      on_hit(i, b);
+      chain = d;
+      ++hits;
+    }
+    return hits;
+  }
+
   std::int32_t block_size_;
   detail::block_divider div_;
   [[no_unique_address]] Hasher hasher_;

@@ -1,23 +1,25 @@
-// fleet: a trace served by N replicas, each with its own scheduler, KV pool and graphs
-// (planning::simulate per replica), behind a router.
+// fleet: a trace served by N replicas, each with its own scheduler, KV pool and graphs (a
+// planning::simulate each), behind a router (planning/router.hpp).
 //
-// Routers:
-//   round_robin  the k-th conversation (or standalone request) in trace order goes to
-//                replica k mod N; a conversation's later turns follow its first turn (its
-//                history is cached there). The choice needs no replica state, so each
-//                replica is simulated on its own share of the trace, exactly.
-// Routers that read replica state (least-loaded, prefix-affinity) need the replicas to
-// advance in lockstep with the arrivals; they are not implemented yet.
+// The replicas advance in lockstep with the arrivals: before each first turn or standalone
+// request is routed, every replica runs the steps that start before its arrival, so the router
+// reads each replica's queue and KV cache as they are then (a step under way counts as done).
+// A replica that received nothing takes its idle gap only once its next arrival is known, so
+// under round-robin (which reads no state) each replica computes exactly what `simulate` on
+// its own share computes.
 //
 // The fleet's latencies are over every request of every replica (TTFT of the requests that
 // ran, every inter-token gap); its end is the last replica's.
 #pragma once
 
+#include <rungs/planning/router.hpp>
 #include <rungs/planning/simulate.hpp>
 #include <rungs/serving/workload.hpp>
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -26,15 +28,6 @@
 #include <vector>
 
 namespace rungs::planning {
-
-enum class router { round_robin };
-
-inline constexpr std::string_view to_string(router r) {
-  switch (r) {
-    case router::round_robin: return "round-robin";
-  }
-  return "?";
-}
 
 struct fleet_result {
   std::vector<simulation_result> replicas;  ///< each replica's own result (requests in its share's order)
@@ -70,45 +63,84 @@ inline std::vector<std::int32_t> route_round_robin(const std::vector<serving::tr
   return to;
 }
 
+namespace detail {
+
+// The replicas in lockstep (see the header comment); fills f.replica_of and f.replicas.
+template <class Allocator>
+void run_fleet(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t replicas,
+               const router_options& r, fleet_result& f) {
+  std::vector<std::unique_ptr<simulator<Allocator>>> sims;  // an engine stays where it was built
+  for (std::int32_t k = 0; k < replicas; ++k) sims.push_back(std::make_unique<simulator<Allocator>>(c, trace, true));
+  const serving::turn_arrivals turns(trace, true);
+  const std::vector<std::int32_t> round_robin =
+      r.kind == router::round_robin ? route_round_robin(trace, replicas) : std::vector<std::int32_t>{};
+  // First turns and standalone requests, by arrival (ties: trace order), as they reach the router.
+  std::vector<bool> later(trace.size(), false);
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    if (const auto n = turns.next_turn(i)) later[*n] = true;
+  std::vector<std::size_t> routed;
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    if (!later[i]) routed.push_back(i);
+  std::stable_sort(routed.begin(), routed.end(),
+                   [&](std::size_t a, std::size_t b) { return trace[a].arrival < trace[b].arrival; });
+  f.replica_of.assign(trace.size(), -1);
+  std::vector<replica_view> views(sims.size());
+  std::vector<kv::token_id> prompt;
+  for (const std::size_t i : routed) {
+    for (auto& s : sims) s->advance(trace[i].arrival);
+    std::size_t to = 0;
+    if (r.kind == router::round_robin) {
+      to = static_cast<std::size_t>(round_robin[i]);
+    } else {
+      if (r.kind == router::prefix_affinity) {
+        prompt.resize(static_cast<std::size_t>(trace[i].prompt_tokens));
+        serving::trace_prompt(trace[i], i, prompt);  // what the replica's scheduler would be sent
+      }
+      for (std::size_t k = 0; k < sims.size(); ++k)
+        views[k] = {.outstanding = static_cast<std::int64_t>(sims[k]->outstanding()),
+                    .cached_tokens = r.kind == router::prefix_affinity ? sims[k]->cached_prefix_tokens(prompt) : 0};
+      to = pick_replica(r, views);
+    }
+    sims[to]->route(i);
+    for (std::optional<std::size_t> k = i; k; k = turns.next_turn(*k)) f.replica_of[*k] = static_cast<std::int32_t>(to);
+  }
+  for (auto& s : sims) {
+    s->advance(std::numeric_limits<double>::infinity());
+    f.replicas.push_back(s->finish());
+  }
+}
+
+}  // namespace detail
+
 /// Runs `trace` on `replicas` replicas of `config` behind `r`. Throws std::invalid_argument
-/// for a replica count outside [1, 4096] or anything simulate refuses.
+/// for a replica count outside [1, 4096], prefix_affinity without prefix caching (there would
+/// be no cache to route by), a negative max_imbalance, or anything simulate refuses.
 inline fleet_result simulate_fleet(const simulation_config& config, const std::vector<serving::trace_request>& trace,
-                                   std::int32_t replicas, router r = router::round_robin) {
+                                   std::int32_t replicas, const router_options& r = {}) {
   if (replicas < 1 || replicas > 4096)
     throw std::invalid_argument("fleet: replicas = " + std::to_string(replicas) + " must be in [1, 4096]");
   if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
+  if (r.kind == router::prefix_affinity && !config.prefix_caching)
+    throw std::invalid_argument("fleet: the prefix-affinity router needs prefix caching (the replicas' caches are what it routes by)");
+  if (r.max_imbalance < 0)
+    throw std::invalid_argument("fleet: max_imbalance = " + std::to_string(r.max_imbalance) + " must not be negative");
   fleet_result f;
-  switch (r) {
-    case router::round_robin: f.replica_of = route_round_robin(trace, replicas); break;
-  }
-  std::vector<std::vector<serving::trace_request>> shares(static_cast<std::size_t>(replicas));
-  std::vector<std::vector<std::size_t>> index(static_cast<std::size_t>(replicas));  // share position -> trace index
-  for (std::size_t i = 0; i < trace.size(); ++i) {
-    shares[static_cast<std::size_t>(f.replica_of[i])].push_back(trace[i]);
-    index[static_cast<std::size_t>(f.replica_of[i])].push_back(i);
-  }
   simulation_config c = config;
   c.keep_itl_samples = true;
+  if (c.prefix_caching) detail::run_fleet<kv::prefix_caching_allocator<>>(c, trace, replicas, r, f);
+  else detail::run_fleet<kv::free_list_allocator>(c, trace, replicas, r, f);
   f.requests.resize(trace.size());
   std::vector<double> ttft, itl;
-  for (std::size_t k = 0; k < shares.size(); ++k) {
-    if (shares[k].empty()) {
-      f.replicas.emplace_back();  // a replica with nothing to do
-      continue;
-    }
-    simulation_result s = simulate(c, shares[k]);
-    for (std::size_t j = 0; j < s.requests.size(); ++j) {
-      request_record rec = s.requests[j];
-      rec.trace_index = index[k][j];
+  for (simulation_result& s : f.replicas) {
+    for (const request_record& rec : s.requests) {
       if (rec.rejected.empty()) ttft.push_back(rec.ttft());
-      f.requests[index[k][j]] = std::move(rec);
+      f.requests[rec.trace_index] = rec;
     }
     itl.insert(itl.end(), s.itl_samples.begin(), s.itl_samples.end());
     if (!config.keep_itl_samples) std::vector<double>().swap(s.itl_samples);
     f.rejected += s.rejected;
     f.output_tokens += s.output_tokens;
-    f.end_seconds = std::max(f.end_seconds, s.end_seconds);
-    f.replicas.push_back(std::move(s));
+    if (!s.requests.empty()) f.end_seconds = std::max(f.end_seconds, s.end_seconds);
   }
   f.ttft = summarize(std::move(ttft));
   f.itl = summarize(std::move(itl));

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <concepts>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -168,37 +169,75 @@ class simulator {
   using engine_type = engine::engine<buckets, any_order, any_timing, Allocator, engine::host_backend>;
 
  public:
-  simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace)
+  /// With `routed`, the simulator is one replica of a fleet (planning/fleet.hpp): no request
+  /// arrives until route() sends it here, and the fleet advances every replica in lockstep.
+  simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace, bool routed = false)
       : cfg_(c), trace_(trace),
         // vLLM v1's piecewise graphs cover every step by its token count; without chunked
         // prefill (v0) only decode steps have graphs, and prefill steps (v0 never mixes
         // phases) look for prompt buckets, find none, and run eagerly.
         engine_(buckets(c.ladder, engine::phase::decode), Allocator(allocator_config(c)), backend(c),
                 {.order = c.order, .timing = c.timing, .budget = budget(c), .scheduler = c.scheduler,
-                 .routing = c.scheduler.chunked_prefill ? engine::step_routing::single : engine::step_routing::by_phase}) {}
-
-  simulation_result run() {
+                 .routing = c.scheduler.chunked_prefill ? engine::step_routing::single : engine::step_routing::by_phase}),
+        arrivals_(trace_, routed), routed_(routed) {
     result_.timing = std::string(cfg_.timing.name());
     result_.num_blocks = engine_.blocks().num_blocks();
     result_.requests.resize(trace_.size());
     engine_.start();
     result_.startup_seconds = engine_.stats().capture_seconds;
-    double t = result_.startup_seconds;
-    while (true) {
-      submit_until(t);
-      if (engine_.idle_queues() && !arrivals_.next()) break;
+    t_ = result_.startup_seconds;
+  }
+
+  simulation_result run() {
+    advance(std::numeric_limits<double>::infinity());
+    return finish();
+  }
+
+  /// Runs every step that starts before `until`. Returns early when nothing is queued and
+  /// nothing of this replica's arrives before `until`: the idle gap is taken (and handed to
+  /// the engine's idle()) only once the next arrival is known, so a fleet's replica idles
+  /// exactly as a replica simulated alone on its share.
+  void advance(double until) {
+    while (t_ < until) {
+      submit_until(t_);
+      const std::optional<double> next = arrivals_.next();
+      if (engine_.idle_queues() && (!next || *next >= until)) return;
       const engine::engine_step& step = engine_.step(hook_);
       if (!step.ran()) {
         if (!step.plan->preempted.empty()) continue;
-        if (!engine_.idle_queues() && engine_.scheduler().running() == 0 && !arrivals_.next())
+        if (!engine_.idle_queues() && engine_.scheduler().running() == 0 && !next)
           throw std::logic_error("simulate: the waiting queue is stuck with nothing running");
-        if (!arrivals_.next()) continue;
-        t = idle_until(t, *arrivals_.next());
+        if (!next) continue;
+        t_ = idle_until(t_, *next);
         continue;
       }
-      t = record_step(step, t);
+      t_ = record_step(step, t_);
     }
-    result_.end_seconds = t;
+  }
+
+  /// Sends trace request `index` (a first turn or standalone request) here, at its arrival;
+  /// its conversation's later turns follow it. Only in a routed simulator.
+  void route(std::size_t index) {
+    arrivals_.release(index);
+    routed_arrivals_.push_back(trace_[index].arrival);
+    for (std::optional<std::size_t> k = index; k; k = arrivals_.next_turn(*k)) mine_.push_back(*k);
+  }
+
+  /// Requests sent here and not finished: queued or running, or arrived during the step under
+  /// way (they are queued when it ends). A router's measure of load.
+  std::size_t outstanding() const {
+    return engine_.scheduler().waiting() + engine_.scheduler().running() + routed_arrivals_.size();
+  }
+
+  /// The tokens of `prompt` this replica's KV cache would reuse now (0 without prefix caching).
+  std::int32_t cached_prefix_tokens(std::span<const kv::token_id> prompt) const {
+    return engine_.blocks().cached_prefix_tokens(prompt);
+  }
+
+  /// The result, after the last advance(); a routed simulator's requests are its own, in trace
+  /// order.
+  simulation_result finish() {
+    result_.end_seconds = t_;
     finish_summary();
     return std::move(result_);
   }
@@ -243,6 +282,7 @@ class simulator {
   void submit_until(double t) {
     arriving_.clear();
     arrivals_.take(t, arriving_);
+    while (!routed_arrivals_.empty() && routed_arrivals_.front() <= t) routed_arrivals_.pop_front();
     for (const std::size_t index : arriving_) {
       const serving::trace_request& r = trace_[index];
       request_record& rec = result_.requests[index];
@@ -363,6 +403,18 @@ class simulator {
   }
 
   void finish_summary() {
+    if (!submit_order_.empty()) result_.ttft_first = result_.requests[submit_order_.front()].ttft();
+    const std::size_t n = std::min(cfg_.first_requests, submit_order_.size());
+    double sum = 0;
+    for (std::size_t k = 0; k < n; ++k) sum += result_.requests[submit_order_[k]].ttft();
+    result_.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
+    if (routed_) {  // only this replica's requests, in trace order
+      std::sort(mine_.begin(), mine_.end());
+      std::vector<request_record> own;
+      own.reserve(mine_.size());
+      for (const std::size_t i : mine_) own.push_back(std::move(result_.requests[i]));
+      result_.requests = std::move(own);
+    }
     std::vector<double> ttft;
     for (const request_record& r : result_.requests)
       if (r.rejected.empty()) ttft.push_back(r.ttft());
@@ -371,11 +423,6 @@ class simulator {
       result_.mean_waiting_for_blocks = blocked_request_seconds_ / result_.seconds_waiting_for_blocks;
     if (cfg_.keep_itl_samples) result_.itl_samples = itl_;
     result_.itl = summarize(std::move(itl_));
-    if (!submit_order_.empty()) result_.ttft_first = result_.requests[submit_order_.front()].ttft();
-    const std::size_t n = std::min(cfg_.first_requests, submit_order_.size());
-    double sum = 0;
-    for (std::size_t k = 0; k < n; ++k) sum += result_.requests[submit_order_[k]].ttft();
-    result_.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
     result_.engine = engine_.stats();
     result_.scheduler = engine_.scheduler().stats();
   }
@@ -395,7 +442,11 @@ class simulator {
   const std::vector<serving::trace_request>& trace_;
   engine_type engine_;
   synthetic_sampler hook_;
-  serving::turn_arrivals arrivals_{trace_};
+  serving::turn_arrivals arrivals_;
+  bool routed_ = false;
+  double t_ = 0;                          // the replica's clock: the end of its last step or idle gap
+  std::deque<double> routed_arrivals_;    // arrival times of routed requests not submitted yet
+  std::vector<std::size_t> mine_;         // routed: this replica's requests (trace indices)
   std::vector<std::size_t> arriving_, submit_order_;
   std::unordered_map<std::size_t, double> last_token_;
   std::vector<double> itl_;

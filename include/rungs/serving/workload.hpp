@@ -634,11 +634,15 @@ inline std::vector<trace_request> generate_chat(const chat_workload& w) {
 /// turn has finished, after its think time (never before its own arrival time). The serving
 /// demo and the simulator both release turns through this, so a trace means the same in both.
 /// Requests are identified by their index in the trace.
+///
+/// With `held`, no request is scheduled at construction: release(i) schedules a first turn or
+/// standalone request and makes its conversation this instance's (one replica of a fleet,
+/// whose router decides at each arrival where it goes).
 class turn_arrivals {
  public:
-  explicit turn_arrivals(std::span<const trace_request> trace)
+  explicit turn_arrivals(std::span<const trace_request> trace, bool held = false)
       : arrival_(trace.size()), think_(trace.size()), next_turn_(trace.size(), none),
-        available_at_(trace.size(), std::numeric_limits<double>::quiet_NaN()), remaining_(trace.size()) {
+        available_at_(trace.size(), std::numeric_limits<double>::quiet_NaN()), remaining_(held ? 0 : trace.size()) {
     std::unordered_map<session_id, std::size_t> last;  // conversation -> its latest turn so far
     for (std::size_t i = 0; i < trace.size(); ++i) {
       arrival_[i] = trace[i].arrival;
@@ -652,8 +656,22 @@ class turn_arrivals {
         }
         last.emplace(c, i);
       }
-      ready_.push({arrival_[i], i});
+      if (!held) ready_.push({arrival_[i], i});
     }
+  }
+
+  /// Schedules request `i`, a first turn or standalone request held at construction, at its
+  /// arrival time; its conversation's later turns follow it here.
+  void release(std::size_t i) {
+    ready_.push({arrival_.at(i), i});
+    for (std::size_t k = i; k != none; k = next_turn_[k]) ++remaining_;
+  }
+
+  /// The conversation's turn after request `i`, if any.
+  std::optional<std::size_t> next_turn(std::size_t i) const {
+    const std::size_t n = next_turn_.at(i);
+    if (n == none) return std::nullopt;
+    return n;
   }
 
   /// Appends to `out` the requests available at `now`, in order of availability (ties by
