@@ -10,14 +10,12 @@
 #include <rungs_sim/executor.hpp>
 
 #include <benchmark/benchmark.h>
-#include <cxxabi.h>
 
-#include <fstream>
-#include <map>
-#include <memory>
 #include <numeric>
 #include <random>
-#include <sstream>
+
+#include "attention_ptx.hpp"
+#include "harness.hpp"
 
 namespace ra = rungs::attention;
 namespace rd = rungs::attention::detail;
@@ -25,42 +23,6 @@ namespace geo = rungs::attention::geometry;
 namespace sim = rungs::sim;
 
 namespace {
-
-class host_memory : public sim::global_memory {
- public:
-  template <class T>
-  void add(const std::vector<T>& v) {
-    allocations_[reinterpret_cast<std::uint64_t>(v.data())] = v.size() * sizeof(T);
-  }
-  bool valid(std::uint64_t address, std::size_t size) const override {
-    auto it = allocations_.upper_bound(address);
-    if (it == allocations_.begin()) return false;
-    --it;
-    return address + size <= it->first + it->second;
-  }
-
- private:
-  std::map<std::uint64_t, std::size_t> allocations_;
-};
-
-const sim::module& instances() {
-  static const auto m = [] {
-    std::ifstream f(RUNGS_SIM_ATTENTION_PTX);
-    std::stringstream text;
-    text << f.rdbuf();
-    return sim::load_ptx(text.str(), "attention_instances.ptx");
-  }();
-  return *m;
-}
-
-std::string entry(const std::string& signature) {
-  for (const std::string& e : sim::entries(instances())) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(e.c_str(), nullptr, nullptr, &status), std::free);
-    if (status == 0 && std::string(d.get()).find(signature + "(") != std::string::npos) return e;
-  }
-  throw std::runtime_error("no entry " + signature);
-}
 
 void decode_step(benchmark::State& state) {
   const bool checks = state.range(0) != 0;
@@ -78,18 +40,18 @@ void decode_step(benchmark::State& state) {
   }
   std::vector<std::int32_t> lens(kBatch, kLen), tables(static_cast<std::size_t>(kBatch * plan.max_blocks_per_seq));
   std::iota(tables.begin(), tables.end(), 0);
-  host_memory mem;
+  rungs_sim_test::host_memory mem;
   mem.add(q), mem.add(k), mem.add(v), mem.add(out), mem.add(lens), mem.add(tables);
   const ra::decode_args a{.q = q.data(), .k_cache = k.data(), .v_cache = v.data(), .block_tables = tables.data(),
                           .block_table_stride = plan.max_blocks_per_seq, .seq_lens = lens.data(), .out = out.data()};
   rd::attention_params p = rd::decode_params(plan, a);
   void* args[] = {&p};
   const rd::launch_grid g = rd::decode_grid(plan);
-  const std::string kernel = entry("paged_attention_kernel<__half, 128, 0, 4, 1, true>");
+  const std::string kernel = rungs_sim_test::attention_entry("paged_attention_kernel<__half, 128, 0, 4, 1, true>");
   sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
   std::uint64_t instructions = 0;
   for (auto _ : state) {
-    instructions += sim::launch(instances(), kernel, {g.x, g.y, g.z}, {geo::threads, 1, 1}, 0, args, mem, sched)
+    instructions += sim::launch(rungs_sim_test::attention_module(), kernel, {g.x, g.y, g.z}, {geo::threads, 1, 1}, 0, args, mem, sched)
                         .warp_instructions;
   }
   state.counters["warp_instr_per_s"] = benchmark::Counter(static_cast<double>(instructions), benchmark::Counter::kIsRate);

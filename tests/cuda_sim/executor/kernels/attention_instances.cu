@@ -1,26 +1,49 @@
-// Device code only (compiled with nvcc -ptx, never linked): the attention kernel instances the
-// executor's end-to-end test runs (kernels_test.cpp), referenced so that nvcc emits their PTX.
+// Device code only (compiled with nvcc -ptx, never linked): every attention kernel instance of
+// rungs::attention::default_instantiations (the set CI compiles for sm_80 and sm_90), referenced
+// so that nvcc emits their PTX for the executor's end-to-end test (kernels_test.cpp): per element
+// type and head dim, one decode kernel per GQA group, the prefill kernel, the split merge and the
+// cache write. The lists come from the set itself, so an instance added to it is run here too.
 #include <rungs/attention/detail/kernels.cuh>
+#include <rungs/attention/dispatch.hpp>
 
+#include <type_traits>
+
+namespace ra = rungs::attention;
 namespace rd = rungs::attention::detail;
 namespace geo = rungs::attention::geometry;
 
-template <class T, int D, int G>
-constexpr auto decode_kernel = &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true>;
-template <class T, int D>
-constexpr auto prefill_kernel = &rd::paged_attention_kernel<T, D, 0, geo::max_rows_per_thread, geo::thread_rows(D), false>;
+namespace {
 
-extern void* const rungs_sim_attention_instances[];
-void* const rungs_sim_attention_instances[] = {
-    reinterpret_cast<void*>(decode_kernel<__half, 128, 4>),
-    reinterpret_cast<void*>(decode_kernel<__nv_bfloat16, 64, 16>),
-    reinterpret_cast<void*>(decode_kernel<__half, 96, 1>),
-    reinterpret_cast<void*>(prefill_kernel<__nv_bfloat16, 128>),
-    reinterpret_cast<void*>(prefill_kernel<__half, 80>),
-    reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 128>),
-    reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 64>),
-    reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 128>),
-    reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 96>),
-    reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 80>),
-    reinterpret_cast<void*>(&rd::cache_write_kernel<__half, 128>),
-};
+using set = ra::default_instantiations;
+static_assert(std::is_same_v<set::block_sizes, ra::values<ra::dynamic_block_size>>,
+              "the executor test runs the dynamic-block-size instances (the block size is a run-time value)");
+
+template <ra::dtype Type>
+using device_t = rd::device_type_t<std::conditional_t<Type == ra::dtype::f16, rungs::f16, rungs::bf16>>;
+
+// Taking a kernel's address instantiates it, so nvcc emits its PTX entry.
+template <class T, int D, int... G>
+void head_dim_kernels(void**& out, ra::values<G...>) {
+  ((*out++ = reinterpret_cast<void*>(
+        &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true>)),
+   ...);
+  *out++ = reinterpret_cast<void*>(
+      &rd::paged_attention_kernel<T, D, 0, geo::max_rows_per_thread, geo::thread_rows(D), false>);
+  *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<T, D>);
+  *out++ = reinterpret_cast<void*>(&rd::cache_write_kernel<T, D>);
+}
+
+template <class T, int... D>
+void dtype_kernels(void**& out, ra::values<D...>) {
+  (head_dim_kernels<T, D>(out, set::decode_groups{}), ...);
+}
+
+template <ra::dtype... Types>
+void set_kernels(void**& out, ra::dtypes<Types...>) {
+  (dtype_kernels<device_t<Types>>(out, set::head_dims{}), ...);
+}
+
+}  // namespace
+
+// Writes the address of every instance to `out` (which holds at least 2 x 5 x 12 pointers).
+void rungs_sim_attention_instances(void** out) { set_kernels(out, set::dtype_list{}); }

@@ -1,19 +1,24 @@
 // rungs' attention kernels as nvcc compiles them (attention_instances.cu -> PTX at build
 // time), run by the executor under several adversarial schedules, against the host reference:
-// decode (with and without splits and the merge), prefill and the cache write. Needs nvcc to
-// build (label cuda-sim), no GPU.
+// decode (with and without splits and the merge), prefill and the cache write, a few instances
+// under several seeds and every instance of the default set once, with its memory traffic.
+// Needs nvcc to build (label cuda-sim), no GPU.
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/plan.hpp>
 #include <rungs/attention/reference.hpp>
+#include <rungs/attention/dispatch.hpp>
+#include <rungs/blocks.hpp>
 
 #include <catch2/catch.hpp>
-#include <cxxabi.h>
 
-#include <fstream>
-#include <memory>
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
 #include <sstream>
 
 #include "../tests/harness.hpp"
+#include "attention_ptx.hpp"
 #include "compare.hpp"
 #include "paged_problem.hpp"
 
@@ -24,27 +29,6 @@ namespace sim = rungs::sim;
 using namespace rungs_test;
 
 namespace {
-
-const sim::module& instances() {
-  static const auto m = [] {
-    std::ifstream f(RUNGS_SIM_ATTENTION_PTX);
-    std::stringstream text;
-    text << f.rdbuf();
-    return sim::load_ptx(text.str(), "attention_instances.ptx");
-  }();
-  return *m;
-}
-
-// The entry whose demangled name starts with `signature` (e.g. "...merge_splits_kernel<__half, 128>").
-std::string entry(const std::string& signature) {
-  for (const std::string& e : sim::entries(instances())) {
-    int status = 0;
-    std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(e.c_str(), nullptr, nullptr, &status), std::free);
-    if (status == 0 && std::string(d.get()).find(signature + "(") != std::string::npos) return e;
-  }
-  FAIL("no entry " << signature << " in attention_instances.ptx");
-  return {};
-}
 
 template <class T>
 std::string type_name() {
@@ -61,7 +45,7 @@ sim::launch_result launch(const std::string& kernel, rd::launch_grid grid, unsig
   void* args[] = {&p};
   sim::schedule s;
   s.seed = seed;
-  return sim::launch(instances(), entry(kernel), {grid.x, grid.y, grid.z}, {threads, 1, 1}, 0, args, mem, s);
+  return sim::launch(rungs_sim_test::attention_module(), rungs_sim_test::attention_entry(kernel), {grid.x, grid.y, grid.z}, {threads, 1, 1}, 0, args, mem, s);
 }
 
 template <class T, class A>
@@ -87,9 +71,22 @@ device_vector<T> to_device(const std::vector<T>& v) {
   return device_vector<T>(v.begin(), v.end());
 }
 
-// Decode over 3 sequences (the second of length 0) and a padded row, without and with splits.
+// One launch's memory traffic beside the bytes an ideal kernel moves for the same work
+// (docs/kernels.md, "Performance": the data each output depends on, read once, and the
+// outputs written once).
+struct traffic_row {
+  std::string kernel, shape;
+  std::uint64_t ideal_bytes = 0;
+  sim::traffic t;
+};
+
+// The splits check_decode runs: none, 16 tokens, and the planner's choice.
+constexpr int kAllSplits = -1;
+
+// Decode over 3 sequences (the second of length 0) and a padded row, without and with splits
+// (`only_split`: one of them); returns each launch's traffic.
 template <class T, int D, int G>
-void check_decode(int block_size, std::uint64_t seed) {
+std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int only_split = kAllSplits) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kKvHeads = 2;
   // Five tiles and more: the 3-stage pipeline reuses a stage (where an early issue would race).
@@ -108,7 +105,9 @@ void check_decode(int block_size, std::uint64_t seed) {
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::decode_rows_per_thread(G)) + ", " +
                            std::to_string(geo::decode_row_groups(G)) + ", true>";
+  std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 4, 0}) {  // none, 16 tokens, the planner's
+    if (only_split != kAllSplits && split != only_split) continue;
     const ra::attention_config config{type_of<T>(), p.shape, 0.3f};
     const ra::decode_plan plan =
         ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4}, {.split_tokens = split});
@@ -131,20 +130,46 @@ void check_decode(int block_size, std::uint64_t seed) {
     // (a D-element row is a whole number of sectors for D = 64, 96, 128 in 2-byte elements).
     CHECK(r.global.async_bytes_read == kv_bytes);
     CHECK(r.global.async_sectors_read * 32 == kv_bytes);
+    // Ideal: the KV bytes, the queries of the sequences with context, every output row
+    // (zeros included), the used block-table entries and the lengths.
+    const std::uint64_t e = sizeof(T), qo_row = static_cast<std::uint64_t>(row) * e;
+    std::uint64_t used_blocks = 0, nonempty = 0, partials = 0;
+    for (std::int32_t len : lens) {
+      used_blocks += static_cast<std::uint64_t>(rungs::blocks_for(len, block_size));
+      nonempty += len > 0;
+      if (plan.split()) partials += static_cast<std::uint64_t>((len + plan.split_tokens - 1) / plan.split_tokens);
+    }
+    const std::string shape = "B=" + std::to_string(kMaxBatch) + " (3 real), " + std::to_string(p.shape.num_qo_heads) +
+                              "q/" + std::to_string(kKvHeads) + "kv, lens " + std::to_string(lens[0]) + "," +
+                              std::to_string(lens[1]) + "," + std::to_string(lens[2]) + ", block " +
+                              std::to_string(block_size);
+    if (!plan.split()) {
+      rows.push_back({name, shape, kv_bytes + nonempty * qo_row + kMaxBatch * qo_row + used_blocks * 4 + kMaxBatch * 4,
+                      r.global});
+    }
     if (plan.split()) {
       const rd::merge_params m = rd::decode_merge_params(plan, a);
-      launch("merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">", rd::merge_grid(m),
-             32 * geo::merge_warps, m, mem, seed);
+      const std::string merge = "merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">";
+      const auto mr = launch(merge, rd::merge_grid(m), 32 * geo::merge_warps, m, mem, seed);
+      // Ideal merge: every row's split log-sum-exps, the partial outputs of its non-empty
+      // splits (float), and the output row.
+      const std::uint64_t heads = static_cast<std::uint64_t>(p.shape.num_qo_heads);
+      rows.push_back({merge, shape + ", " + std::to_string(plan.num_splits) + " splits",
+                      kMaxBatch * heads * (static_cast<std::uint64_t>(plan.num_splits) * 4 + D * e) +
+                          partials * heads * D * 4,
+                      mr.global});
     }
     require_close(out, want, row, 0, 3, what);
     require_zero_rows(out, row, 1, 2, what + ": the length-0 sequence");
     require_zero_rows(out, row, 3, kMaxBatch, what + ": the padded row");
   }
+  return rows;
 }
 
-// Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row.
+// Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row,
+// without and with splits (`only_split`: one of them); returns the unsplit launch's traffic.
 template <class T, int D>
-void check_prefill(int block_size, int group, std::uint64_t seed) {
+std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
   const int max_context = 5 * geo::tile_tokens(D) + 23;
@@ -163,7 +188,9 @@ void check_prefill(int block_size, int group, std::uint64_t seed) {
                            std::to_string(geo::max_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
                            ", false>";
   const ra::attention_config config{type_of<T>(), p.shape};
+  std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 2}) {
+  if (only_split != kAllSplits && split != only_split) continue;
   const ra::prefill_plan plan = ra::plan_prefill(
       config, {.max_batch = kMaxBatch, .max_q_len = kMaxQ, .max_total_q = max_total_q, .max_context = max_context},
       {4}, {.split_tokens = split});
@@ -181,7 +208,27 @@ void check_prefill(int block_size, int group, std::uint64_t seed) {
   ra::validate(plan, a);
   const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
   INFO(what);
-  launch(name, rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a), mem, seed);
+  const auto r = launch(name, rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a), mem, seed);
+  if (!plan.split()) {
+    // Ideal: the KV of each sequence with new tokens once (a CTA of query rows re-reads the
+    // keys it sees, so several row tiles of one sequence move more; at this shape each
+    // sequence's 4 x 12 rows fit one tile), the packed queries and outputs, those sequences'
+    // block-table entries, q_indptr and the lengths.
+    const std::uint64_t e = sizeof(T), qo_row = static_cast<std::uint64_t>(row) * e;
+    std::uint64_t kv_tokens = 0, used_blocks = 0;
+    for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+      if (q_lens[b] == 0) continue;
+      kv_tokens += static_cast<std::uint64_t>(kv_lens[b]);
+      used_blocks += static_cast<std::uint64_t>(rungs::blocks_for(kv_lens[b], block_size));
+    }
+    rows.push_back({name,
+                    "B=" + std::to_string(kMaxBatch) + " (3 real), " + std::to_string(group) +
+                        "q/1kv, kv lens " + std::to_string(kv_lens[0]) + ",9,7, q lens 12,9,0, block " +
+                        std::to_string(block_size),
+                    2 * kv_tokens * D * e + 2 * static_cast<std::uint64_t>(p.total_q()) * qo_row + used_blocks * 4 +
+                        (2 * kMaxBatch + 1) * 4,
+                    r.global});
+  }
   if (plan.split()) {
     const rd::merge_params m = rd::prefill_merge_params(plan, a);
     launch("merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">", rd::merge_grid(m),
@@ -189,6 +236,7 @@ void check_prefill(int block_size, int group, std::uint64_t seed) {
   }
   require_close(out, want, row, 0, p.total_q(), what);
   }
+  return rows;
 }
 
 }  // namespace
@@ -206,22 +254,26 @@ TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial sc
   check_prefill<rungs::f16, 80>(8, 2, 4);
 }
 
-TEST_CASE("cache write (nvcc's PTX): every slot as the reference; each KV byte written once, full sectors",
-          "[cuda-sim]") {
-  std::mt19937_64 rng(7);
-  const ra::attention_shape s{.num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 128, .block_size = 16, .num_blocks = 6};
-  const ra::attention_config config{ra::dtype::f16, s};
+namespace {
+
+// Cache write of 19 tokens (one with slot -1) into a pool of 6 blocks of 16: every slot as the
+// reference, and each KV byte written once in full sectors; returns the launch's traffic.
+template <class T, int D>
+traffic_row check_cache_write(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const ra::attention_shape s{.num_qo_heads = 4, .num_kv_heads = 2, .head_dim = D, .block_size = 16, .num_blocks = 6};
+  const ra::attention_config config{type_of<T>(), s};
   constexpr int kTokens = 19;
   const std::int64_t row = s.kv_row_elements();
-  auto k_cache = random_vector<rungs::f16>(rng, static_cast<std::size_t>(s.pool_elements()));
-  auto v_cache = random_vector<rungs::f16>(rng, static_cast<std::size_t>(s.pool_elements()));
-  const auto k = random_vector<rungs::f16>(rng, static_cast<std::size_t>(kTokens * row));
-  const auto v = random_vector<rungs::f16>(rng, static_cast<std::size_t>(kTokens * row));
+  auto k_cache = random_vector<T>(rng, static_cast<std::size_t>(s.pool_elements()));
+  auto v_cache = random_vector<T>(rng, static_cast<std::size_t>(s.pool_elements()));
+  const auto k = random_vector<T>(rng, static_cast<std::size_t>(kTokens * row));
+  const auto v = random_vector<T>(rng, static_cast<std::size_t>(kTokens * row));
   std::vector<std::int64_t> slots(kTokens);
   for (int t = 0; t < kTokens; ++t) slots[static_cast<std::size_t>(t)] = (t * 37) % s.num_slots();
   slots[4] = -1;
   auto want_k = k_cache, want_v = v_cache;
-  ra::reference::cache_write<rungs::f16>(s, want_k, want_v, k, v, slots, 0, 0);
+  ra::reference::cache_write<T>(s, want_k, want_v, k, v, slots, 0, 0);
   auto kc = to_device(k_cache), vc = to_device(v_cache);
   const auto kd = to_device(k), vd = to_device(v);
   const auto slots_dev = to_device(slots);
@@ -231,17 +283,86 @@ TEST_CASE("cache write (nvcc's PTX): every slot as the reference; each KV byte w
                                .num_tokens = kTokens, .k_cache = kc.data(), .v_cache = vc.data()};
   ra::validate(config, a);
   const rd::cache_write_params p = rd::make_cache_write_params(config, a);
-  const auto r = launch("cache_write_kernel<__half, 128>", rd::cache_write_grid(p, 128), geo::cache_write_threads, p,
-                        mem, 5);
+  const std::string name = "cache_write_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">";
+  INFO(name);
+  const auto r = launch(name, rd::cache_write_grid(p, D), geo::cache_write_threads, p, mem, seed);
   for (std::size_t i = 0; i < k_cache.size(); ++i) {
     REQUIRE(kc[i].bits == want_k[i].bits);
     REQUIRE(vc[i].bits == want_v[i].bits);
   }
-  // 18 real tokens x 2 heads x 128 dims x 2 bytes, for K and V: each byte read and written
-  // once, in full 32-byte sectors (rows are 256 bytes on 256-byte aligned buffers); the 19
-  // slots (152 bytes, read by every thread of their token) are 5 more sectors.
-  const std::uint64_t kv_bytes = 2ull * 18 * row * 2;
+  // 18 real tokens x 2 heads x D dims x 2 bytes, for K and V: each byte read and written once,
+  // in full 32-byte sectors (a token's head row is a whole number of sectors, 2 D bytes, on
+  // 256-byte aligned buffers); the 19 slots (152 bytes, read by every thread of their token)
+  // are 5 more sectors.
+  const std::uint64_t kv_bytes = 2ull * 18 * static_cast<std::uint64_t>(row) * sizeof(T);
   CHECK(r.global.bytes_written == kv_bytes);
   CHECK(r.global.sectors_written == kv_bytes / 32);
   CHECK(r.global.sectors_read == kv_bytes / 32 + 5);
+  // Ideal: the new K/V read and written once, and the slots.
+  return {name, "19 tokens (one slot -1), 2 kv heads, block 16", 2 * kv_bytes + kTokens * 8, r.global};
+}
+
+// Every instance of the default set, once each (decode unsplit at every GQA group, the merge
+// after a 16-token split at group 1, prefill unsplit, the cache write), at block size 16.
+template <class T, int D, int... G>
+void check_head_dim(std::vector<traffic_row>& table, ra::values<G...>) {
+  const std::uint64_t seed = 100 + D;
+  (std::ranges::move(check_decode<T, D, G>(16, seed + G, 5 * geo::tile_tokens(D) + 30), std::back_inserter(table)),
+   ...);
+  std::ranges::move(check_decode<T, D, 1>(16, seed, geo::chunk_tokens * 4), std::back_inserter(table));
+  std::ranges::move(check_prefill<T, D>(16, 4, seed, 5 * geo::tile_tokens(D) + 23), std::back_inserter(table));
+  table.push_back(check_cache_write<T, D>(seed));
+}
+template <class T, int... D>
+void check_dtype(std::vector<traffic_row>& table, ra::values<D...>) {
+  (check_head_dim<T, D>(table, ra::default_instantiations::decode_groups{}), ...);
+}
+template <ra::dtype... Types>
+void check_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
+  (check_dtype<std::conditional_t<Types == ra::dtype::f16, rungs::f16, rungs::bf16>>(
+       table, ra::default_instantiations::head_dims{}),
+   ...);
+}
+
+std::string fixed(double x, int digits) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(digits) << x;
+  return o.str();
+}
+
+}  // namespace
+
+TEST_CASE("cache write (nvcc's PTX): every slot as the reference; each KV byte written once, full sectors",
+          "[cuda-sim]") {
+  check_cache_write<rungs::f16, 128>(7);
+}
+
+// The traffic table of benchmarks/RESULTS.md ("Memory traffic per kernel instance"): run this
+// test's binary with "[traffic]" to print it. Read bytes per sector byte: bytes the threads
+// asked for over the bytes of the 32-byte sectors each warp instruction touched, summed over
+// instructions (1: fully coalesced; above 1: lanes read the same bytes, a broadcast; below 1:
+// sectors fetched in part). Moved: distinct sectors read and written, over the ideal bytes of
+// docs/kernels.md.
+TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference; memory traffic per instance",
+          "[cuda-sim][traffic]") {
+  std::vector<traffic_row> table;
+  check_set(table, ra::default_instantiations::dtype_list{});
+  CHECK(table.size() == 2 * 5 * (9 + 3));
+  std::ostringstream o;
+  o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
+    << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
+  for (const traffic_row& r : table) {
+    const std::uint64_t requested = r.t.bytes_read + r.t.bytes_written;
+    const std::uint64_t moved = 32 * (r.t.sectors_read + r.t.sectors_written);
+    // Each kernel moves its ideal bytes plus partial sectors of the small arrays (lengths,
+    // block tables, split log-sum-exps): within 10% at these shapes. A kernel that read its
+    // KV twice, or wrote a partial output it does not need, would be far above.
+    INFO(r.kernel << " at " << r.shape << ": moved " << moved << " bytes, ideal " << r.ideal_bytes);
+    CHECK(moved >= r.ideal_bytes * 95 / 100);
+    CHECK(moved <= r.ideal_bytes * 110 / 100);
+    o << "| `" << r.kernel << "` | " << r.shape << " | " << r.ideal_bytes << " | " << requested << " | " << moved
+      << " | " << fixed(static_cast<double>(r.t.bytes_read) / (32.0 * r.t.sector_reads_total), 3) << " | "
+      << fixed(static_cast<double>(moved) / static_cast<double>(r.ideal_bytes), 3) << " |\n";
+  }
+  std::cout << o.str();
 }
