@@ -135,19 +135,6 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
   return rows;
 }
 
-std::string describe(const simulate_args& a, std::size_t requests, const planning::simulation_result& r) {
-  const planning::simulation_config& c = a.sim.config;
-  std::ostringstream os;
-  os << requests << " requests; " << r.num_blocks << " KV blocks of " << c.block_size << " tokens; ladder "
-     << a.sim.ladder_text << " (" << c.ladder.size() << " rungs, captured " << c.order.name() << "); max_num_seqs " << c.scheduler.max_num_seqs << ", "
-     << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
-                                     : std::string("separate prefill steps"))
-     << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
-     << (c.scheduler.admit_whole_prompt ? "" : ", admission on the first chunk")
-     << (c.prefix_caching ? ", prefix caching" : "");
-  return os.str();
-}
-
 void print_table(std::ostream& out, const std::vector<std::string>& timings, const std::vector<row>& rows) {
   std::size_t name_width = 0;
   for (const row& r : rows) name_width = std::max(name_width, r.name.size());
@@ -250,7 +237,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
     }
   }
   const std::vector<row> rows = report(runs, a.first);
-  std::string description = describe(a, trace.size(), runs.front());
+  std::string description = describe(a.sim, trace.size(), runs.front().num_blocks);
   if (a.replicas)
     description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));
   if (a.json) {

@@ -289,6 +289,20 @@ inline void check_simulation_args(simulation_args& a) {
                       " with --no-chunked-prefill");
 }
 
+/// The workload and configuration in words: the first line of simulate's and plan-fleet's reports.
+inline std::string describe(const simulation_args& a, std::size_t requests, std::int32_t num_blocks) {
+  const planning::simulation_config& c = a.config;
+  std::ostringstream os;
+  os << requests << " requests; " << num_blocks << " KV blocks of " << c.block_size << " tokens; ladder "
+     << a.ladder_text << " (" << c.ladder.size() << " rungs, captured " << c.order.name() << "); max_num_seqs " << c.scheduler.max_num_seqs << ", "
+     << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
+                                     : std::string("separate prefill steps"))
+     << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
+     << (c.scheduler.admit_whole_prompt ? "" : ", admission on the first chunk")
+     << (c.prefix_caching ? ", prefix caching" : "");
+  return os.str();
+}
+
 /// The engine's timing policy for a name.
 inline planning::any_timing timing_policy(const simulation_args& a, std::string_view name) {
   if (name == "delayed") return engine::delayed{.largest_at_startup = a.largest_at_startup};
