@@ -182,7 +182,9 @@ int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
         << a.sim.ladder_text << " (" << a.sim.config.ladder.size() << " rungs); capture timing " << chosen.timing
         << "; graph memory " << mib(graph_bytes) << " MiB per replica (" << graphs << " graphs), "
         << mib(fleet.fleet.total.engine.capture_bytes) << " MiB in all\n";
-    out << "neighbours: " << (n == 1 ? std::string("1 is the fewest") : std::to_string(n - 1) + " replicas miss the objective");
+    out << "neighbours: "
+        << (n == 1 ? std::string("1 is the fewest")
+                   : n == 2 ? std::string("1 replica misses the objective") : std::to_string(n - 1) + " replicas miss the objective");
     if (chosen.result.monotone_above)
       out << "; " << n + 1 << " replicas " << (*chosen.result.monotone_above ? "meet it too" : "MISS it: latency is not monotone in replicas here");
     out << "\n";
