@@ -3,12 +3,15 @@
 // Reads azure-llm-2023-conv.csv from RUNGS_TRACE_DATA_DIR (the CMake option of
 // tests/planning, default ../shared/data beside the source tree); skips with a message when
 // it is absent. Defaults otherwise: rungs-plan simulate's (the blog's Mistral-7B cost model,
-// 7 GiB of KV, vLLM's capture sizes to 512, startup capture), steps not recorded.
+// 7 GiB of KV, vLLM's capture sizes to 512, startup capture), steps not recorded. The second
+// argument is the router: 0 round-robin, 1 least-loaded, 2 prefix-affinity (with prefix
+// caching, which it needs: each routed request asks every replica's cache).
 #include <rungs/planning/fleet.hpp>
 #include <rungs/serving/workload.hpp>
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <filesystem>
 #include <string>
 
@@ -34,9 +37,13 @@ void BM_azure_hour(benchmark::State& state) {
   rungs::planning::simulation_config c;
   c.record_steps = false;
   const auto replicas = static_cast<std::int32_t>(state.range(0));
+  const rungs::planning::router router = std::array{rungs::planning::router::round_robin, rungs::planning::router::least_loaded,
+                                                    rungs::planning::router::prefix_affinity}[static_cast<std::size_t>(state.range(1))];
+  c.prefix_caching = router == rungs::planning::router::prefix_affinity;
+  state.SetLabel(std::string(rungs::planning::to_string(router)));
   std::int64_t steps = 0;
   for (auto _ : state) {
-    const rungs::planning::fleet_result f = rungs::planning::simulate_fleet(c, *trace, replicas);
+    const rungs::planning::fleet_result f = rungs::planning::simulate_fleet(c, *trace, replicas, {.kind = router});
     steps = 0;
     for (const auto& r : f.replicas) steps += r.scheduler.steps;
     benchmark::DoNotOptimize(f.ttft.p99);
@@ -44,7 +51,13 @@ void BM_azure_hour(benchmark::State& state) {
   state.counters["requests"] = static_cast<double>(trace->size());
   state.counters["steps"] = static_cast<double>(steps);
 }
-BENCHMARK(BM_azure_hour)->Arg(1)->Arg(16)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_azure_hour)
+    ->ArgNames({"replicas", "router"})
+    ->Args({1, 0})
+    ->Args({16, 0})
+    ->Args({16, 1})
+    ->Args({16, 2})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
