@@ -38,6 +38,7 @@
 // graph_memory refuses a result past int64.
 #pragma once
 
+#include <rungs/checked.hpp>
 #include <rungs/kv/capacity.hpp>
 #include <rungs/ladder/rung.hpp>
 
@@ -92,13 +93,13 @@ struct cost_model {
   double capture_time(rung_t rung) const { return capture_seconds + capture_seconds_per_token * static_cast<double>(rung); }
   /// Bytes of the graph for `rung`; throws std::overflow_error when past int64.
   std::int64_t graph_memory(rung_t rung) const {
-    std::int64_t per = 0, total = 0;
-    if (__builtin_mul_overflow(graph_bytes_per_token, static_cast<std::int64_t>(rung), &per) ||
-        __builtin_add_overflow(graph_bytes, per, &total))
+    const std::optional<std::int64_t> per = checked_mul(graph_bytes_per_token, static_cast<std::int64_t>(rung));
+    const std::optional<std::int64_t> total = per ? checked_add(graph_bytes, *per) : std::nullopt;
+    if (!total)
       throw std::overflow_error("cost model: graph memory " + std::to_string(graph_bytes) + " + " +
                                 std::to_string(graph_bytes_per_token) + " x " + std::to_string(rung) +
                                 " bytes is past 2^63 - 1");
-    return total;
+    return *total;
   }
 
   /// Capturing every rung: seconds and bytes.
@@ -109,10 +110,13 @@ struct cost_model {
   }
   std::int64_t graph_memory(std::span<const rung_t> rungs) const {
     std::int64_t b = 0;
-    for (rung_t r : rungs)
-      if (__builtin_add_overflow(b, graph_memory(r), &b))
+    for (rung_t r : rungs) {
+      const std::optional<std::int64_t> sum = checked_add(b, graph_memory(r));
+      if (!sum)
         throw std::overflow_error("cost model: the graphs of " + std::to_string(rungs.size()) +
                                   " rungs take more than 2^63 - 1 bytes");
+      b = *sum;
+    }
     return b;
   }
 
