@@ -23,7 +23,7 @@ class RungsConan(ConanFile):
     package_type = "header-library"
     settings = "os", "arch", "compiler", "build_type"
     no_copy_source = True
-    exports_sources = ("CMakeLists.txt", "LICENSE", "cmake/*", "include/*", "kernels/*", "cuda/*")
+    exports_sources = ("CMakeLists.txt", "LICENSE", "cmake/*", "include/*", "kernels/*", "cuda/*", "mpi/*")
 
     def set_version(self):
         text = load(self, os.path.join(self.recipe_folder, "CMakeLists.txt"))

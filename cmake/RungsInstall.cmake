@@ -1,6 +1,6 @@
 # Install and export rules: a relocatable package config in share/cmake/rungs with a
-# version file. The host target and the CUDA target are exported separately, so that
-# find_package(rungs) never touches CUDA unless the 'cuda' component is asked for.
+# version file. The host, CUDA and MPI targets are exported separately, so that
+# find_package(rungs) never touches CUDA or MPI unless the component is asked for.
 include(CMakePackageConfigHelpers)
 
 set(RUNGS_INSTALL_CMAKEDIR "${CMAKE_INSTALL_DATADIR}/cmake/rungs" CACHE STRING
@@ -16,6 +16,8 @@ install(DIRECTORY kernels/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
 # rungs::cuda_runtime (and rungs::cuda, which links it) users reach it.
 install(DIRECTORY cuda/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rungs-cuda"
         FILES_MATCHING PATTERN "*.hpp")
+# Rank agreement over MPI likewise in its own root, include/rungs-mpi (rungs::mpi only).
+install(DIRECTORY mpi/rungs DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rungs-mpi" FILES_MATCHING PATTERN "*.hpp")
 
 install(TARGETS rungs EXPORT rungsTargets)
 install(EXPORT rungsTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
@@ -34,6 +36,15 @@ if(NOT TARGET rungs_cuda)
 endif()
 install(TARGETS rungs_cuda_runtime rungs_cuda EXPORT rungsCudaTargets)
 install(EXPORT rungsCudaTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+# The MPI target likewise, whether or not this machine has MPI (it names MPI::MPI_CXX).
+if(NOT TARGET rungs_mpi)
+  add_library(rungs_mpi INTERFACE)
+  set_target_properties(rungs_mpi PROPERTIES EXPORT_NAME mpi)
+  target_include_directories(rungs_mpi INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/rungs-mpi>)
+  target_link_libraries(rungs_mpi INTERFACE rungs::rungs MPI::MPI_CXX)
+endif()
+install(TARGETS rungs_mpi EXPORT rungsMpiTargets)
+install(EXPORT rungsMpiTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
 
 configure_package_config_file(cmake/rungsConfig.cmake.in
   "${PROJECT_BINARY_DIR}/rungsConfig.cmake"

@@ -1,14 +1,18 @@
 // Several simulated ranks in one process: the same capture decisions at the same steps.
+#include <rungs/engine/dispatch_buckets.hpp>
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/rank_sync.hpp>
+#include <rungs/ladder/explicit.hpp>
 
 #include <catch2/catch.hpp>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "rank_scenario.hpp"
 #include "support.hpp"
 
 using namespace rungs::engine;
@@ -17,57 +21,19 @@ using namespace rungs_test;
 namespace {
 constexpr std::int64_t MiB = 1 << 20;
 using rank_engine = graph_runner<token_ladder, largest_first, delayed, host_backend>;
-
-struct rank_trace {
-  std::vector<std::string> captures;
-  std::vector<std::string> runs;
-  engine_stats stats;
-};
-
-// Runs rank r's batches (its own sizes: data-parallel ranks see different batches) with
-// rank-specific capture costs and failures, agreeing through `group`.
-rank_trace run_rank(simulated_ranks& group, int r, const std::vector<std::vector<std::int64_t>>& batches) {
-  toy_model model;
-  host_backend::options sim{.simulate = simulated_capture{
-                                // Costs differ by rank (memory fragmentation, other tenants).
-                                .bytes = {.base = (r + 1) * MiB, .per_unit = MiB},
-                                // Only rank 1 fails to capture rung 4.
-                                .fail = [r](std::size_t, const bucket& b) -> std::optional<std::string> {
-                                  if (r == 1 && b.batch() == 4) return "out of memory on rank 1";
-                                  return std::nullopt;
-                                }}};
-  rank_engine e(token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(model), sim),
-                {.budget = {.bytes = 40 * MiB}, .max_model_len = 16, .shape = tiny_model.run(64)});
-  auto handle = group.rank(r);
-  e.sync_with(handle);
-  rank_trace t;
-  e.observe(capture_log{&t.captures});
-  batch_builder bb(2);
-  for (const auto& step : batches) {
-    auto res = e.step(bb.make(step[static_cast<std::size_t>(r)], 1));
-    t.runs.push_back((res.bucket ? std::to_string(e.at(*res.bucket).batch()) : std::string("-")) + ":" +
-                     std::string(to_string(res.run)));
-    CHECK(res.rows.size() == static_cast<std::size_t>(step[static_cast<std::size_t>(r)] * tiny_model.row_width()));
-  }
-  t.stats = e.stats();
-  return t;
-}
 }  // namespace
 
 TEST_CASE("simulated ranks with different batches capture the same graphs at the same steps") {
   constexpr int ranks = 3;
-  // Per step, each rank's batch size. Agreed: the maximum (every rank pads to it).
-  std::vector<std::vector<std::int64_t>> batches = {{1, 3, 2}, {5, 1, 1}, {2, 2, 2}, {1, 1, 9}, {20, 1, 1}, {3, 4, 1}};
-  simulated_ranks group(ranks);
-  std::vector<rank_trace> traces(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) threads.emplace_back([&, r] { traces[static_cast<std::size_t>(r)] = run_rank(group, r, batches); });
-  for (auto& t : threads) t.join();
+  // Each rank's batch sizes are the first three columns of rank_batches; every rank pads to
+  // the maximum.
+  const std::vector<rank_trace> traces = run_simulated(ranks);
 
   for (int r = 1; r < ranks; ++r) {
     CHECK(traces[static_cast<std::size_t>(r)].captures == traces[0].captures);
     CHECK(traces[static_cast<std::size_t>(r)].runs == traces[0].runs);
     CHECK(traces[static_cast<std::size_t>(r)].stats.budget_left == traces[0].stats.budget_left);
+    CHECK(traces[static_cast<std::size_t>(r)].wrong_rows == 0);
   }
   // Agreed batches 3, 5, 2, 9, 20, 4. Rung 4 failed on rank 1, so it failed everywhere.
   // Costs are charged at the largest rank's (3 MiB + 1 MiB per token): 8 takes 11 MiB, 2
@@ -94,4 +60,70 @@ TEST_CASE("simulated_ranks reduces elementwise maxima and rejects bad sizes") {
   CHECK(b == std::vector<std::int64_t>{5, 9});
   CHECK_THROWS_WITH(simulated_ranks(0), "simulated_ranks: ranks = 0 must be positive");
   CHECK_THROWS_WITH(g.rank(2), "simulated_ranks: rank 2 is outside [0, 2)");
+}
+
+namespace {
+// Runs `step(r)` on each of `ranks` threads and returns what each rank's step returned.
+template <class F>
+auto on_ranks(int ranks, F step) {
+  std::vector<decltype(step(0))> out(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) threads.emplace_back([&, r] { out[static_cast<std::size_t>(r)] = step(r); });
+  for (auto& t : threads) t.join();
+  return out;
+}
+}  // namespace
+
+TEST_CASE("ranks on the dispatch key that disagree on uniform decode vs mixed agree on mixed") {
+  // Capture sizes 1 2 4 8 16, one speculative token: decode graphs (1, 2) (2, 2) (4, 2),
+  // mixed graphs 1 .. 16 (as in dispatch_buckets_test.cpp).
+  const rungs::ladder sizes{rungs::Explicit{1, 2, 4, 8, 16}};
+  simulated_ranks group(2);
+  auto runs = on_ranks(2, [&](int r) {
+    toy_model model;
+    graph_runner<dispatch_buckets, by_phase<largest_first, largest_first>, startup, host_backend> e(
+        dispatch_buckets(sizes, {.spec_tokens = 1, .max_num_seqs = 4}), host_backend(std::ref(model)),
+        {.max_model_len = 16, .shape = tiny_model.run(64)});
+    auto h = group.rank(r);
+    e.sync_with(h);
+    batch_builder bb;
+    std::vector<std::string> out;
+    auto record = [&](const auto& res, std::size_t rows) {
+      std::ostringstream os;
+      os << to_string(e.at(*res.bucket).ph) << e.at(*res.bucket) << ":" << to_string(res.run);
+      out.push_back(os.str());
+      CHECK(res.rows.size() == rows * static_cast<std::size_t>(tiny_model.row_width()));
+    };
+    // Step 1: rank 0 decodes 3 sequences uniformly (2 tokens each: a decode graph alone),
+    // rank 1 prefills one 10-token prompt (mixed). Agreed: mixed, 3 rows, 10 tokens -> 16.
+    if (r == 0) record(e.step(bb.make(3, 10, 2)), 3);
+    else record(e.step(bb.make(1, 0, 10)), 1);
+    // Step 2: both uniform decode (1 and 2 sequences): the decode graph for 2 requests.
+    record(e.step(bb.make(r + 1, 10, 2)), static_cast<std::size_t>(r + 1));
+    return out;
+  });
+  CHECK(runs[0] == std::vector<std::string>{"prompt16:replay", "decode(2, 2):replay"});
+  CHECK(runs[1] == runs[0]);
+}
+
+TEST_CASE("ranks that step in different phases of a space whose phases are different graphs all throw") {
+  simulated_ranks group(2);
+  auto errors = on_ranks(2, [&](int r) {
+    toy_model model;
+    rank_engine e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
+    auto h = group.rank(r);
+    e.sync_with(h);
+    batch_builder bb(2);
+    try {
+      e.step(bb.make(1, 1), r == 0 ? phase::prompt : phase::decode);
+    } catch (const std::logic_error& x) {
+      return std::string(x.what());
+    }
+    return std::string("no error");
+  });
+  // Every rank sees the disagreement (none is left waiting in a later collective).
+  const std::string want = "engine: ranks stepped in different phases (prompt and decode) over a bucket space whose "
+                           "phases are different graphs; a multi-rank stack must align phases";
+  CHECK(errors[0] == want);
+  CHECK(errors[1] == want);
 }

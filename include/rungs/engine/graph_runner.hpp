@@ -223,8 +223,7 @@ class graph_runner {
     if (seqs.empty()) throw std::invalid_argument("a step needs at least one sequence");
     start();
     batch_key key = key_of(ph, seqs, block_size());
-    // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase.
-    if constexpr (requires { { buckets_.phase_of(key) } -> std::same_as<phase>; }) key.ph = buckets_.phase_of(key);
+    if constexpr (keyed_on_batch) key.ph = buckets_.phase_of(key);
     key = agree(key);
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
@@ -309,6 +308,10 @@ class graph_runner {
   using bucket_table = typename detail::slot_array<Buckets, bucket>::type;
   using order_table = typename detail::slot_array<Buckets, std::size_t>::type;
   using slot_table = typename detail::slot_array<Buckets, graph_slot>::type;
+  // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase.
+  static constexpr bool keyed_on_batch = requires(const Buckets& s, const batch_key& k) {
+    { s.phase_of(k) } -> std::same_as<phase>;
+  };
 
   static options check_shape(options o) {
     const run_shape& s = o.shape;
@@ -377,14 +380,27 @@ class graph_runner {
                              ", which is not pending");
   }
 
+  // One all-reduce MAX over the key. The phase travels as two values: in a space keyed on
+  // the batch itself (dispatch_buckets: decode = uniform decode, prompt = mixed) a mixed
+  // graph serves any batch, so ranks that disagree agree on mixed, as vLLM's data-parallel
+  // ranks pad to a common mode; in any other space (Gaudi's prompt and decode buckets) the
+  // phases are different forwards, and every rank sees the disagreement (through the phase's
+  // maximum and minimum) and throws, so none is left waiting in the next collective.
   batch_key agree(batch_key k) {
     if (!sync_) return k;
-    std::array<std::int64_t, 8> v{static_cast<std::int64_t>(k.ph), k.seqs,       k.tokens, k.max_query,
-                                  k.max_context,                   k.max_prefix, k.blocks,   k.has_lora ? 1 : 0};
+    const auto ph = static_cast<std::int64_t>(k.ph);
+    std::array<std::int64_t, 9> v{ph,           -ph,          k.seqs,   k.tokens,          k.max_query,
+                                  k.max_context, k.max_prefix, k.blocks, k.has_lora ? 1 : 0};
     sync_(v);
-    if (v[0] != static_cast<std::int64_t>(k.ph))
-      throw std::logic_error("engine: ranks stepped in different phases; a multi-rank stack must align phases");
-    return {k.ph, v[1], v[2], v[3], v[4], v[5], v[6], v[7] != 0};
+    const std::int64_t most = v[0], least = -v[1];
+    phase agreed = k.ph;
+    if (most != least) {
+      if constexpr (!keyed_on_batch)
+        throw std::logic_error("engine: ranks stepped in different phases (prompt and decode) over a bucket space "
+                               "whose phases are different graphs; a multi-rank stack must align phases");
+      agreed = phase::prompt;
+    }
+    return {agreed, v[2], v[3], v[4], v[5], v[6], v[7], v[8] != 0};
   }
 
   std::optional<std::size_t> lookup(const batch_key& key) const {
