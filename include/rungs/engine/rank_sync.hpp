@@ -13,14 +13,18 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <barrier>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rungs::engine {
@@ -90,6 +94,55 @@ class simulated_ranks {
   std::vector<std::vector<std::int64_t>> contributions_;
   std::barrier<> barrier_;
 };
+
+/// What a transport all-reduces (MAX) for one max_each: the values padded to `Capacity`, with
+/// their count n and -n in front. The fixed size keeps every rank in the same collective even
+/// when engines diverge and call with different counts; the count's maximum and minimum (the
+/// maximum of -n) then tell every rank at once, and every rank throws, so none is left waiting.
+template <std::size_t Capacity>
+struct rank_frame {
+  static constexpr std::size_t capacity = Capacity;      ///< values one frame carries at most
+  std::array<std::int64_t, Capacity + 2> data{};          ///< [n, -n, values..., padding]
+
+  /// Throws std::invalid_argument (naming `who`) for more than `capacity` values.
+  void pack(std::span<const std::int64_t> values, const char* who) {
+    if (values.size() > capacity)
+      throw std::invalid_argument(std::string(who) + ": max_each of " + std::to_string(values.size()) +
+                                  " values; at most " + std::to_string(capacity) + " fit one collective");
+    data.fill(std::numeric_limits<std::int64_t>::min());
+    data[0] = static_cast<std::int64_t>(values.size());
+    data[1] = -data[0];
+    std::copy(values.begin(), values.end(), data.begin() + 2);
+  }
+
+  /// After the all-reduce: the agreed values into `values`, or std::logic_error on every rank
+  /// when the ranks' counts differed (call `call`, counting from 1).
+  void unpack(std::span<std::int64_t> values, const char* who, std::int64_t call) const {
+    if (data[0] != -data[1])
+      throw std::logic_error(std::string(who) + ": ranks called max_each #" + std::to_string(call) + " with " +
+                             std::to_string(-data[1]) + " to " + std::to_string(data[0]) +
+                             " values; their engines diverged");
+    std::copy(data.begin() + 2, data.begin() + 2 + static_cast<std::ptrdiff_t>(values.size()), values.begin());
+  }
+};
+
+/// Polls `done()` until it returns true or `timeout` passes (then false): spinning first (an
+/// agreement on a quiet link takes microseconds), then sleeping up to 1 ms between polls, so
+/// that ranks sharing cores (mpirun --oversubscribe) leave the CPU to the rank they wait for.
+template <class Done>
+bool poll_until(std::chrono::milliseconds timeout, Done done) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + timeout;
+  auto pause = std::chrono::microseconds(1);
+  for (int polls = 0;; ++polls) {
+    if (done()) return true;
+    if (clock::now() >= deadline) return false;
+    if (polls >= 1000) {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
 
 static_assert(rank_sync<single_rank>);
 static_assert(rank_sync<simulated_ranks::handle>);

@@ -3,10 +3,9 @@
 // (find_package(rungs COMPONENTS mpi)); it needs <mpi.h> and MPI's C library, nothing else of
 // rungs does.
 //
-// One max_each is one MPI_Iallreduce(MAX) of a fixed 18 int64 (144 bytes): the values, padded
-// to `capacity`, with their count n and -n in front. The fixed size keeps every rank in the
-// same collective even when engines diverge and call with different counts; the count's
-// maximum and minimum (max of -n) then tell every rank at once, and every rank throws.
+// One max_each is one MPI_Iallreduce(MAX) of a rank_frame (rungs/engine/rank_sync.hpp): 18
+// int64, the values padded to 16 with their count in front, so that ranks calling with
+// different counts all throw instead of mixing up buffers.
 //
 // A rank that exits, crashes or stalls must never leave the others waiting for ever: the
 // request is polled against a deadline, and past it the rank prints which collective it
@@ -17,18 +16,14 @@
 
 #include <mpi.h>
 
-#include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <limits>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include <rungs/engine/rank_sync.hpp>
 
@@ -71,48 +66,23 @@ class rank_sync {
   /// every rank. More than `capacity` values throw std::invalid_argument (before any
   /// communication). Past the deadline: a message on stderr, then MPI_Abort.
   void max_each(std::span<std::int64_t> values) {
-    if (values.size() > capacity)
-      throw std::invalid_argument("rungs::mpi::rank_sync: max_each of " + std::to_string(values.size()) +
-                                  " values; at most " + std::to_string(capacity) + " fit one collective");
-    constexpr std::int64_t none = std::numeric_limits<std::int64_t>::min();
-    std::array<std::int64_t, capacity + 2> buf;
-    buf.fill(none);
-    const auto n = static_cast<std::int64_t>(values.size());
-    buf[0] = n;
-    buf[1] = -n;
-    std::copy(values.begin(), values.end(), buf.begin() + 2);
+    rungs::engine::rank_frame<capacity> frame;
+    frame.pack(values, "rungs::mpi::rank_sync");
     ++calls_;
     MPI_Request req = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(buf.size()), MPI_INT64_T, MPI_MAX, comm_, &req),
+    check(MPI_Iallreduce(MPI_IN_PLACE, frame.data.data(), static_cast<int>(frame.data.size()), MPI_INT64_T, MPI_MAX,
+                         comm_, &req),
           "MPI_Iallreduce");
-    wait(req, values.size());
-    if (buf[0] != -buf[1])
-      throw std::logic_error("rungs::mpi::rank_sync: ranks called max_each #" + std::to_string(calls_) + " with " +
-                             std::to_string(-buf[1]) + " to " + std::to_string(buf[0]) +
-                             " values; their engines diverged");
-    std::copy(buf.begin() + 2, buf.begin() + 2 + n, values.begin());
+    const bool done = rungs::engine::poll_until(timeout_, [&] {
+      int flag = 0;
+      check(MPI_Test(&req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+      return flag != 0;
+    });
+    if (!done) abort_after_timeout(values.size());
+    frame.unpack(values, "rungs::mpi::rank_sync", calls_);
   }
 
  private:
-  // Polls the request: spinning first (an agreement on a quiet loopback takes microseconds),
-  // then sleeping up to 1 ms between polls so that ranks sharing cores (mpirun
-  // --oversubscribe) leave the CPU to the rank they wait for.
-  void wait(MPI_Request& req, std::size_t n) {
-    using clock = std::chrono::steady_clock;
-    const auto deadline = clock::now() + timeout_;
-    auto pause = std::chrono::microseconds(1);
-    for (int polls = 0;; ++polls) {
-      int done = 0;
-      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      if (clock::now() >= deadline) abort_after_timeout(n);
-      if (polls >= 1000) {
-        std::this_thread::sleep_for(pause);
-        pause = std::min(pause * 2, std::chrono::microseconds(1000));
-      }
-    }
-  }
-
   [[noreturn]] void abort_after_timeout(std::size_t n) const {
     std::fprintf(stderr,
                  "rungs::mpi::rank_sync: rank %d of %d waited %lld ms for max_each #%lld (%zu values) and not every "
