@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <rungs/attention/layout.hpp>
+#include <rungs/attention/score_mod.hpp>
 #include <rungs/numeric/float16.hpp>
 
 namespace rungs_test {
@@ -153,5 +154,27 @@ pools<T> make_pools(std::mt19937_64& rng, const paged_problem& p) {
   }
   return out;
 }
+
+/// The run-time values of Mod's score transforms for a kernel test (zeros for what Mod lacks):
+/// the given window (no multiple of a block or tile), a cap below the scores' spread, and fresh
+/// sink logits, one per query head.
+struct mod_values {
+  rungs::attention::score_values values;
+  std::vector<float> sinks;
+};
+template <rungs::attention::score_mod Mod>
+mod_values draw_mod_values(std::mt19937_64& rng, int num_qo_heads, int window) {
+  mod_values v;
+  if (Mod.sliding_window) v.values.window = window;
+  if (Mod.soft_cap) v.values.logit_soft_cap = 1.5f;
+  if (Mod.sinks) {
+    std::uniform_real_distribution<float> logit(-1.0f, 2.0f);
+    for (int h = 0; h < num_qo_heads; ++h) v.sinks.push_back(logit(rng));
+  }
+  return v;
+}
+
+/// Every score transform at once (score_mod.hpp): what the kernel tests of the transforms run.
+inline constexpr rungs::attention::score_mod all_score_mods{.sliding_window = true, .soft_cap = true, .sinks = true};
 
 }  // namespace rungs_test

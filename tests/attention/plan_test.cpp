@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -134,6 +135,36 @@ TEST_CASE("decode plan: bad shapes and buckets name the value and the rule") {
   bad_scale.sm_scale = -1.0f;
   CHECK(error_of([&] { ra::plan_decode(bad_scale, {1, 10}, h100); }) ==
         "sm_scale = -1 must be finite and non-negative (0 means 1/sqrt(head_dim))");
+  auto bad_window = config(32, 8, 128, 16);
+  bad_window.scores.window = -4;
+  CHECK(error_of([&] { ra::plan_decode(bad_window, {1, 10}, h100); }) ==
+        "scores.window = -4 must be 0 (none) or positive");
+  auto bad_cap = config(32, 8, 128, 16);
+  bad_cap.scores.logit_soft_cap = std::numeric_limits<float>::infinity();
+  CHECK(error_of([&] { ra::plan_prefill(bad_cap, {.max_batch = 1, .max_q_len = 1, .max_context = 10}, h100); }) ==
+        "scores.logit_soft_cap = inf must be finite and non-negative (0: none)");
+}
+
+TEST_CASE("score transforms: an instance runs exactly the transforms it compiles in") {
+  auto c = config(32, 8, 128, 16);
+  const float sinks[32] = {};
+  CHECK(ra::needed_mod(c.scores, false) == ra::causal_only);
+  // The kernels' template argument: one bit per transform, and back.
+  CHECK(ra::score_mod_bits({.sliding_window = true}) == 1u);
+  CHECK(ra::score_mod_bits({.soft_cap = true, .sinks = true}) == 6u);
+  for (unsigned bits = 0; bits < 8; ++bits) CHECK(ra::score_mod_bits(ra::score_mod_from_bits(bits)) == bits);
+  CHECK_NOTHROW(ra::check_score_mod(ra::causal_only, c, nullptr, "decode"));
+  c.scores = {.window = 4096, .logit_soft_cap = 50.0f};
+  CHECK(ra::needed_mod(c.scores, true) == ra::score_mod{.sliding_window = true, .soft_cap = true, .sinks = true});
+  CHECK_NOTHROW(ra::check_score_mod({.sliding_window = true, .soft_cap = true, .sinks = true}, c, sinks, "decode"));
+  CHECK(error_of([&] { ra::check_score_mod(ra::causal_only, c, nullptr, "decode"); }) ==
+        "decode: the instance compiles score_mod{} but the configuration and arguments need "
+        "score_mod{.sliding_window = true, .soft_cap = true} (scores.window = 4096, scores.logit_soft_cap = 50, "
+        "sinks null)");
+  c.scores = {};
+  CHECK(error_of([&] { ra::check_score_mod({.sliding_window = true, .sinks = true}, c, sinks, "prefill"); }) ==
+        "prefill: the instance compiles score_mod{.sliding_window = true, .sinks = true} but the configuration and "
+        "arguments need score_mod{.sinks = true} (scores.window = 0, scores.logit_soft_cap = 0, sinks given)");
 }
 
 TEST_CASE("decode validate: null, misaligned and undersized buffers") {

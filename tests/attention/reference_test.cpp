@@ -1,13 +1,15 @@
 // The host reference (rungs/attention/reference.hpp) against a naive dense attention over
 // KV gathered from the pool with its own index arithmetic, over every head dim, block size and
-// a few GQA groups; plus hand-checkable cases for the mask alignment, the GQA head mapping and
-// the cache write.
+// a few GQA groups, with and without score transforms; plus hand-checkable cases for the mask
+// alignment, the sliding window, the soft-cap, the sinks, the GQA head mapping and the cache
+// write.
 #include <rungs/attention/reference.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -22,10 +24,12 @@ using rungs_test::paged_problem;
 namespace {
 
 // Dense [q_len][num_qo_heads][head_dim] attention of sequence b's queries (rows q_row0 ..)
-// over its first kv_len tokens, gathered from the pool without layout.hpp's helpers.
+// over its first kv_len tokens, gathered from the pool without layout.hpp's helpers. Under a
+// window w the query at position x sees keys x - w + 1 .. x; a cap c maps a logit l to
+// c tanh(l / c); head h's sink adds e^sink[h] to the softmax denominator.
 template <class T, class Q>
 std::vector<double> dense_attention(const paged_problem& p, const rungs_test::pools<T>& pools, const std::vector<Q>& q,
-                                    int b, int q_row0, int q_len, double scale) {
+                                    int b, int q_row0, int q_len, double scale, const ref::score_options& opt = {}) {
   const ra::attention_shape& s = p.shape;
   const int len = p.kv_lens[static_cast<std::size_t>(b)];
   const int hkv = s.num_kv_heads;
@@ -48,22 +52,26 @@ std::vector<double> dense_attention(const paged_problem& p, const rungs_test::po
   std::vector<double> out(static_cast<std::size_t>(q_len) * hq * d, 0.0);
   for (int i = 0; i < q_len; ++i) {
     const int visible = len - q_len + i + 1;
+    const int first = opt.values.window > 0 ? std::max(0, visible - opt.values.window) : 0;
     for (int h = 0; h < hq; ++h) {
       const int kvh = h / group;
-      std::vector<double> logits(static_cast<std::size_t>(std::max(visible, 0)));
-      for (int t = 0; t < visible; ++t) {
+      std::vector<double> logits(static_cast<std::size_t>(std::max(visible, 0)), 0.0);
+      for (int t = first; t < visible; ++t) {
         double dot = 0;
         for (int x = 0; x < d; ++x) {
           dot += rungs::to_double(q[(static_cast<std::size_t>(q_row0 + i) * hq + h) * d + x]) *
                  k[(static_cast<std::size_t>(t) * hkv + kvh) * d + x];
         }
-        logits[static_cast<std::size_t>(t)] = dot * scale;
+        const double l = dot * scale;
+        const double c = opt.values.logit_soft_cap;
+        logits[static_cast<std::size_t>(t)] = c > 0 ? c * std::tanh(l / c) : l;
       }
-      if (visible <= 0) continue;
-      const double mx = *std::max_element(logits.begin(), logits.end());
-      double sum = 0;
-      for (double& l : logits) sum += (l = std::exp(l - mx));
-      for (int t = 0; t < visible; ++t) {
+      if (visible <= first) continue;
+      const double sink = opt.sinks.empty() ? -std::numeric_limits<double>::infinity() : opt.sinks[static_cast<std::size_t>(h)];
+      const double mx = std::max(sink, *std::max_element(logits.begin() + first, logits.end()));
+      double sum = std::exp(sink - mx);
+      for (int t = first; t < visible; ++t) sum += (logits[static_cast<std::size_t>(t)] = std::exp(logits[static_cast<std::size_t>(t)] - mx));
+      for (int t = first; t < visible; ++t) {
         for (int x = 0; x < d; ++x) {
           out[(static_cast<std::size_t>(i) * hq + h) * d + x] +=
               logits[static_cast<std::size_t>(t)] / sum * v[(static_cast<std::size_t>(t) * hkv + kvh) * d + x];
@@ -80,12 +88,35 @@ double max_abs_diff(const std::vector<double>& a, const double* b) {
   return worst;
 }
 
+// A problem (head dim 8, block size 8, one KV head) whose values are their positions: V[t] = t
+// in every dim. With zero queries every visible key weighs the same, so an output is the mean
+// of the positions its query sees.
+struct positional {
+  paged_problem p;
+  rungs_test::pools<double> pools;
+};
+positional positional_problem(std::uint64_t seed, int num_qo_heads, const std::vector<std::int32_t>& kv_lens,
+                              const std::vector<std::int32_t>& q_lens) {
+  std::mt19937_64 rng(seed);
+  const ra::attention_shape s{.num_qo_heads = num_qo_heads, .num_kv_heads = 1, .head_dim = 8, .block_size = 8};
+  positional r{make_problem(rng, s, kv_lens, q_lens), {}};
+  r.pools = make_pools<double>(rng, r.p);
+  for (int b = 0; b < r.p.batch(); ++b) {
+    for (int t = 0; t < kv_lens[static_cast<std::size_t>(b)]; ++t) {
+      const auto at = r.p.shape.kv_offset(r.p.blocks[static_cast<std::size_t>(b)][static_cast<std::size_t>(t / 8)], 0, t % 8);
+      for (int d = 0; d < 8; ++d) r.pools.v[static_cast<std::size_t>(at + d)] = t;
+    }
+  }
+  return r;
+}
+
 bool all_finite(const std::vector<double>& v) {
   return std::all_of(v.begin(), v.end(), [](double x) { return std::isfinite(x); });
 }
 
 template <class T>
-void check_shape_against_dense(std::mt19937_64& rng, int head_dim, int block_size, int group) {
+void check_shape_against_dense(std::mt19937_64& rng, int head_dim, int block_size, int group,
+                               ref::score_options opt = {}) {
   ra::attention_shape s{.num_qo_heads = 2 * group, .num_kv_heads = 2, .head_dim = head_dim, .block_size = block_size};
   const int max_len = std::min(2 * block_size + 7, 150);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
@@ -97,10 +128,10 @@ void check_shape_against_dense(std::mt19937_64& rng, int head_dim, int block_siz
   const auto pools = make_pools<T>(rng, p);
   const auto q = rungs_test::random_vector<T>(rng, static_cast<std::size_t>(p.batch() * s.q_row_elements()));
   std::vector<double> out(q.size(), -1.0);
-  ref::decode<T, T, double>(p.shape, pools.k, pools.v, q, p.kv_lens, {p.tables, p.table_stride}, 0.0, out);
+  ref::decode<T, T, double>(p.shape, pools.k, pools.v, q, p.kv_lens, {p.tables, p.table_stride}, 0.0, out, opt);
   REQUIRE(all_finite(out));  // a read of a poisoned slot or table entry would show as NaN or throw
   for (int b = 0; b < p.batch(); ++b) {
-    const auto dense = dense_attention(p, pools, q, b, b, 1, scale);
+    const auto dense = dense_attention(p, pools, q, b, b, 1, scale, opt);
     CHECK(max_abs_diff(dense, out.data() + b * s.q_row_elements()) <= 1e-12);
   }
   for (std::int64_t i = 0; i < s.q_row_elements(); ++i) CHECK(out[static_cast<std::size_t>(s.q_row_elements() + i)] == 0.0);
@@ -118,11 +149,11 @@ void check_shape_against_dense(std::mt19937_64& rng, int head_dim, int block_siz
   const auto pq = rungs_test::random_vector<T>(rng, static_cast<std::size_t>(pp.total_q() * s.q_row_elements()));
   std::vector<double> pout(pq.size(), -1.0);
   ref::prefill<T, T, double>(pp.shape, ppools.k, ppools.v, pq, pp.q_indptr, pp.kv_lens, {pp.tables, pp.table_stride},
-                             0.0, pout);
+                             0.0, pout, opt);
   REQUIRE(all_finite(pout));
   for (int b = 0; b < pp.batch(); ++b) {
     const int row0 = pp.q_indptr[static_cast<std::size_t>(b)];
-    const auto dense = dense_attention(pp, ppools, pq, b, row0, pp.q_lens[static_cast<std::size_t>(b)], scale);
+    const auto dense = dense_attention(pp, ppools, pq, b, row0, pp.q_lens[static_cast<std::size_t>(b)], scale, opt);
     CHECK(max_abs_diff(dense, pout.data() + row0 * s.q_row_elements()) <= 1e-12);
   }
 }
@@ -136,6 +167,26 @@ TEST_CASE("reference decode and prefill match dense attention for every head dim
       for (int group : {1, 3, 8}) {
         INFO("head_dim " << head_dim << ", block_size " << block_size << ", group " << group);
         check_shape_against_dense<rungs::bf16>(rng, head_dim, block_size, group);
+      }
+    }
+  }
+}
+
+TEST_CASE("reference score transforms (window, soft-cap, sinks, together) match dense attention") {
+  std::mt19937_64 rng(20261124);
+  std::uniform_real_distribution<float> sink_logit(-2.0f, 2.0f);
+  for (int block_size : {8, 32}) {
+    for (int group : {1, 4}) {
+      std::vector<float> sinks(static_cast<std::size_t>(2 * group));
+      for (float& x : sinks) x = sink_logit(rng);
+      // A cap below the scores' spread (about +-1 here) makes tanh bend them.
+      for (const ref::score_options& opt :
+           {ref::score_options{.values = {.window = 1}}, ref::score_options{.values = {.window = block_size + 3}},
+            ref::score_options{.values = {.logit_soft_cap = 0.4f}}, ref::score_options{.sinks = sinks},
+            ref::score_options{.values = {.window = 5, .logit_soft_cap = 0.4f}, .sinks = sinks}}) {
+        INFO("block_size " << block_size << ", group " << group << ", window " << opt.values.window << ", cap "
+                           << opt.values.logit_soft_cap << ", sinks " << opt.sinks.size());
+        check_shape_against_dense<rungs::bf16>(rng, 64, block_size, group, opt);
       }
     }
   }
@@ -176,18 +227,9 @@ TEST_CASE("reference decode: one key gives its value; softmax weights by hand") 
 TEST_CASE("reference prefill: the causal mask is aligned to the end of the context") {
   // Query i of q_len new tokens sees keys 0 .. kv_len - q_len + i. With q = 0 every visible
   // key weighs the same, so with V[t] = t the output is the mean of the visible positions.
-  std::mt19937_64 rng(3);
-  ra::attention_shape s{.num_qo_heads = 2, .num_kv_heads = 1, .head_dim = 8, .block_size = 8};
   const std::vector<std::int32_t> kv_lens = {13, 5, 9};
   const std::vector<std::int32_t> q_lens = {4, 5, 1};
-  const paged_problem p = make_problem(rng, s, kv_lens, q_lens);
-  auto pools = make_pools<double>(rng, p);
-  for (int b = 0; b < p.batch(); ++b) {
-    for (int t = 0; t < kv_lens[static_cast<std::size_t>(b)]; ++t) {
-      const auto at = p.shape.kv_offset(p.blocks[static_cast<std::size_t>(b)][static_cast<std::size_t>(t / 8)], 0, t % 8);
-      for (int d = 0; d < 8; ++d) pools.v[static_cast<std::size_t>(at + d)] = t;
-    }
-  }
+  const auto [p, pools] = positional_problem(3, 2, kv_lens, q_lens);
   const std::vector<double> q(static_cast<std::size_t>(p.total_q() * 16), 0.0);
   std::vector<double> out(q.size());
   ref::prefill<double, double, double>(p.shape, pools.k, pools.v, q, p.q_indptr, p.kv_lens, {p.tables, p.table_stride},
@@ -201,6 +243,73 @@ TEST_CASE("reference prefill: the causal mask is aligned to the end of the conte
       CHECK(out[row + 8 + 7] == Approx(last / 2.0).epsilon(1e-14));
     }
   }
+}
+
+TEST_CASE("reference sliding window: a query at position p sees keys p - W + 1 .. p") {
+  // As in the causal test: q = 0 weighs every visible key the same and V[t] = t, so the
+  // output is the mean of the visible positions, (first + last) / 2.
+  const std::vector<std::int32_t> kv_lens = {13, 5, 2};
+  const std::vector<std::int32_t> q_lens = {4, 5, 1};
+  const auto [p, pools] = positional_problem(5, 1, kv_lens, q_lens);
+  const std::vector<double> q(static_cast<std::size_t>(p.total_q() * 8), 0.0);
+  std::vector<double> out(q.size());
+  // Window 3. Sequence 0: queries at 9, 10, 11, 12 see 7-9, 8-10, 9-11, 10-12 (means 8 .. 11);
+  // sequence 1 (a pure prefill): 0, 0-1, 0-2, 1-3, 2-4; sequence 2: query at 1 sees 0-1.
+  const std::vector<double> want = {8, 9, 10, 11, 0, 0.5, 1, 2, 3, 0.5};
+  ref::prefill<double, double, double>(p.shape, pools.k, pools.v, q, p.q_indptr, p.kv_lens, {p.tables, p.table_stride},
+                                       0.0, out, {.values = {.window = 3}});
+  for (std::size_t r = 0; r < want.size(); ++r) {
+    INFO("query row " << r);
+    CHECK(out[r * 8] == Approx(want[r]).epsilon(1e-14));
+    CHECK(out[r * 8 + 7] == Approx(want[r]).epsilon(1e-14));
+  }
+  // Decode is the last query of each sequence: windows 1 (only itself) and 100 (no effect).
+  const std::vector<double> dq(static_cast<std::size_t>(3 * 8), 0.0);
+  std::vector<double> dout(dq.size());
+  ref::decode<double, double, double>(p.shape, pools.k, pools.v, dq, kv_lens, {p.tables, p.table_stride}, 0.0, dout,
+                                      {.values = {.window = 1}});
+  CHECK(dout[0] == 12.0);
+  CHECK(dout[8] == 4.0);
+  CHECK(dout[16] == 1.0);
+  ref::decode<double, double, double>(p.shape, pools.k, pools.v, dq, kv_lens, {p.tables, p.table_stride}, 0.0, dout,
+                                      {.values = {.window = 100}});
+  CHECK(dout[0] == Approx(6.0).epsilon(1e-14));
+  CHECK(dout[8] == Approx(2.0).epsilon(1e-14));
+  CHECK(dout[16] == Approx(0.5).epsilon(1e-14));
+}
+
+TEST_CASE("reference soft-cap and sinks by hand") {
+  // One head, head_dim 1, one block: keys k = 3, 0 with values 1, 0; q = 1 and scale 1, so
+  // the logits are 3 and 0 and the output is the first key's weight.
+  ra::attention_shape s{.num_qo_heads = 1, .num_kv_heads = 1, .head_dim = 1, .block_size = 2, .num_blocks = 1};
+  const std::vector<double> k = {3.0, 0.0}, v = {1.0, 0.0}, q = {1.0};
+  const std::vector<std::int32_t> table = {0}, two = {2}, one = {1};
+  std::vector<double> out(1);
+  ref::decode<double, double, double>(s, k, v, q, two, {table, 1}, 1.0, out);
+  CHECK(out[0] == Approx(1.0 / (1.0 + std::exp(-3.0))).epsilon(1e-15));
+  // Cap 2: the logit 3 becomes 2 tanh(1.5) = 1.8102965..., the logit 0 stays 0.
+  ref::decode<double, double, double>(s, k, v, q, two, {table, 1}, 1.0, out, {.values = {.logit_soft_cap = 2.0f}});
+  CHECK(out[0] == Approx(1.0 / (1.0 + std::exp(-1.8102965072897328))).epsilon(1e-15));
+  // Sinks: one key of value 1 and logit 3; a sink of logit 3 halves its weight, a sink of
+  // 3 + ln 3 quarters it; a sink of 1000 leaves e^-997 (0 in double) and no overflow; -inf is
+  // no sink. The sink is not capped: with cap 2 the key's logit is 1.81..., the sink's 3.
+  const std::vector<float> half = {3.0f}, huge = {1000.0f}, none = {-std::numeric_limits<float>::infinity()};
+  ref::decode<double, double, double>(s, k, v, q, one, {table, 1}, 1.0, out, {.sinks = half});
+  CHECK(out[0] == 0.5);
+  const std::vector<float> quarter = {static_cast<float>(3.0 + std::log(3.0))};
+  ref::decode<double, double, double>(s, k, v, q, one, {table, 1}, 1.0, out, {.sinks = quarter});
+  CHECK(out[0] == Approx(1.0 / (1.0 + std::exp(static_cast<double>(quarter[0]) - 3.0))).epsilon(1e-15));
+  CHECK(out[0] == Approx(0.25).epsilon(1e-6));  // quarter[0] is ln 3 rounded to float
+  ref::decode<double, double, double>(s, k, v, q, one, {table, 1}, 1.0, out, {.sinks = huge});
+  CHECK(out[0] == 0.0);
+  ref::decode<double, double, double>(s, k, v, q, one, {table, 1}, 1.0, out, {.sinks = none});
+  CHECK(out[0] == 1.0);
+  ref::decode<double, double, double>(s, k, v, q, one, {table, 1}, 1.0, out,
+                                      {.values = {.logit_soft_cap = 2.0f}, .sinks = half});
+  CHECK(out[0] == Approx(1.0 / (1.0 + std::exp(3.0 - 1.8102965072897328))).epsilon(1e-15));
+  // A sequence of length 0 still gives zeros (the sink has no value to give).
+  ref::decode<double, double, double>(s, k, v, q, std::vector<std::int32_t>{0}, {table, 1}, 1.0, out, {.sinks = half});
+  CHECK(out[0] == 0.0);
 }
 
 TEST_CASE("reference: query head h reads KV head h / group") {
@@ -285,4 +394,17 @@ TEST_CASE("reference rejects bad inputs with the value and the rule") {
   const std::vector<std::int32_t> indptr = {0, 2}, kv = {1};
   CHECK_THROWS_WITH((ref::prefill<float, float, float>(s, pool, pool, q, indptr, kv, {table, 1}, 0.0, out)),
                     Catch::Contains("q_len = 2 and kv_len = 1 need 0 <= q_len <= kv_len"));
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out,
+                                                      {.values = {.window = -1}})),
+                    Catch::Contains("window = -1 must be 0 (none) or positive"));
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out,
+                                                      {.values = {.logit_soft_cap = -1.0f}})),
+                    Catch::Contains("logit_soft_cap = -1 must be finite and non-negative (0: none)"));
+  const std::vector<float> one_sink = {0.0f}, nan_sinks = {0.0f, std::nanf("")};
+  CHECK_THROWS_WITH((ref::prefill<float, float, float>(s, pool, pool, q, indptr, kv, {table, 1}, 0.0, out,
+                                                       {.sinks = one_sink})),
+                    Catch::Contains("sinks has 1 logits; it needs one per query head (2) or none"));
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out,
+                                                      {.sinks = nan_sinks})),
+                    Catch::Contains("sinks[1] = nan must be finite or -inf (no sink)"));
 }

@@ -24,6 +24,7 @@
 #include <rungs/blocks.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/layout.hpp>
+#include <rungs/attention/score_mod.hpp>
 
 namespace rungs::attention {
 
@@ -37,6 +38,7 @@ struct attention_config {
   dtype type = dtype::bf16;
   attention_shape shape{};
   float sm_scale = 0.0f;  ///< softmax scale; 0 means 1/sqrt(head_dim)
+  score_values scores{};  ///< sliding window and soft-cap (score_mod.hpp); zeros: causal only
 
   float scale() const { return sm_scale != 0.0f ? sm_scale : 1.0f / std::sqrt(static_cast<float>(shape.head_dim)); }
 };
@@ -106,6 +108,7 @@ struct decode_args {
   void* out = nullptr;                   ///< [max_batch][num_qo_heads][head_dim]
   void* workspace = nullptr;             ///< plan.workspace.bytes (none when not split)
   std::size_t workspace_bytes = 0;
+  const float* sinks = nullptr;          ///< [num_qo_heads] sink logits (score_mod::sinks); null: none
 };
 
 /// Device buffers of one prefill/extend run. The new tokens' K and V must already be in the
@@ -122,6 +125,7 @@ struct prefill_args {
   void* out = nullptr;                   ///< [max_total_q][num_qo_heads][head_dim]
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
+  const float* sinks = nullptr;          ///< [num_qo_heads] sink logits (score_mod::sinks); null: none
 };
 
 /// Device buffers of one cache write: this step's keys and values go to the slots of
@@ -232,6 +236,10 @@ inline void check_workspace(const split_workspace& w, const void* p, std::size_t
 inline void check_config(const attention_config& c) {
   if (!(c.sm_scale >= 0.0f) || std::isinf(c.sm_scale)) {
     fail("sm_scale = ", c.sm_scale, " must be finite and non-negative (0 means 1/sqrt(head_dim))");
+  }
+  if (c.scores.window < 0) fail("scores.window = ", c.scores.window, " must be 0 (none) or positive");
+  if (!(c.scores.logit_soft_cap >= 0.0f) || std::isinf(c.scores.logit_soft_cap)) {
+    fail("scores.logit_soft_cap = ", c.scores.logit_soft_cap, " must be finite and non-negative (0: none)");
   }
 }
 
@@ -377,6 +385,18 @@ void check_paged_args(const Args& a, const std::string& args) {
   if (a.block_tables == nullptr) fail(args, ".block_tables is null");
 }
 }  // namespace detail
+
+/// An instance runs exactly the score transforms it compiles in (`compiled`): throws
+/// std::invalid_argument when the configuration and the sinks argument need others, or fewer
+/// (a window instance given window 0 would mask every key).
+inline void check_score_mod(score_mod compiled, const attention_config& c, const float* sinks, const char* op) {
+  const score_mod needed = needed_mod(c.scores, sinks != nullptr);
+  if (needed != compiled) {
+    detail::fail(op, ": the instance compiles ", compiled, " but the configuration and arguments need ", needed,
+                 " (scores.window = ", c.scores.window, ", scores.logit_soft_cap = ", c.scores.logit_soft_cap,
+                 ", sinks ", sinks != nullptr ? "given" : "null", ")");
+  }
+}
 
 /// Checks a decode run's buffers against its plan (host values only: pointers, alignment,
 /// strides, workspace size). Throws std::invalid_argument naming the field and the rule.

@@ -12,7 +12,11 @@
 //    tables[b * stride + p / block_size] at position p % block_size;
 //  * prefill's causal mask is aligned to the end of the context: query i of a sequence's q_len
 //    new tokens sees keys 0 .. kv_len - q_len + i;
-//  * a query row that sees no key (a sequence of length 0) produces zeros.
+//  * a query row that sees no key (a sequence of length 0) produces zeros;
+//  * score transforms (score_mod.hpp) come in a score_options: a query at position p sees keys
+//    [p - window + 1, p] under a window, a score s becomes c * tanh(s / c) under a cap c, and
+//    a sink logit joins the softmax denominator (the max-subtracted form keeps a large sink
+//    finite).
 #pragma once
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include <rungs/attention/layout.hpp>
+#include <rungs/attention/score_mod.hpp>
 #include <rungs/numeric/float16.hpp>
 
 namespace rungs::attention::reference {
@@ -34,6 +39,13 @@ namespace rungs::attention::reference {
 struct block_table_view {
   std::span<const std::int32_t> ids;
   std::int64_t stride = 0;
+};
+
+/// The score transforms of a reference run: a configuration's window and cap, and the sinks
+/// (one logit per query head, natural-log units like the scaled scores; empty: none).
+struct score_options {
+  score_values values{};
+  std::span<const float> sinks{};
 };
 
 namespace detail {
@@ -79,31 +91,58 @@ inline std::int64_t token_offset(const attention_shape& s, const block_table_vie
   return s.kv_offset(block, kv_head, p % s.block_size);
 }
 
-// One query row against keys [0, visible) of sequence b: softmax(q.k * scale) . v in double.
+inline void check_options(const attention_shape& s, const score_options& o) {
+  if (o.values.window < 0) fail("window = ", o.values.window, " must be 0 (none) or positive");
+  if (!(o.values.logit_soft_cap >= 0.0f) || std::isinf(o.values.logit_soft_cap)) {
+    fail("logit_soft_cap = ", o.values.logit_soft_cap, " must be finite and non-negative (0: none)");
+  }
+  if (!o.sinks.empty() && static_cast<std::int64_t>(o.sinks.size()) != s.num_qo_heads) {
+    fail("sinks has ", o.sinks.size(), " logits; it needs one per query head (", s.num_qo_heads, ") or none");
+  }
+  for (std::size_t h = 0; h < o.sinks.size(); ++h) {
+    if (std::isnan(o.sinks[h]) || o.sinks[h] == std::numeric_limits<float>::infinity()) {
+      fail("sinks[", h, "] = ", o.sinks[h], " must be finite or -inf (no sink)");
+    }
+  }
+}
+
+// The first key a query at position `visible - 1` sees under the options' window.
+inline int first_visible(const score_options& o, int visible) {
+  return o.values.window > 0 ? std::max(0, visible - o.values.window) : 0;
+}
+
+// One query row of head h against keys [first, visible) of sequence b: the softmax of the
+// (capped) scores, with head h's sink in the denominator, times v, in double.
 template <class T, class Q>
 void attend_row(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache,
-                const block_table_view& tables, std::int64_t b, int kv_head, int visible, const Q* q, double scale,
-                std::vector<double>& scores, double* out) {
+                const block_table_view& tables, std::int64_t b, int h, int visible, const Q* q, double scale,
+                const score_options& opt, std::vector<double>& scores, double* out) {
   const int d = s.head_dim;
+  const int kv_head = h / s.group_size();
+  const int first = first_visible(opt, visible);
   std::fill(out, out + d, 0.0);
-  if (visible <= 0) return;
-  scores.assign(static_cast<std::size_t>(visible), 0.0);
-  double max_score = -std::numeric_limits<double>::infinity();
-  for (int p = 0; p < visible; ++p) {
+  if (visible <= first) return;
+  const double cap = opt.values.logit_soft_cap;
+  const double sink = opt.sinks.empty() ? -std::numeric_limits<double>::infinity() : opt.sinks[static_cast<std::size_t>(h)];
+  scores.assign(static_cast<std::size_t>(visible - first), 0.0);
+  double max_score = sink;
+  for (int p = first; p < visible; ++p) {
     const T* k = k_cache.data() + token_offset(s, tables, b, p, kv_head);
     double dot = 0.0;
     for (int i = 0; i < d; ++i) dot += to_double(q[i]) * to_double(k[i]);
-    scores[static_cast<std::size_t>(p)] = dot * scale;
-    max_score = std::max(max_score, scores[static_cast<std::size_t>(p)]);
+    double& x = scores[static_cast<std::size_t>(p - first)];
+    x = dot * scale;
+    if (cap > 0.0) x = cap * std::tanh(x / cap);
+    max_score = std::max(max_score, x);
   }
-  double sum = 0.0;
+  double sum = std::exp(sink - max_score);  // 0 without a sink
   for (double& x : scores) {
     x = std::exp(x - max_score);
     sum += x;
   }
-  for (int p = 0; p < visible; ++p) {
+  for (int p = first; p < visible; ++p) {
     const T* v = v_cache.data() + token_offset(s, tables, b, p, kv_head);
-    const double w = scores[static_cast<std::size_t>(p)] / sum;
+    const double w = scores[static_cast<std::size_t>(p - first)] / sum;
     for (int i = 0; i < d; ++i) out[i] += w * to_double(v[i]);
   }
 }
@@ -152,13 +191,15 @@ void cache_write(const attention_shape& s, std::span<T> k_cache, std::span<T> v_
 /// Prefill/extend: sequence b's new tokens are query rows q_indptr[b] .. q_indptr[b+1] of q
 /// ([tokens][num_qo_heads][head_dim]); its context (cached + new, already in the pools) has
 /// kv_lens[b] tokens. Query i of the sequence's q_len tokens sees keys 0 .. kv_len - q_len + i.
-/// Writes the matching rows of out. sm_scale 0 means 1/sqrt(head_dim).
+/// Writes the matching rows of out. sm_scale 0 means 1/sqrt(head_dim). `options` adds score
+/// transforms (score_mod.hpp): query i's position is kv_len - q_len + i.
 template <storage_element T, storage_element Q, storage_element O>
 void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
              std::span<const std::int32_t> q_indptr, std::span<const std::int32_t> kv_lens, block_table_view tables,
-             double sm_scale, std::span<O> out) {
+             double sm_scale, std::span<O> out, const score_options& options = {}) {
   detail::check_shape(s);
   detail::check_pool(s, k_cache, v_cache);
+  detail::check_options(s, options);
   if (q_indptr.size() != kv_lens.size() + 1) {
     detail::fail("q_indptr has ", q_indptr.size(), " entries for ", kv_lens.size(), " sequences (needs batch + 1)");
   }
@@ -171,7 +212,6 @@ void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<con
     tables.stride = static_cast<std::int64_t>(tables.ids.size()) / static_cast<std::int64_t>(kv_lens.size());
   }
   const double scale = detail::default_scale(s, sm_scale);
-  const int group = s.group_size();
   std::vector<double> scores;
   std::vector<double> acc(static_cast<std::size_t>(s.head_dim));
   for (std::size_t b = 0; b < kv_lens.size(); ++b) {
@@ -184,8 +224,8 @@ void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<con
       const int visible = kv_lens[b] - q_len + i + 1;
       for (int h = 0; h < s.num_qo_heads; ++h) {
         const std::int64_t offset = (static_cast<std::int64_t>(begin) + i) * row + static_cast<std::int64_t>(h) * s.head_dim;
-        detail::attend_row(s, k_cache, v_cache, tables, static_cast<std::int64_t>(b), h / group, visible,
-                           q.data() + offset, scale, scores, acc.data());
+        detail::attend_row(s, k_cache, v_cache, tables, static_cast<std::int64_t>(b), h, visible, q.data() + offset,
+                           scale, options, scores, acc.data());
         for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
       }
     }
@@ -193,14 +233,17 @@ void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<con
 }
 
 /// Decode: one query token per sequence (row b of q) against its seq_lens[b] cached tokens
-/// (the new token's K and V included). A length of 0 produces a zero row.
+/// (the new token's K and V included; the query's position is seq_len - 1). A length of 0
+/// produces a zero row. `options` adds score transforms (score_mod.hpp).
 template <storage_element T, storage_element Q, storage_element O>
 void decode(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
-            std::span<const std::int32_t> seq_lens, block_table_view tables, double sm_scale, std::span<O> out) {
+            std::span<const std::int32_t> seq_lens, block_table_view tables, double sm_scale, std::span<O> out,
+            const score_options& options = {}) {
   // Decode is extend with one new token per sequence (q_len 1: it sees keys 0 .. seq_len - 1),
   // except that a padded row (length 0) has a query row too.
   detail::check_shape(s);
   detail::check_pool(s, k_cache, v_cache);
+  detail::check_options(s, options);
   const auto batch = static_cast<std::int64_t>(seq_lens.size());
   const std::int64_t row = s.q_row_elements();
   if (static_cast<std::int64_t>(q.size()) < batch * row || static_cast<std::int64_t>(out.size()) < batch * row) {
@@ -215,7 +258,7 @@ void decode(const attention_shape& s, std::span<const T> k_cache, std::span<cons
     if (len < 0) detail::fail("sequence ", b, ": seq_len = ", len, " is negative");
     for (int h = 0; h < s.num_qo_heads; ++h) {
       const std::int64_t offset = b * row + static_cast<std::int64_t>(h) * s.head_dim;
-      detail::attend_row(s, k_cache, v_cache, tables, b, h / s.group_size(), len, q.data() + offset, scale, scores,
+      detail::attend_row(s, k_cache, v_cache, tables, b, h, len, q.data() + offset, scale, options, scores,
                          acc.data());
       for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
     }

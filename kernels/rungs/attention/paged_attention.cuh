@@ -30,6 +30,7 @@
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/plan.hpp>
+#include <rungs/attention/score_mod.hpp>
 #include <rungs/cuda/error.hpp>
 
 #include <cuda_runtime.h>
@@ -69,8 +70,9 @@ void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, 
 }  // namespace detail
 
 /// Typed decode launcher of one instance: HostT rungs::f16 or rungs::bf16; BlockSize a static
-/// block size or dynamic_block_size; Group the GQA group size.
-template <class HostT, int HeadDim, int BlockSize, int Group>
+/// block size or dynamic_block_size; Group the GQA group size; Mod the score transforms
+/// (score_mod.hpp), which must be those the plan's config and the arguments ask for.
+template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}>
 void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
   static_assert(geometry::decode_group_fits(HeadDim, Group), "this GQA group size does not fit the decode kernel");
@@ -82,30 +84,34 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
     detail::fail("decode: the instance for group size ", Group, " cannot run group size ", s.group_size());
   }
   validate(plan, a);
+  check_score_mod(Mod, plan.config, a.sinks, "decode");
 
-  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true>, detail::decode_grid(plan),
-                 geometry::threads, detail::decode_params(plan, a), stream);
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true, score_mod_bits(Mod)>,
+                 detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
   if (plan.split()) {
     const detail::merge_params m = detail::decode_merge_params(plan, a);
-    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim, Mod.sinks>, detail::merge_grid(m),
+                   32 * geometry::merge_warps, m, stream);
   }
 }
 
 /// Typed prefill/extend launcher of one instance (the group size is a run-time value).
-template <class HostT, int HeadDim, int BlockSize>
+template <class HostT, int HeadDim, int BlockSize, score_mod Mod = score_mod{}>
 void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
   using agent = detail::attention_agent<T, HeadDim, geometry::max_rows_per_thread, geometry::thread_rows(HeadDim)>;
   static_assert(agent::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
   detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "prefill");
   validate(plan, a);
+  check_score_mod(Mod, plan.config, a.sinks, "prefill");
 
   detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
-                                                geometry::thread_rows(HeadDim), false>,
+                                                geometry::thread_rows(HeadDim), false, score_mod_bits(Mod)>,
                  detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
   if (plan.split()) {
     const detail::merge_params m = detail::prefill_merge_params(plan, a);
-    detail::launch(detail::merge_splits_kernel<T, HeadDim>, detail::merge_grid(m), 32 * geometry::merge_warps, m, stream);
+    detail::launch(detail::merge_splits_kernel<T, HeadDim, Mod.sinks>, detail::merge_grid(m),
+                   32 * geometry::merge_warps, m, stream);
   }
 }
 
@@ -122,20 +128,21 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 }
 
 /// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows
-/// have seq_len 0 and get zero outputs). Instances come from `Set`.
-template <class Set = default_instantiations>
+/// have seq_len 0 and get zero outputs). Instances come from `Set`, compiled with the score
+/// transforms `Mod` (score_mod.hpp; the default: none).
+template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   dispatch_decode<Set>(plan.config.type, plan.config.shape, [&]<class HostT, int D, int B, int G>() {
-    launch_decode<HostT, D, B, G>(plan, args, stream);
+    launch_decode<HostT, D, B, G, Mod>(plan, args, stream);
   });
 }
 
 /// Prefill/extend: q_indptr-packed new tokens of each sequence, causal against the end of the
 /// context (the new tokens' K and V must already be in the cache).
-template <class Set = default_instantiations>
+template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void prefill(const prefill_plan& plan, const prefill_args& args, cudaStream_t stream = nullptr) {
   dispatch_prefill<Set>(plan.config.type, plan.config.shape,
-                        [&]<class HostT, int D, int B>() { launch_prefill<HostT, D, B>(plan, args, stream); });
+                        [&]<class HostT, int D, int B>() { launch_prefill<HostT, D, B, Mod>(plan, args, stream); });
 }
 
 /// Cache write: this step's K and V rows into the slots of slot_mapping (-1: padding).

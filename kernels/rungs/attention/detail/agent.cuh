@@ -11,10 +11,17 @@
 // tile ahead. Scores are kept in log2 units (queries pre-scaled by sm_scale * log2 e), so the
 // online softmax runs on ex2. At the end the token groups' states merge through shared
 // memory (log-sum-exp) and the epilogue functor writes each 8-dim output vector.
+//
+// Score transforms (score_mod.hpp) are compiled in by the Mod policy (as score_mod_bits): a sliding window masks
+// keys before each row's window (the kernel also starts the CTA's KV range at its first row's
+// window, so keys no row sees are never loaded), a soft-cap bends each summed score. Sinks
+// act on the final normalisation, in the kernel's epilogue and the split merge. With the
+// default Mod the code is that of plain causal attention.
 #pragma once
 
 #include <rungs/attention/detail/device.cuh>
 #include <rungs/attention/geometry.hpp>
+#include <rungs/attention/score_mod.hpp>
 
 #include <cuda/std/limits>
 
@@ -69,8 +76,16 @@ struct kv_source {
   int log2_block;             ///< log2(block size); a constant after inlining for static sizes
 };
 
-template <class T, int HeadDim, int Rows, int RowGroups>
+/// Run-time values of the agent's score transforms, in the agent's log2 units.
+struct score_transform {
+  int window;          ///< a row ending at key e sees keys [e - window, e) (Mod.sliding_window)
+  float cap_log2;      ///< the cap c * log2(e) (Mod.soft_cap)
+  float two_over_cap;  ///< 2 / c
+};
+
+template <class T, int HeadDim, int Rows, int RowGroups, unsigned ModBits = 0>
 struct attention_agent {
+  static constexpr score_mod Mod = score_mod_from_bits(ModBits);
   static_assert(is_device_element<T>, "rungs attention kernels take __half or __nv_bfloat16");
   static_assert(HeadDim % geometry::vector_elements == 0 && HeadDim <= 256, "head dim: a multiple of 8, at most 256");
   static_assert(Rows >= 1 && Rows <= geometry::max_rows_per_thread, "at most 8 query rows per thread");
@@ -110,7 +125,7 @@ struct attention_agent {
   template <class RowMap, class Epilogue>
   __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const RowMap& rows, int kv_begin,
                                              int kv_end, const T* q, std::int64_t q_stride, float scale_log2,
-                                             Epilogue&& epilogue) {
+                                             const score_transform& transform, Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const int tid = static_cast<int>(threadIdx.x);
     const int tx = tid % kLanes;
@@ -126,6 +141,7 @@ struct attention_agent {
     // This thread's rows: queries (scaled to log2 units), visible-key bounds.
     float qf[Rows][8];
     int row_end[Rows];
+    int row_begin[Rows];  // read only under Mod.sliding_window
     int group_end = kv_begin;  // past the last key any of this thread row's rows sees
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
@@ -141,6 +157,7 @@ struct attention_agent {
         for (int e = 0; e < 8; ++e) qf[r][e] = 0.0f;
       }
       row_end[r] = info.valid ? min(info.end, kv_end) : kv_begin;
+      row_begin[r] = info.end - transform.window;
       group_end = max(group_end, row_end[r]);
     }
 
@@ -246,6 +263,20 @@ struct attention_agent {
 #pragma unroll
           for (int i = 0; i < kChunk; ++i) s[r][i] = lane_group_sum<kLanes>(s[r][i], mask);
         }
+        if constexpr (Mod.soft_cap) {
+          // c tanh(x / c) in log2 units: with s = x log2(e) and C = c log2(e), C tanh(s / C)
+          // = C (1 - 2 / (2^(2 s / c) + 1)). The SFU's ex2 (relative error ~2^-22) keeps the
+          // absolute error near C * 2^-22; tanh.approx's 2^-11 relative error would not
+          // (c = 50 gives 0.035 in the scores). Overflow to +inf gives C, 0 gives -C.
+#pragma unroll
+          for (int r = 0; r < Rows; ++r) {
+#pragma unroll
+            for (int i = 0; i < kChunk; ++i) {
+              const float t = exp2_approx(s[r][i] * transform.two_over_cap);
+              s[r][i] = transform.cap_log2 * (1.0f - 2.0f * rcp_rn(t + 1.0f));
+            }
+          }
+        }
 
         // Online softmax: one rescale per chunk. A row that has seen nothing keeps m = -inf;
         // `base` avoids (-inf) - (-inf).
@@ -254,7 +285,8 @@ struct attention_agent {
           float chunk_max = m[r];
 #pragma unroll
           for (int i = 0; i < kChunk; ++i) {
-            if (tile_start + j0 + i >= row_end[r]) s[r][i] = kNegInf;
+            const int key = tile_start + j0 + i;
+            if (key >= row_end[r] || (Mod.sliding_window && key < row_begin[r])) s[r][i] = kNegInf;
             chunk_max = fmaxf(chunk_max, s[r][i]);
           }
           const float base = chunk_max == kNegInf ? 0.0f : chunk_max;

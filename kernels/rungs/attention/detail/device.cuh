@@ -110,6 +110,9 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+/// 1 / x, IEEE round to nearest (rcp.rn.f32; the soft-cap's tanh needs the full precision).
+__device__ __forceinline__ float rcp_rn(float x) { return __frcp_rn(x); }
+
 /// Sum over the `Lanes` consecutive lanes that share a head-dim row (a power of two); every
 /// lane of the group gets the sum. `mask` names exactly the group's lanes: groups of one warp
 /// may take different branches (a group skips chunks past its last visible key), so the

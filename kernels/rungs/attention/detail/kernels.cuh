@@ -18,9 +18,10 @@
 namespace rungs::attention::detail {
 
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
-template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode>
+/// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
+template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0>
 __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(const attention_params p) {
-  using agent = attention_agent<T, HeadDim, Rows, RowGroups>;
+  using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits>;  // agent::Mod: the score_mod
   __shared__ typename agent::storage smem;
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
 
@@ -39,13 +40,24 @@ __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(cons
   constexpr int kStaticLog2 = BlockSize > 0 ? ilog2(BlockSize) : 0;  // a constant for static block sizes
   src.log2_block = BlockSize > 0 ? kStaticLog2 : p.log2_block_size;
 
-  const int kv_begin = split * p.split_tokens;
+  const int split_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);
+  const score_transform transform{p.window, p.cap_log2, p.two_over_cap};
 
   auto epilogue = [&](const row_info& info, int c, const float (&o)[8], float m, float l) {
     const std::int64_t row = static_cast<std::int64_t>(info.token) * p.num_qo_heads + info.head;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key writes zeros
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key writes zeros
     if (p.num_splits == 1) {
+      if constexpr (agent::Mod.sinks) {
+        // The sink joins the denominator: o 2^(m-M) / (l 2^(m-M) + 2^(sink-M)), M the larger
+        // of m and the sink, so neither term overflows. (With splits the merge adds it once.)
+        if (l > 0.0f) {
+          const float sink = p.sinks[info.head] * log2e;
+          const float top = fmaxf(m, sink);
+          const float keep = exp2_approx(m - top);
+          inv = keep / fmaf(l, keep, exp2_approx(sink - top));
+        }
+      }
       float v[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = o[e] * inv;
@@ -65,8 +77,11 @@ __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(cons
   if constexpr (Decode) {
     constexpr int kGroup = Rows * RowGroups;
     const decode_rows rows{seq, kv_head * kGroup, kv_len};
-    const int kv_end = min(kv_begin + p.split_tokens, kv_len);
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, epilogue);
+    const int kv_end = min(split_begin + p.split_tokens, kv_len);
+    // Under a window the query (position kv_len - 1) sees keys from kv_len - window on: the
+    // CTA's range starts there, so a split wholly before it is empty and loads nothing.
+    const int kv_begin = agent::Mod.sliding_window ? max(split_begin, kv_len - p.window) : split_begin;
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, transform, epilogue);
   } else {
     const int q_begin = p.q_indptr[seq];
     const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);
@@ -76,14 +91,19 @@ __global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(cons
     const prefill_rows rows{q_begin, q_len, kv_len, kv_head * p.group_size, p.group_size, first_row, p.max_total_q};
     const int last_token = (min(first_row + agent::kCtaRows, row_count) - 1) / p.group_size;
     const int visible = min(kv_len - q_len + last_token + 1, kv_len);  // the CTA's last row sees the most
-    const int kv_end = min(kv_begin + p.split_tokens, visible);
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, epilogue);
+    const int kv_end = min(split_begin + p.split_tokens, visible);
+    // Under a window the CTA's first row sees the earliest keys (rows are in token order).
+    const int first_token = first_row / p.group_size;
+    const int kv_begin =
+        agent::Mod.sliding_window ? max(split_begin, kv_len - q_len + first_token + 1 - p.window) : split_begin;
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, transform, epilogue);
   }
 }
 
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
 /// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
-template <class T, int HeadDim>
+/// Sinks: the row's sink logit joins the denominator as one more term with no output.
+template <class T, int HeadDim, bool Sinks = false>
 __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kernel(const merge_params p) {
   using warp_reduce = cub::WarpReduce<float>;
   __shared__ typename warp_reduce::TempStorage temp[geometry::merge_warps];
@@ -110,10 +130,16 @@ __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kerne
     }
     return;
   }
+  float sink = kNegInf;
+  if constexpr (Sinks) {
+    sink = p.sinks[row % p.num_qo_heads] * log2e;
+    row_max = fmaxf(row_max, sink);
+  }
   float sum = 0.0f;
   for (int s = lane; s < splits; s += 32) sum += exp2_approx(lse[s] - row_max);
   sum = warp_reduce(temp[warp]).Sum(sum);
   sum = __shfl_sync(0xffffffffu, sum, 0);
+  if constexpr (Sinks) sum += exp2_approx(sink - row_max);
   const float inv = 1.0f / sum;
 
   const float* partial = p.partial_out + row * splits * HeadDim;

@@ -20,6 +20,8 @@ RUNGS_HOST_DEVICE constexpr int ilog2(int v) {
   return r;
 }
 
+inline constexpr float log2e = 1.4426950408889634f;
+
 struct attention_params {
   const void* q;
   std::int64_t q_stride;                ///< elements between query token rows
@@ -42,6 +44,11 @@ struct attention_params {
   int max_q_len;                        ///< prefill: q lengths are clamped to the bucket
   int max_total_q;                      ///< prefill: packed query rows in q and out
   float scale_log2;                     ///< sm_scale * log2(e)
+  // Score transforms (score_mod.hpp); read only by the instances that compile them in.
+  int window;                           ///< sliding window in keys
+  float cap_log2;                       ///< soft cap c in log2 units: c * log2(e)
+  float two_over_cap;                   ///< 2 / c (see agent.cuh's soft-cap)
+  const float* sinks;                   ///< [num_qo_heads] sink logits, natural-log units
 };
 
 struct merge_params {
@@ -53,6 +60,7 @@ struct merge_params {
   int max_tokens;                ///< decode: max_batch; prefill: max_total_q
   int num_qo_heads;
   int num_splits;
+  const float* sinks;            ///< [num_qo_heads]; read only by the sink instances
 };
 
 struct cache_write_params {
@@ -85,7 +93,12 @@ inline attention_params common_params(const attention_config& c, const split_wor
   p.num_splits = num_splits;
   p.split_tokens = split_tokens;
   p.max_context = max_context;
-  p.scale_log2 = c.scale() * 1.4426950408889634f;  // log2(e)
+  p.scale_log2 = c.scale() * log2e;
+  p.window = c.scores.window;
+  if (c.scores.logit_soft_cap > 0.0f) {
+    p.cap_log2 = c.scores.logit_soft_cap * log2e;
+    p.two_over_cap = 2.0f / c.scores.logit_soft_cap;
+  }
   if (num_splits > 1) {
     p.partial_out = reinterpret_cast<float*>(static_cast<char*>(workspace) + w.partial_out_offset);
     p.partial_lse = reinterpret_cast<float*>(static_cast<char*>(workspace) + w.partial_lse_offset);
@@ -105,6 +118,7 @@ attention_params paged_params(const Plan& plan, const Args& a) {
   p.block_tables = a.block_tables;
   p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
   p.out = a.out;
+  p.sinks = a.sinks;
   return p;
 }
 
@@ -140,8 +154,9 @@ inline launch_grid prefill_grid(const prefill_plan& plan) {
 
 inline merge_params make_merge_params(const split_workspace& w, void* workspace, void* out,
                                       const std::int32_t* q_indptr, int num_seqs, int max_tokens, int num_qo_heads,
-                                      int num_splits) {
+                                      int num_splits, const float* sinks) {
   merge_params m;
+  m.sinks = sinks;
   m.partial_out = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + w.partial_out_offset);
   m.partial_lse = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + w.partial_lse_offset);
   m.out = out;
@@ -155,12 +170,12 @@ inline merge_params make_merge_params(const split_workspace& w, void* workspace,
 
 inline merge_params decode_merge_params(const decode_plan& plan, const decode_args& a) {
   return make_merge_params(plan.workspace, a.workspace, a.out, nullptr, plan.bucket.max_batch, plan.bucket.max_batch,
-                           plan.config.shape.num_qo_heads, plan.num_splits);
+                           plan.config.shape.num_qo_heads, plan.num_splits, a.sinks);
 }
 
 inline merge_params prefill_merge_params(const prefill_plan& plan, const prefill_args& a) {
   return make_merge_params(plan.workspace, a.workspace, a.out, a.q_indptr, plan.bucket.max_batch,
-                           plan.bucket.max_total_q, plan.config.shape.num_qo_heads, plan.num_splits);
+                           plan.bucket.max_total_q, plan.config.shape.num_qo_heads, plan.num_splits, a.sinks);
 }
 
 /// One warp per output row.

@@ -47,3 +47,19 @@ void set_kernels(void**& out, ra::dtypes<Types...>) {
 
 // Writes the address of every instance to `out` (which holds at least 2 x 5 x 12 pointers).
 void rungs_sim_attention_instances(void** out) { set_kernels(out, set::dtype_list{}); }
+
+// The score transforms (score_mod.hpp), all three at once, on one decode and one prefill
+// instance, with the merges that add the sinks (not in the default set: kernels_test.cpp runs
+// them against the reference).
+namespace {
+constexpr unsigned all_mods = ra::score_mod_bits({.sliding_window = true, .soft_cap = true, .sinks = true});
+}  // namespace
+extern void* const rungs_sim_score_mod_instances[];
+void* const rungs_sim_score_mod_instances[] = {
+    reinterpret_cast<void*>(&rd::paged_attention_kernel<__half, 128, 0, geo::decode_rows_per_thread(4),
+                                                        geo::decode_row_groups(4), true, all_mods>),
+    reinterpret_cast<void*>(&rd::paged_attention_kernel<__nv_bfloat16, 128, 0, geo::max_rows_per_thread,
+                                                        geo::thread_rows(128), false, all_mods>),
+    reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 128, true>),
+    reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 128, true>),
+};

@@ -1,7 +1,8 @@
 // rungs' attention kernels as nvcc compiles them (attention_instances.cu -> PTX at build
 // time), run by the executor under several adversarial schedules, against the host reference:
 // decode (with and without splits and the merge), prefill and the cache write, a few instances
-// under several seeds and every instance of the default set once, with its memory traffic.
+// under several seeds and every instance of the default set once, with its memory traffic; and
+// decode and prefill with every score transform (sliding window, soft-cap, sinks).
 // Needs nvcc to build (label cuda-sim), no GPU.
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/plan.hpp>
@@ -37,6 +38,12 @@ std::string type_name() {
 template <class T>
 ra::dtype type_of() {
   return std::is_same_v<T, rungs::f16> ? ra::dtype::f16 : ra::dtype::bf16;
+}
+
+// A kernel's score transforms as the demangler prints its template argument (score_mod_bits).
+std::string mod_name(ra::score_mod m) { return std::to_string(ra::score_mod_bits(m)) + "u"; }
+std::string merge_name(const std::string& type, int d, bool sinks) {
+  return "merge_splits_kernel<" + type + ", " + std::to_string(d) + ", " + (sinks ? "true" : "false") + ">";
 }
 
 template <class Params>
@@ -85,7 +92,7 @@ constexpr int kAllSplits = -1;
 
 // Decode over 3 sequences (the second of length 0) and a padded row, without and with splits
 // (`only_split`: one of them); returns each launch's traffic.
-template <class T, int D, int G>
+template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}>
 std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int only_split = kAllSplits) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kKvHeads = 2;
@@ -99,16 +106,24 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
   const auto k_dev = to_device(pools.k), v_dev = to_device(pools.v);  // 256-byte aligned, as cudaMalloc's
   const std::int64_t row = p.shape.q_row_elements();
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(kMaxBatch * row));
+  const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, 37);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(3 * row));
-  ra::reference::decode<T, T, double>(p.shape, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want);
-  const std::uint64_t kv_bytes = 2ull * (lens[0] + lens[1] + lens[2]) * kKvHeads * D * sizeof(T);
+  ra::reference::decode<T, T, double>(p.shape, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want,
+                                      {mod.values, mod.sinks});
+  // Under a window only the last `window` keys of a sequence are loaded.
+  std::uint64_t kv_tokens = 0;
+  for (std::int32_t len : lens) {
+    kv_tokens += static_cast<std::uint64_t>(Mod.sliding_window ? std::min(len, mod.values.window) : len);
+  }
+  const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(T);
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::decode_rows_per_thread(G)) + ", " +
-                           std::to_string(geo::decode_row_groups(G)) + ", true>";
+                           std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ">";
+  const auto sinks_dev = to_device(mod.sinks);
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 4, 0}) {  // none, 16 tokens, the planner's
     if (only_split != kAllSplits && split != only_split) continue;
-    const ra::attention_config config{type_of<T>(), p.shape, 0.3f};
+    const ra::attention_config config{type_of<T>(), p.shape, 0.3f, mod.values};
     const ra::decode_plan plan =
         ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4}, {.split_tokens = split});
     const std::int64_t stride = plan.max_blocks_per_seq;
@@ -119,10 +134,13 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
     rungs_sim_test::host_memory mem;
     add(mem, q), add(mem, k_dev), add(mem, v_dev), add(mem, tables), add(mem, lens_dev), add(mem, out);
     add(mem, workspace);
+    if (Mod.sinks) add(mem, sinks_dev);
     const ra::decode_args a{.q = q.data(), .k_cache = k_dev.data(), .v_cache = v_dev.data(),
                             .block_tables = tables.data(), .block_table_stride = stride, .seq_lens = lens_dev.data(),
-                            .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4};
+                            .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4,
+                            .sinks = Mod.sinks ? sinks_dev.data() : nullptr};
     ra::validate(plan, a);
+    ra::check_score_mod(Mod, config, a.sinks, "decode");
     const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
     INFO(what);
     const auto r = launch(name, rd::decode_grid(plan), geo::threads, rd::decode_params(plan, a), mem, seed);
@@ -149,7 +167,7 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
     }
     if (plan.split()) {
       const rd::merge_params m = rd::decode_merge_params(plan, a);
-      const std::string merge = "merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">";
+      const std::string merge = merge_name(type_name<T>(), D, Mod.sinks);
       const auto mr = launch(merge, rd::merge_grid(m), 32 * geo::merge_warps, m, mem, seed);
       // Ideal merge: every row's split log-sum-exps, the partial outputs of its non-empty
       // splits (float), and the output row.
@@ -168,7 +186,7 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
 
 // Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row,
 // without and with splits (`only_split`: one of them); returns the unsplit launch's traffic.
-template <class T, int D>
+template <class T, int D, ra::score_mod Mod = ra::score_mod{}>
 std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
@@ -181,13 +199,16 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   const std::int64_t row = p.shape.q_row_elements();
   const int max_total_q = kMaxBatch * kMaxQ;
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(max_total_q * row));
+  // A window of 5 keys: shorter than the 12 new tokens, so q tiles start at different keys.
+  const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, 5);  // nothing drawn for the default
+  const auto sinks_dev = to_device(mod.sinks);
   std::vector<double> want(static_cast<std::size_t>(p.total_q() * row));
   ra::reference::prefill<T, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
-                                       0.0, want);
+                                       0.0, want, {mod.values, mod.sinks});
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::max_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
-                           ", false>";
-  const ra::attention_config config{type_of<T>(), p.shape};
+                           ", false, " + mod_name(Mod) + ">";
+  const ra::attention_config config{type_of<T>(), p.shape, 0.0f, mod.values};
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 2}) {
   if (only_split != kAllSplits && split != only_split) continue;
@@ -202,10 +223,13 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   rungs_sim_test::host_memory mem;
   add(mem, q), add(mem, pools.k), add(mem, pools.v), add(mem, tables), add(mem, indptr), add(mem, lens);
   add(mem, out), add(mem, workspace);
+  if (Mod.sinks) add(mem, sinks_dev);
   const ra::prefill_args a{.q = q.data(), .k_cache = pools.k.data(), .v_cache = pools.v.data(),
                            .block_tables = tables.data(), .q_indptr = indptr.data(), .kv_lens = lens.data(),
-                           .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4};
+                           .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4,
+                           .sinks = Mod.sinks ? sinks_dev.data() : nullptr};
   ra::validate(plan, a);
+  ra::check_score_mod(Mod, config, a.sinks, "prefill");
   const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
   INFO(what);
   const auto r = launch(name, rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a), mem, seed);
@@ -231,8 +255,7 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   }
   if (plan.split()) {
     const rd::merge_params m = rd::prefill_merge_params(plan, a);
-    launch("merge_splits_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">", rd::merge_grid(m),
-           32 * geo::merge_warps, m, mem, seed);
+    launch(merge_name(type_name<T>(), D, Mod.sinks), rd::merge_grid(m), 32 * geo::merge_warps, m, mem, seed);
   }
   require_close(out, want, row, 0, p.total_q(), what);
   }
@@ -247,6 +270,12 @@ TEST_CASE("decode kernels (nvcc's PTX) match the reference under adversarial sch
     check_decode<rungs::bf16, 64, 16>(8, seed);
     check_decode<rungs::f16, 96, 1>(32, seed);
   }
+}
+
+TEST_CASE("decode and prefill with a sliding window, soft-cap and sinks (nvcc's PTX) match the reference",
+          "[cuda-sim]") {
+  for (std::uint64_t seed : {11u, 12u}) check_decode<rungs::f16, 128, 4, all_score_mods>(16, seed);
+  check_prefill<rungs::bf16, 128, all_score_mods>(8, 8, 13);
 }
 
 TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial schedules", "[cuda-sim]") {

@@ -79,6 +79,34 @@ TEST_CASE("entries and parameter sizes/alignments; ld.param of every kind",
   CHECK(out == std::vector<std::uint32_t>{77, 3, 4, static_cast<std::uint32_t>(-3), bits(2.5f)});
 }
 
+TEST_CASE("a parameter's address in a register (mov.b64 of its name); ld.param.s32 sign-extends into 64 bits",
+          "[op:mov.b64][op:ld.param.s32]") {
+  // nvcc writes this for a by-value struct parameter read at a computed offset.
+  const std::string text = ptx_module(R"(
+.visible .entry q(.param .u64 q_out, .param .align 8 .b8 q_s[16])
+{
+  .reg .b64 %rd<6>;
+  ld.param.u64 %rd1, [q_out];
+  mov.b64 %rd2, q_s;
+  ld.param.s32 %rd3, [%rd2+8];
+  ld.param.s32 %rd4, [%rd2+4];
+  st.global.u64 [%rd1], %rd3;
+  st.global.u64 [%rd1+8], %rd4;
+  ret;
+}
+)");
+  const auto m = sim::load_ptx(text, "param_address.ptx");
+  std::vector<std::uint64_t> out(2, 0);
+  host_memory mem;
+  mem.add(out);
+  std::uint64_t a = reinterpret_cast<std::uint64_t>(out.data());
+  std::uint32_t s[4] = {1, 0x7fffffffu, static_cast<std::uint32_t>(-7), 4};
+  void* args[] = {&a, s};
+  sim::launch(*m, "q", {1, 1, 1}, {1, 1, 1}, 0, args, mem, {});
+  CHECK(out[0] == static_cast<std::uint64_t>(-7));
+  CHECK(out[1] == 0x7fffffffull);
+}
+
 TEST_CASE("global loads and stores of every width, vectors, .nc, cvta",
           "[op:ld.global.u32][op:st.global.u32][op:ld.global.v4.u32][op:st.global.v4.u32][op:ld.global.v4.f32]"
           "[op:st.global.v4.f32][op:ld.global.nc.s32][op:ld.global.nc.u32][op:ld.global.f32][op:st.global.f32]"

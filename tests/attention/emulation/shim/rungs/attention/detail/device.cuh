@@ -67,6 +67,7 @@ void cp_async_wait() {
 }
 
 inline float exp2_approx(float x) { return std::exp2(x); }
+inline float rcp_rn(float x) { return 1.0f / x; }
 
 template <int Lanes>
 unsigned lane_group_mask() {
