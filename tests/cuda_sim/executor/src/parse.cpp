@@ -68,7 +68,8 @@ bool is_ident_char(char c) {
 std::size_t type_bytes(vtype t) {
   switch (t) {
     case vtype::b8: case vtype::u8: case vtype::s8: return 1;
-    case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: return 2;
+    case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: case vtype::e4m3x2:
+    case vtype::e5m2x2: return 2;
     case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2: return 4;
     case vtype::b64: case vtype::u64: case vtype::s64: case vtype::f64: return 8;
     case vtype::pred: return 1;
@@ -83,7 +84,8 @@ bool parse_type(std::string_view w, vtype& t) {
       {"b64", vtype::b64},   {"u8", vtype::u8},   {"u16", vtype::u16},     {"u32", vtype::u32},
       {"u64", vtype::u64},   {"s8", vtype::s8},   {"s16", vtype::s16},     {"s32", vtype::s32},
       {"s64", vtype::s64},   {"f16", vtype::f16}, {"f16x2", vtype::f16x2}, {"bf16", vtype::bf16},
-      {"bf16x2", vtype::bf16x2}, {"f32", vtype::f32}, {"f64", vtype::f64}};
+      {"bf16x2", vtype::bf16x2}, {"f32", vtype::f32}, {"f64", vtype::f64},
+      {"e4m3x2", vtype::e4m3x2}, {"e5m2x2", vtype::e5m2x2}};
   const auto it = types.find(w);
   if (it == types.end()) return false;
   t = it->second;
@@ -726,7 +728,9 @@ class parser {
     switch (in.code) {
       case op::ld: case op::st: case op::mov: case op::neg: case op::abs: case op::not_: case op::cvt:
       case op::cvta: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin: case op::cos:
+      case op::ldmatrix:
         want = 2; break;
+      case op::mma: want = 4; break;
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
         want = 3; break;
@@ -740,14 +744,18 @@ class parser {
     }
     if (in.code == op::cp_async && in.ops.size() == 3) return;  // no src-size operand
     if (in.code == op::bar_sync && in.ops.size() == 2) return;   // with a thread count
-    if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2)) want = 3;
+    if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2) &&
+        in.type2 != vtype::e4m3x2 && in.type2 != vtype::e5m2x2) {
+      want = 3;
+    }
+    if (in.code == op::cvt && (in.type == vtype::e4m3x2 || in.type == vtype::e5m2x2)) want = 3;
     if (in.ops.size() != want) fail(s.line, "wrong operand count for " + std::to_string(want) + " operands", s.text);
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
       const operand& o = in.ops[k];
-      const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async;
-      if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async", s.text);
+      const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix;
+      if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async/ldmatrix", s.text);
       const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl);
-      if (o.kind == operand::k_vec && !mem && in.code != op::mov && !pair_dest) {
+      if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && !pair_dest) {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
@@ -769,6 +777,22 @@ class parser {
     if (mem && in.vec > 1) {
       const operand& v = in.ops[in.code == op::ld ? 0 : 1];
       if (v.kind != operand::k_vec || v.elems.size() != in.vec) fail(s.line, "vector width mismatch", s.text);
+    }
+    if (in.code == op::ldmatrix) {  // {d0..d(n-1)} (or d for .x1), [address]
+      const operand& d = in.ops[0];
+      const bool fits = d.kind == operand::k_reg ? in.vec == 1 : d.elems.size() == in.vec;
+      if (!fits || in.ops[1].kind != operand::k_addr) {
+        fail(s.line, "ldmatrix needs " + std::to_string(in.vec) + " destination registers and an address", s.text);
+      }
+    }
+    if (in.code == op::mma) {  // {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}
+      const std::size_t sizes[4] = {4, 4, 2, 4};
+      for (std::size_t k = 0; k < 4; ++k) {
+        const operand& o = in.ops[k];
+        bool regs = o.kind == operand::k_vec && o.elems.size() == sizes[k];
+        for (const operand& e : o.elems) regs = regs && e.kind == operand::k_reg;
+        if (!regs) fail(s.line, "mma.m16n8k16 takes register vectors of 4, 4, 2 and 4 elements", s.text);
+      }
     }
   }
 
@@ -821,6 +845,39 @@ class parser {
       }
       return unsupported("cp form '" + opcode + "'");
     }
+    if (name == "mma") {
+      // The tensor-core shape of FlashInfer-style GQA decode and prefill; other shapes and
+      // types are not implemented (and fail when executed, naming themselves).
+      if (opcode == "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" ||
+          opcode == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") {
+        in.code = op::mma;
+        in.type = vtype::f32;
+        in.type2 = parts[7] == "f16" ? vtype::f16 : vtype::bf16;
+        return;
+      }
+      return unsupported("mma form '" + opcode + "' (implemented: m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+    }
+    if (name == "ldmatrix") {
+      // ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared{::cta}.b16
+      std::size_t k = 1;
+      auto next_is = [&](std::string_view m) { return k < parts.size() && parts[k] == m ? (++k, true) : false; };
+      const bool head = next_is("sync") && next_is("aligned") && next_is("m8n8");
+      std::uint8_t n = 0;
+      if (next_is("x1")) n = 1;
+      else if (next_is("x2")) n = 2;
+      else if (next_is("x4")) n = 4;
+      const bool trans = next_is("trans");
+      const bool shared = next_is("shared") || next_is("shared::cta");
+      if (!head || n == 0 || !shared || !next_is("b16") || k != parts.size()) {
+        return unsupported("ldmatrix form '" + opcode + "' (implemented: .sync.aligned.m8n8.{x1,x2,x4}{.trans}.shared.b16)");
+      }
+      in.code = op::ldmatrix;
+      in.type = vtype::b16;
+      in.where = space::shared;
+      in.vec = n;
+      in.trans = trans;
+      return;
+    }
     const auto it = names.find(name);
     if (it == names.end()) return unsupported("opcode '" + name + "'");
     in.code = it->second;
@@ -839,6 +896,7 @@ class parser {
       else if (m == "v4") in.vec = 4;
       else if (m == "ftz") in.ftz = true;
       else if (m == "sat") in.sat = true;
+      else if (m == "satfinite" && in.code == op::cvt) in.satfinite = true;
       else if (m == "approx") in.approx = true;
       else if (m == "full" && in.code == op::div) in.approx = true;
       else if (m == "uni") in.uni = true;

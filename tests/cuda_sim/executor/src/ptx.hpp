@@ -16,13 +16,13 @@ namespace rungs::sim::detail {
 enum class op : std::uint8_t {
   ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi,
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
-  cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos,
+  cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 
 // Value types. `bits` is the width, `sign` tells integer signedness, `fp` floating point.
 enum class vtype : std::uint8_t { none, pred, b8, b16, b32, b64, u8, u16, u32, u64, s8, s16, s32, s64,
-                                  f16, f16x2, bf16, bf16x2, f32, f64 };
+                                  f16, f16x2, bf16, bf16x2, f32, f64, e4m3x2, e5m2x2 };
 
 enum class space : std::uint8_t { none, global, shared, param, local, generic };
 enum class cmp : std::uint8_t { eq, ne, lt, le, gt, ge, equ, neu, ltu, leu, gtu, geu, num, nan };
@@ -40,13 +40,15 @@ struct operand {
 
 struct instr {
   op code = op::unsupported;
-  vtype type = vtype::none;      // the instruction's main type (destination type of cvt)
-  vtype type2 = vtype::none;     // cvt: source type
+  vtype type = vtype::none;      // the instruction's main type (destination type of cvt and mma)
+  vtype type2 = vtype::none;     // cvt: source type; mma: the A and B type
   space where = space::none;     // ld/st/cvta: state space
   cmp compare = cmp::eq;         // setp
   shfl_mode mode = shfl_mode::bfly;
   rounding round = rounding::none;
-  std::uint8_t vec = 1;          // ld/st: .v2/.v4
+  std::uint8_t vec = 1;          // ld/st: .v2/.v4; ldmatrix: .x1/.x2/.x4 (matrices)
+  bool trans = false;            // ldmatrix .trans
+  bool satfinite = false;        // cvt .satfinite
   bool ftz = false, sat = false, approx = false, uni = false, hi = false, wide = false, to = false;
   std::int32_t guard = -1;       // predicate slot guarding the instruction, -1 none
   bool guard_negate = false;

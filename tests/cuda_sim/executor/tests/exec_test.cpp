@@ -3,6 +3,8 @@
 // traffic accounting, on hand-written PTX. [op:...] tags: see ops_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <rungs/numeric/float16.hpp>
+
 #include <numeric>
 #include <set>
 
@@ -632,4 +634,199 @@ $L_end:
     seen.insert(m);
   }
   CHECK(seen.size() > 1);  // different seeds, different orders
+}
+
+// ---- tensor-core instructions ----------------------------------------------------------
+namespace {
+
+// One warp: 512 bytes of `in` go to shared memory (lane l copies bytes [16 l, 16 l + 16)), then
+// `body` runs with %base = the shared tile and %lane; %o0..%o3 are stored to out[4 l ..].
+std::string tile_kernel(const std::string& body) {
+  return ptx_module(R"(
+.visible .entry k(.param .u64 k_out, .param .u64 k_in)
+{
+  .reg .b32 %lane, %base, %addr, %v<4>, %o<4>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<2>;
+  .shared .align 16 .b8 tile[512];
+  ld.param.u64 %rd1, [k_out];
+  ld.param.u64 %rd2, [k_in];
+  mov.u32 %lane, %laneid;
+  mul.wide.u32 %rd3, %lane, 16;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.v4.u32 {%v0, %v1, %v2, %v3}, [%rd4];
+  mov.u32 %base, tile;
+  shl.b32 %addr, %lane, 4;
+  add.s32 %addr, %base, %addr;
+  st.shared.v4.u32 [%addr], {%v0, %v1, %v2, %v3};
+  bar.sync 0;
+  mov.u32 %o0, 0;
+  mov.u32 %o1, 0;
+  mov.u32 %o2, 0;
+  mov.u32 %o3, 0;
+)" + body + R"(
+  add.s64 %rd5, %rd1, %rd3;
+  st.global.v4.u32 [%rd5], {%o0, %o1, %o2, %o3};
+  ret;
+}
+)");
+}
+
+}  // namespace
+
+TEST_CASE("ldmatrix.m8n8.x1/x2/x4 (.trans): lanes 8j..8j+7 address matrix j's rows; lane l gets row l/4, "
+          "columns 2(l%4), +1",
+          "[op:ldmatrix.sync.aligned.m8n8.x1.shared.b16][op:ldmatrix.sync.aligned.m8n8.x2.shared.b16]"
+          "[op:ldmatrix.sync.aligned.m8n8.x4.shared.b16][op:ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16]"
+          "[op:ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16][op:ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16]") {
+  // Four 8x8 matrices of b16, row-major one after the other: element (j, r, c) = 3 (64 j + 8 r + c) + 1.
+  std::vector<std::uint16_t> in(256);
+  for (unsigned e = 0; e < 256; ++e) in[e] = static_cast<std::uint16_t>(3 * e + 1);
+  auto value = [&](unsigned j, unsigned r, unsigned c) { return std::uint32_t{in[64 * j + 8 * r + c]}; };
+  for (const bool trans : {false, true}) {
+    for (const unsigned n : {1u, 2u, 4u}) {
+      // Lane l addresses row l of the 32 (matrix l / 8, row l % 8); lanes past 8 n give an
+      // address outside shared memory, which must not be used.
+      std::string regs = n == 1 ? "%o0" : n == 2 ? "{%o0, %o1}" : "{%o0, %o1, %o2, %o3}";
+      const std::string body = "  setp.lt.u32 %p1, %lane, " + std::to_string(8 * n) +
+                               ";\n  selp.b32 %addr, %addr, 1048560, %p1;\n  ldmatrix.sync.aligned.m8n8.x" +
+                               std::to_string(n) + (trans ? ".trans" : "") + ".shared.b16 " + regs + ", [%addr];";
+      std::vector<std::uint32_t> out(128, 0xdeadbeefu);
+      host_memory mem;
+      mem.add(in);
+      mem.add(out);
+      INFO("x" << n << (trans ? ".trans" : ""));
+      run(tile_kernel(body), "k", {1, 1, 1}, {32, 1, 1}, mem, {}, out.data(), in.data());
+      for (unsigned l = 0; l < 32; ++l) {
+        for (unsigned j = 0; j < 4; ++j) {
+          const unsigned row = l / 4, col = 2 * (l % 4);
+          const std::uint32_t want = j >= n ? 0u
+                                     : trans ? value(j, col, row) | value(j, col + 1, row) << 16
+                                             : value(j, row, col) | value(j, row, col + 1) << 16;
+          CHECK(out[4 * l + j] == want);
+        }
+      }
+      // By hand: lane 5's register 0 holds row 1, columns 2 and 3 (elements 10, 11: 31, 34), or
+      // with .trans column 1, rows 2 and 3 (elements 17, 25: 52, 76).
+      CHECK(out[20] == (trans ? 0x004c0034u : 0x0022001fu));
+      if (n == 4 && !trans) CHECK(out[22] == 0x01a2019fu);  // register 2: matrix 2, elements 138, 139
+    }
+  }
+}
+
+TEST_CASE("mma.m16n8k16.row.col.f32.{f16,bf16}: D = A B + C in the ISA's fragment layout, fed by ldmatrix",
+          "[op:mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32]"
+          "[op:mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32]") {
+  // A (16x16, row-major) and B^T (8x16: B col-major) in shared memory, loaded the way
+  // FlashInfer and CUTLASS do: ldmatrix.x4 with lane l at A's row l % 16, columns 8 (l / 16)..
+  // gives a0..a3; ldmatrix.x2 with lane l at B^T's row l % 8, columns 8 (l / 8 % 2).. gives
+  // b0, b1. C and D: c0, c1 = C[g][2t, 2t+1] and c2, c3 = C[g + 8][2t, 2t+1] (g = l / 4, t = l % 4),
+  // read from and written to a row-major 16x8 f32 matrix. Small integers make every result exact.
+  const std::string body_template = R"(
+  and.b32 %v0, %lane, 15;
+  shl.b32 %v0, %v0, 5;
+  shr.u32 %v1, %lane, 4;
+  shl.b32 %v1, %v1, 4;
+  add.s32 %v0, %v0, %v1;
+  add.s32 %addr, %base, %v0;
+  ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%a0, %a1, %a2, %a3}, [%addr];
+  and.b32 %v0, %lane, 7;
+  shl.b32 %v0, %v0, 5;
+  shr.u32 %v1, %lane, 3;
+  and.b32 %v1, %v1, 1;
+  shl.b32 %v1, %v1, 4;
+  add.s32 %v0, %v0, %v1;
+  add.s32 %addr, %base, %v0;
+  add.s32 %addr, %addr, 512;
+  ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%b0, %b1}, [%addr];
+  shr.u32 %v0, %lane, 2;
+  shl.b32 %v0, %v0, 3;
+  and.b32 %v1, %lane, 3;
+  shl.b32 %v1, %v1, 1;
+  add.s32 %v0, %v0, %v1;
+  mul.wide.u32 %rd6, %v0, 4;
+  add.s64 %rd7, %rd_c, %rd6;
+  ld.global.v2.f32 {%c0, %c1}, [%rd7];
+  ld.global.v2.f32 {%c2, %c3}, [%rd7+256];
+  mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, {%b0, %b1}, {%c0, %c1, %c2, %c3};
+  add.s64 %rd7, %rd_d, %rd6;
+  st.global.v2.f32 [%rd7], {%c0, %c1};
+  st.global.v2.f32 [%rd7+256], {%c2, %c3};
+)";
+  const std::string kernel_text = ptx_module(R"(
+.visible .entry k(.param .u64 k_d, .param .u64 k_ab, .param .u64 k_c)
+{
+  .reg .b32 %lane, %base, %addr, %v<4>, %a<4>, %b<2>;
+  .reg .f32 %c<4>;
+  .reg .b64 %rd<8>, %rd_c, %rd_d;
+  .reg .pred %p<2>;
+  .shared .align 16 .b8 tile[768];
+  ld.param.u64 %rd_d, [k_d];
+  ld.param.u64 %rd2, [k_ab];
+  ld.param.u64 %rd_c, [k_c];
+  mov.u32 %lane, %laneid;
+  mov.u32 %base, tile;
+  mul.wide.u32 %rd3, %lane, 16;
+  add.s64 %rd4, %rd2, %rd3;
+  ld.global.v4.u32 {%v0, %v1, %v2, %v3}, [%rd4];
+  shl.b32 %addr, %lane, 4;
+  add.s32 %addr, %base, %addr;
+  st.shared.v4.u32 [%addr], {%v0, %v1, %v2, %v3};
+  setp.lt.u32 %p1, %lane, 16;
+  @%p1 ld.global.v4.u32 {%v0, %v1, %v2, %v3}, [%rd4+512];
+  @%p1 st.shared.v4.u32 [%addr+512], {%v0, %v1, %v2, %v3};
+  bar.sync 0;
+BODY
+  ret;
+}
+)");
+  auto a_of = [](int r, int k) { return static_cast<double>((r * 16 + k) % 13 - 6); };
+  auto b_of = [](int k, int n) { return static_cast<double>((k * 8 + n) % 7 - 3); };
+  auto c_of = [](int r, int n) { return r * 8 + n + 0.5; };
+  for (const bool bf : {false, true}) {
+    INFO((bf ? "bf16" : "f16"));
+    std::vector<std::uint16_t> ab(384);  // A row-major [16][16], then B^T [8][16]
+    auto narrow = [&](double x) {
+      const auto f = static_cast<float>(x);
+      return bf ? rungs::detail::bf16_bits_from_float(f) : rungs::detail::f16_bits_from_float(f);
+    };
+    for (int r = 0; r < 16; ++r) for (int k = 0; k < 16; ++k) ab[static_cast<std::size_t>(r * 16 + k)] = narrow(a_of(r, k));
+    for (int n = 0; n < 8; ++n) for (int k = 0; k < 16; ++k) ab[static_cast<std::size_t>(256 + n * 16 + k)] = narrow(b_of(k, n));
+    std::vector<float> c(128), d(128, std::nanf(""));
+    for (int r = 0; r < 16; ++r) for (int n = 0; n < 8; ++n) c[static_cast<std::size_t>(r * 8 + n)] = static_cast<float>(c_of(r, n));
+    std::string text = kernel_text;
+    std::string body = body_template;
+    for (std::size_t at; (at = body.find("TYPE")) != std::string::npos;) body.replace(at, 4, bf ? "bf16" : "f16");
+    text.replace(text.find("BODY"), 4, body);
+    host_memory mem;
+    mem.add(ab);
+    mem.add(c);
+    mem.add(d);
+    run(text, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, d.data(), ab.data(), c.data());
+    for (int r = 0; r < 16; ++r) {
+      for (int n = 0; n < 8; ++n) {
+        double want = c_of(r, n);
+        for (int k = 0; k < 16; ++k) want += a_of(r, k) * b_of(k, n);
+        INFO("D[" << r << "][" << n << "]");
+        CHECK(d[static_cast<std::size_t>(r * 8 + n)] == static_cast<float>(want));
+      }
+    }
+    // By hand: D[0][0] = 0.5 + sum_k (k % 13 - 6)(k % 7 - 3) = 0.5 + 40 (lane 0's d0); D[1][2] =
+    // 10.5 + sum_k ((16 + k) % 13 - 6)((8k + 2) % 7 - 3) = 10.5 - 12 (lane 5's d0).
+    CHECK(d[0] == 40.5f);
+    CHECK(d[10] == -1.5f);
+  }
+}
+
+TEST_CASE("mma and ldmatrix (.sync.aligned) must be executed by the whole warp, converged") {
+  const std::string body = "  setp.lt.u32 %p1, %lane, 16;\n"
+                           "  @%p1 ldmatrix.sync.aligned.m8n8.x1.shared.b16 %o0, [%addr];";
+  std::vector<std::uint16_t> in(256, 1);
+  std::vector<std::uint32_t> out(128);
+  host_memory mem;
+  mem.add(in);
+  mem.add(out);
+  CHECK_THROWS_WITH(run(tile_kernel(body), "k", {1, 1, 1}, {32, 1, 1}, mem, {}, out.data(), in.data()),
+                    Catch::Contains("executed by lanes 0xffff of the warp: .sync.aligned needs all 32 lanes, "
+                                    "converged at PTX line 28 `@%p1 ldmatrix.sync.aligned.m8n8.x1.shared.b16"));
 }

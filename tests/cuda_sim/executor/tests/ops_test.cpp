@@ -293,3 +293,42 @@ TEST_CASE("16-bit floats: widening is exact, narrowing rounds to nearest even, N
   CHECK(eval32("mov.f32 %d, 0f3F800000", 0) == kOne);
   CHECK(eval32("mov.b32 %d, %a", 0xabcdef01u) == 0xabcdef01u);
 }
+
+TEST_CASE("fp8 narrowing: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 rounds to nearest even, saturates, a in the high byte",
+          "[op:cvt.rn.satfinite.e4m3x2.f32][op:cvt.rn.satfinite.e5m2x2.f32]") {
+  // OCP FP8. E4M3: bias 7, 3 mantissa bits, largest 448 = 0x7e, NaN 0x7f, no infinity.
+  auto e4m3 = [](float a, float b) {
+    return eval32("cvt.rn.satfinite.e4m3x2.f32 %hd, %a, %b; cvt.u32.u16 %d, %hd", bits(a), bits(b));
+  };
+  CHECK(e4m3(1.0f, -1.0f) == 0x38b8u);                 // 1 = 0 0111 000; the sign bit
+  CHECK(e4m3(448.0f, 1.75f) == 0x7e3eu);               // the largest; 1.75 = 0 0111 110
+  CHECK(e4m3(464.0f, 1e9f) == 0x7e7eu);                // tie between 448 and 480 (beyond): 448; huge: 448
+  CHECK(e4m3(-INFINITY, INFINITY) == 0xfe7eu);         // .satfinite: infinities become +-448
+  CHECK(e4m3(std::nanf(""), -0.0f) == 0x7f80u);        // NaN -> 0x7f; -0 keeps its sign
+  CHECK(e4m3(1.0625f, 1.1875f) == 0x383au);            // ties to even: 1.0625 -> 1 (0x38), 1.1875 -> 1.25 (0x3a)
+  CHECK(e4m3(0x1p-9f, 0x1p-10f) == 0x0100u);           // smallest subnormal; half of it ties to +0
+  CHECK(e4m3(0x1.8p-10f, 0x1p-6f) == 0x0108u);         // 0.75 of the smallest rounds up; 2^-6 is the smallest normal
+  CHECK(e4m3(0x1.cp-7f, 0x1.ep-7f) == 0x0708u);        // 7/8 2^-6 is the largest subnormal; 15/16 2^-6 ties to 2^-6 (even)
+  // E5M2: bias 15, 2 mantissa bits, largest 57344 = 0x7b, infinity 0x7c, NaN 0x7f.
+  auto e5m2 = [](float a, float b) {
+    return eval32("cvt.rn.satfinite.e5m2x2.f32 %hd, %a, %b; cvt.u32.u16 %d, %hd", bits(a), bits(b));
+  };
+  CHECK(e5m2(1.0f, -2.0f) == 0x3cc0u);                 // 1 = 0 01111 00; -2 = 1 10000 00
+  CHECK(e5m2(57344.0f, 61440.0f) == 0x7b7bu);          // the largest; the tie with 65536 (beyond) saturates
+  CHECK(e5m2(INFINITY, std::nanf("")) == 0x7b7fu);     // .satfinite: +inf -> 57344, not 0x7c
+  CHECK(e5m2(0x1p-16f, 0x1p-17f) == 0x0100u);          // smallest subnormal; half of it ties to +0
+  CHECK(e5m2(1.125f, 1.375f) == 0x3c3eu);              // ties to even: 1.125 -> 1, 1.375 -> 1.5 (0x3e)
+}
+
+TEST_CASE("fp8 widening: cvt.rn.f16x2.{e4m3x2,e5m2x2} is exact, the high byte to the high half",
+          "[op:cvt.rn.f16x2.e4m3x2][op:cvt.rn.f16x2.e5m2x2]") {
+  auto e4m3 = [](std::uint32_t two) { return eval32("cvt.u16.u32 %ha, %a; cvt.rn.f16x2.e4m3x2 %d, %ha", two); };
+  CHECK(e4m3(0x38b8u) == 0x3c00bc00u);  // 1, -1
+  CHECK(e4m3(0x7e01u) == 0x5f001800u);  // 448 = 1.75 2^8; 2^-9 (a normal f16)
+  CHECK(e4m3(0x7fffu) == 0x7fff7fffu);  // both NaN encodings -> the canonical f16 NaN
+  CHECK(e4m3(0x0780u) == 0x23008000u);  // 7/8 2^-6 = 1.75 2^-7 (the largest subnormal); -0
+  auto e5m2 = [](std::uint32_t two) { return eval32("cvt.u16.u32 %ha, %a; cvt.rn.f16x2.e5m2x2 %d, %ha", two); };
+  CHECK(e5m2(0x3cc0u) == 0x3c00c000u);  // 1, -2: E5M2 is f16's top byte
+  CHECK(e5m2(0x7cfcu) == 0x7c00fc00u);  // infinities stay infinite
+  CHECK(e5m2(0x7d01u) == 0x7fff0100u);  // NaN -> canonical; 2^-16 (an f16 subnormal)
+}
