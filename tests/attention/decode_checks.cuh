@@ -17,7 +17,7 @@
 
 namespace rungs_test {
 
-template <class HostT, class Set>
+template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}>
 void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale) {
   constexpr int kMaxBatch = decode_case::max_batch;
   const decode_case c = make_decode_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
@@ -35,9 +35,11 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
     std::copy_n(q_dense.begin() + b * row, row, q_strided.begin() + b * q_stride);
   }
 
+  const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 37);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(batch * row));
   ra::reference::decode<HostT, HostT, double>(s, pools.k, pools.v, q_dense, c.lens, {p.tables, p.table_stride}, sm_scale,
-                                              want);
+                                              want, {mod.values, mod.sinks});
+  device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
 
   device_buffer<HostT> k(pools.k), v(pools.v), q_dev(q_strided);
   device_buffer<HostT> q_dense_dev(q_dense);
@@ -45,7 +47,7 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
   device_buffer<std::int32_t> lens_dev(kMaxBatch);
   device_buffer<HostT> out(static_cast<std::size_t>(kMaxBatch * row));
 
-  const ra::attention_config config{type, s, static_cast<float>(sm_scale)};
+  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values};
   for (const gpu_run& r : c.runs) {
     // The plan, and the per-step metadata through the host writer (gpu_cases.hpp); table
     // entries it does not write stay poison.
@@ -66,8 +68,9 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
                          .seq_lens = lens_dev.data(),
                          .out = out.data(),
                          .workspace = workspace.data(),
-                         .workspace_bytes = workspace.size()};
-    ra::decode<Set>(plan, args, nullptr);
+                         .workspace_bytes = workspace.size(),
+                         .sinks = Mod.sinks ? sinks.data() : nullptr};
+    ra::decode<Set, Mod>(plan, args, nullptr);
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
     const auto got = out.download();
@@ -93,6 +96,18 @@ void check_decode_set() {
       });
     }
   });
+}
+
+/// The score transforms (window 37, soft-cap, sinks) on one instance: head dim 128, group 4
+/// (each transform policy is another set of kernels to compile), every checked block size.
+template <ra::dtype Type>
+void check_decode_score_mods() {
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>>;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 29);
+  for (int block_size : checked_block_sizes) {
+    INFO(ra::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
+    check_decode<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, 4, 0.3);
+  }
 }
 
 }  // namespace rungs_test

@@ -5,3 +5,7 @@
 TEST_CASE("decode f16: every instance of the tested set matches the reference") {
   rungs_test::check_decode_set<rungs::attention::dtype::f16>();
 }
+
+TEST_CASE("decode f16 with a sliding window, soft-cap and sinks matches the reference (head dim 128)") {
+  rungs_test::check_decode_score_mods<rungs::attention::dtype::f16>();
+}

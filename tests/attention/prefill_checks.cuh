@@ -19,7 +19,7 @@
 
 namespace rungs_test {
 
-template <class HostT, class Set>
+template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}>
 void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale) {
   constexpr int kMaxBatch = prefill_case::max_batch;
   constexpr int max_total_q = prefill_case::max_total_q;
@@ -35,16 +35,19 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
   std::vector<HostT> q_strided(static_cast<std::size_t>(max_total_q * q_stride), poison<HostT>());
   for (int t = 0; t < max_total_q; ++t) std::copy_n(q_dense.begin() + t * row, row, q_strided.begin() + t * q_stride);
 
+  // A window shorter than the longest q_len: q tiles start at different keys.
+  const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 29);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(total_q * row));
   ra::reference::prefill<HostT, HostT, double>(s, pools.k, pools.v, q_dense, p.q_indptr, c.kv_lens,
-                                               {p.tables, p.table_stride}, sm_scale, want);
+                                               {p.tables, p.table_stride}, sm_scale, want, {mod.values, mod.sinks});
+  device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
 
   device_buffer<HostT> k(pools.k), v(pools.v), q_dev(q_strided), q_dense_dev(q_dense);
   device_buffer<std::int32_t> indptr_dev(kMaxBatch + 1), kv_dev(kMaxBatch),
       tables_dev(static_cast<std::size_t>(kMaxBatch * c.table_stride));
   device_buffer<HostT> out(static_cast<std::size_t>(max_total_q * row));
 
-  const ra::attention_config config{type, s, static_cast<float>(sm_scale)};
+  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values};
   for (const gpu_run& r : c.runs) {
     const prefill_staged staged = stage_prefill(c, config, r, ra::query_device());
     const ra::prefill_plan& plan = staged.plan;
@@ -65,8 +68,9 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
                           .kv_lens = kv_dev.data(),
                           .out = out.data(),
                           .workspace = workspace.data(),
-                          .workspace_bytes = workspace.size()};
-    ra::prefill<Set>(plan, args, nullptr);
+                          .workspace_bytes = workspace.size(),
+                          .sinks = Mod.sinks ? sinks.data() : nullptr};
+    ra::prefill<Set, Mod>(plan, args, nullptr);
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
     const auto got = out.download();
@@ -94,6 +98,20 @@ void check_prefill_set() {
       }
     }
   });
+}
+
+/// The score transforms (window 29, soft-cap, sinks) on one instance, head dim 128, groups 1
+/// and 8, every checked block size.
+template <ra::dtype Type>
+void check_prefill_score_mods() {
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>>;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 31);
+  for (int block_size : checked_block_sizes) {
+    for (int group : {1, 8}) {
+      INFO(ra::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", " << all_score_mods);
+      check_prefill<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, group, 0.3);
+    }
+  }
 }
 
 }  // namespace rungs_test
