@@ -4,15 +4,19 @@
 // only. Whatever the transport, every rank must log the same captures and runs.
 #pragma once
 
+#include <rungs/engine/dispatch_buckets.hpp>
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/rank_sync.hpp>
 
 #include <cstdint>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <rungs/ladder/explicit.hpp>
 
 #include "support.hpp"
 
@@ -58,6 +62,35 @@ rank_trace run_rank(Sync& sync, int r, const std::vector<std::vector<std::int64_
                      std::string(to_string(res.run)));
     if (res.rows.size() != static_cast<std::size_t>(n * tiny_model.row_width())) ++t.wrong_rows;
   }
+  t.stats = e.stats();
+  return t;
+}
+
+/// Ranks on vLLM's dispatch key (capture sizes 1 2 4 8 16, one speculative token: decode
+/// graphs (1, 2) (2, 2) (4, 2), mixed graphs 1 .. 16) whose first step disagrees on the mode:
+/// rank 0 decodes 3 sequences uniformly (2 tokens each: a decode graph alone), every other
+/// rank prefills one 10-token prompt (mixed). Agreed: mixed, 3 rows, 10 tokens -> mixed 16.
+/// Second step: rank r decodes r + 1 sequences uniformly: a decode graph for them all.
+/// Returns "phase bucket:run" per step; wrong_rows counts outputs that were not the rank's own.
+template <class Sync>
+rank_trace run_dispatch_rank(Sync& sync, int r) {
+  const rungs::ladder sizes{rungs::Explicit{1, 2, 4, 8, 16}};
+  toy_model model;
+  graph_runner<dispatch_buckets, by_phase<largest_first, largest_first>, startup, host_backend> e(
+      dispatch_buckets(sizes, {.spec_tokens = 1, .max_num_seqs = 4}), host_backend(std::ref(model)),
+      {.max_model_len = 16, .shape = tiny_model.run(64)});
+  e.sync_with(sync);
+  batch_builder bb;
+  rank_trace t;
+  auto record = [&](const auto& res, std::int64_t rows) {
+    std::ostringstream os;
+    os << to_string(e.at(*res.bucket).ph) << e.at(*res.bucket) << ":" << to_string(res.run);
+    t.runs.push_back(os.str());
+    if (res.rows.size() != static_cast<std::size_t>(rows * tiny_model.row_width())) ++t.wrong_rows;
+  };
+  if (r == 0) record(e.step(bb.make(3, 10, 2)), 3);
+  else record(e.step(bb.make(1, 0, 10)), 1);
+  record(e.step(bb.make(r + 1, 10, 2)), r + 1);
   t.stats = e.stats();
   return t;
 }

@@ -75,35 +75,14 @@ auto on_ranks(int ranks, F step) {
 }  // namespace
 
 TEST_CASE("ranks on the dispatch key that disagree on uniform decode vs mixed agree on mixed") {
-  // Capture sizes 1 2 4 8 16, one speculative token: decode graphs (1, 2) (2, 2) (4, 2),
-  // mixed graphs 1 .. 16 (as in dispatch_buckets_test.cpp).
-  const rungs::ladder sizes{rungs::Explicit{1, 2, 4, 8, 16}};
   simulated_ranks group(2);
-  auto runs = on_ranks(2, [&](int r) {
-    toy_model model;
-    graph_runner<dispatch_buckets, by_phase<largest_first, largest_first>, startup, host_backend> e(
-        dispatch_buckets(sizes, {.spec_tokens = 1, .max_num_seqs = 4}), host_backend(std::ref(model)),
-        {.max_model_len = 16, .shape = tiny_model.run(64)});
+  auto traces = on_ranks(2, [&](int r) {
     auto h = group.rank(r);
-    e.sync_with(h);
-    batch_builder bb;
-    std::vector<std::string> out;
-    auto record = [&](const auto& res, std::size_t rows) {
-      std::ostringstream os;
-      os << to_string(e.at(*res.bucket).ph) << e.at(*res.bucket) << ":" << to_string(res.run);
-      out.push_back(os.str());
-      CHECK(res.rows.size() == rows * static_cast<std::size_t>(tiny_model.row_width()));
-    };
-    // Step 1: rank 0 decodes 3 sequences uniformly (2 tokens each: a decode graph alone),
-    // rank 1 prefills one 10-token prompt (mixed). Agreed: mixed, 3 rows, 10 tokens -> 16.
-    if (r == 0) record(e.step(bb.make(3, 10, 2)), 3);
-    else record(e.step(bb.make(1, 0, 10)), 1);
-    // Step 2: both uniform decode (1 and 2 sequences): the decode graph for 2 requests.
-    record(e.step(bb.make(r + 1, 10, 2)), static_cast<std::size_t>(r + 1));
-    return out;
+    return run_dispatch_rank(h, r);
   });
-  CHECK(runs[0] == std::vector<std::string>{"prompt16:replay", "decode(2, 2):replay"});
-  CHECK(runs[1] == runs[0]);
+  CHECK(traces[0].runs == std::vector<std::string>{"prompt16:replay", "decode(2, 2):replay"});
+  CHECK(traces[1].runs == traces[0].runs);
+  CHECK(traces[0].wrong_rows + traces[1].wrong_rows == 0);
 }
 
 TEST_CASE("ranks that step in different phases of a space whose phases are different graphs all throw") {

@@ -71,6 +71,16 @@ TEST_CASE("max_each over MPI: ranks calling with different counts all throw, non
   CHECK(w[0] == sync.size() - 1);
 }
 
+TEST_CASE("engines on MPI ranks on the dispatch key: a uniform-decode rank and mixed ranks agree on mixed") {
+  rungs::mpi::rank_sync sync;
+  const rank_trace t = run_dispatch_rank(sync, sync.rank());
+  CHECK(t.wrong_rows == 0);
+  // Step 2: the widest rank decodes n sequences: decode graph (2, 2) for 2 ranks, (4, 2) for 4.
+  const std::string decode = sync.size() <= 2 ? "decode(2, 2):replay" : "decode(4, 2):replay";
+  CHECK(t.runs == std::vector<std::string>{"prompt16:replay", decode});
+  CHECK(t.runs == from_rank0(t.runs));
+}
+
 TEST_CASE("engines on MPI ranks: one failed capture fails everywhere, every rank pads and captures alike") {
   rungs::mpi::rank_sync sync;
   const int n = sync.size();
