@@ -2,6 +2,7 @@
 // repository: see its README for sources and licenses). RUNGS_TRACE_DATA_DIR is the CMake
 // option RUNGS_TRACE_DATA_DIR (default: ../shared/data beside the source tree). Without the
 // files the test exits 77 (CTest: skipped) after saying where it looked.
+#include <rungs/planning/fleet.hpp>
 #include <rungs/planning/prefix_study.hpp>
 #include <rungs/serving/workload.hpp>
 
@@ -55,4 +56,22 @@ TEST_CASE("the Mooncake synthetic trace: the FAST'25 prefix-cache curve on rungs
   CHECK(p[2].hit_rate() == Approx(0.567).margin(0.005));
   CHECK(p[3].hit_rate() == Approx(0.640).margin(0.005));
   for (const auto& point : p) CHECK(point.too_large == 0);
+}
+
+TEST_CASE("the Mooncake trace's first 400 requests on 4 replicas: prefix-affinity finds more cached prefixes") {
+  auto rows = serving::read_trace(mooncake);
+  rows.resize(400);
+  planning::simulation_config c;
+  c.prefix_caching = true;
+  c.scheduler.max_model_len = 131072;
+  c.kv_bytes = std::int64_t{32} << 30;  // 262,144 tokens per replica: the longest requests fit
+  c.record_steps = false;
+  const planning::fleet_result rr = planning::simulate_fleet(c, rows, 4);
+  const planning::fleet_result pa = planning::simulate_fleet(c, rows, 4, {.kind = planning::router::prefix_affinity});
+  CHECK(rr.rejected == pa.rejected);
+  CHECK(pa.total.scheduler.prefix_hit_tokens > rr.total.scheduler.prefix_hit_tokens);
+  // Both served every request that could run, on all four replicas.
+  CHECK(rr.total.scheduler.finished == 400 - rr.rejected);
+  CHECK(pa.total.scheduler.finished == 400 - pa.rejected);
+  for (const planning::simulation_result& r : pa.replicas) CHECK(!r.requests.empty());
 }
