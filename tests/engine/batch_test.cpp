@@ -1,6 +1,9 @@
 #include <rungs/engine/batch.hpp>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <random>
+#include <stdexcept>
 #include <vector>
 
 using namespace rungs::engine;
@@ -55,4 +58,53 @@ TEST_CASE("stage rejects batches that do not fit or name blocks outside the pool
   std::vector<std::int32_t> five(5, 0);
   std::vector<sequence> wide{{many, 0, five}};
   CHECK_THROWS_WITH(p.stage(wide, 1, 32, 2, 4), "sequence 0: 20 tokens need 5 blocks, more than the 2 of this shape");
+}
+
+TEST_CASE("restaging in the same buffers gives exactly what a fresh batch stages, whatever came before") {
+  // Random batches at random shapes and widths, some refused, staged one after another in one
+  // padded_batch and each also in a fresh one: every array must be equal.
+  std::mt19937 rng(20261124);
+  auto draw = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  padded_batch reused;
+  int refused = 0;
+  for (int round = 0; round < 400; ++round) {
+    const std::int64_t block_size = 4, width = draw(1, 6), seqs = draw(1, 5), tokens = draw(1, 12);
+    const int n = draw(0, static_cast<int>(seqs));
+    std::vector<std::vector<std::int32_t>> toks(static_cast<std::size_t>(n)), tables(static_cast<std::size_t>(n));
+    std::vector<sequence> live;
+    for (int i = 0; i < n; ++i) {
+      toks[static_cast<std::size_t>(i)].assign(static_cast<std::size_t>(draw(1, 3)), draw(1, 99));
+      const std::int64_t context = draw(0, 16);
+      const std::int64_t needed = blocks_for(context + static_cast<std::int64_t>(toks[static_cast<std::size_t>(i)].size()), block_size);
+      for (std::int64_t b = 0; b < needed; ++b) tables[static_cast<std::size_t>(i)].push_back(draw(0, 40));  // 40: sometimes outside the pool
+      live.push_back({toks[static_cast<std::size_t>(i)], context, tables[static_cast<std::size_t>(i)]});
+    }
+    padded_batch fresh;
+    bool fresh_ok = true, reused_ok = true;
+    try {
+      fresh.stage(live, seqs, tokens, width, block_size, 40);
+    } catch (const std::invalid_argument&) {
+      fresh_ok = false;
+    }
+    try {
+      reused.stage(live, seqs, tokens, width, block_size, 40);
+    } catch (const std::invalid_argument&) {
+      reused_ok = false;
+    }
+    REQUIRE(fresh_ok == reused_ok);
+    if (!fresh_ok) {
+      ++refused;
+      continue;
+    }
+    auto same = [](auto a, auto b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); };
+    CHECK(same(fresh.token_ids(), reused.token_ids()));
+    CHECK(same(fresh.positions(), reused.positions()));
+    CHECK(same(fresh.slot_mapping(), reused.slot_mapping()));
+    CHECK(same(fresh.query_start(), reused.query_start()));
+    CHECK(same(fresh.seq_lens(), reused.seq_lens()));
+    CHECK(same(fresh.block_tables(), reused.block_tables()));
+    CHECK(fresh.shape() == reused.shape());
+  }
+  CHECK(refused > 0);
+  CHECK(refused < 400);
 }

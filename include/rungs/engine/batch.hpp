@@ -16,6 +16,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <rungs/blocks.hpp>
@@ -120,11 +121,7 @@ class padded_batch {
              std::int64_t block_size, std::int64_t num_blocks = 0) {
     auto n = static_cast<std::int64_t>(live.size());
     if (n > seqs) throw std::invalid_argument(std::to_string(n) + " sequences do not fit " + std::to_string(seqs) + " rows");
-    reserve(seqs, tokens, width);
-    seqs_ = seqs;
-    tokens_ = tokens;
-    width_ = width;
-    real_seqs_ = n;
+    // Everything is checked before anything is written.
     std::int64_t t = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       const sequence& s = live[static_cast<std::size_t>(i)];
@@ -142,15 +139,34 @@ class padded_batch {
                                     std::to_string(width) + " of this shape");
       if (t + q > tokens)
         throw std::invalid_argument(std::to_string(t + q) + " tokens do not fit " + std::to_string(tokens) + " rows");
-      std::int32_t* row = block_tables_.data() + i * width;
       for (std::int64_t b = 0; b < needed; ++b) {
         std::int32_t block = s.block_table[static_cast<std::size_t>(b)];
         if (block < 0 || (num_blocks > 0 && block >= num_blocks))
           throw std::invalid_argument("sequence " + std::to_string(i) + ": block " + std::to_string(block) +
                                       " is outside the pool [0, " + std::to_string(num_blocks) + ")");
-        row[b] = block;
       }
-      std::fill(row + needed, row + width, 0);
+      t += q;
+    }
+    reserve(seqs, tokens, width);
+    seqs_ = seqs;
+    tokens_ = tokens;
+    width_ = width;
+    real_seqs_ = n;
+    // Block tables: the buffer is 0 outside the ranges the last staging wrote, so clearing
+    // those and writing the new rows' blocks leaves every other entry (past a row's blocks,
+    // padded rows) at block 0 without filling seqs x width entries: a replay's table is as
+    // wide as max_model_len in blocks, mostly padding.
+    for (const auto& [from, to] : written_) std::fill(block_tables_.begin() + from, block_tables_.begin() + to, 0);
+    written_.clear();
+    t = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const sequence& s = live[static_cast<std::size_t>(i)];
+      auto q = static_cast<std::int64_t>(s.tokens.size());
+      std::int64_t length = s.context + q;
+      std::int64_t needed = blocks_for(length, block_size);
+      std::int32_t* row = block_tables_.data() + i * width;
+      std::copy_n(s.block_table.begin(), needed, row);
+      written_.emplace_back(i * width, i * width + needed);
       query_start_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(t);
       seq_lens_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(length);
       for (std::int64_t j = 0; j < q; ++j, ++t) {
@@ -164,7 +180,6 @@ class padded_batch {
     for (std::int64_t i = n; i < seqs; ++i) {  // padded sequences: no tokens, length 0
       query_start_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(t);
       seq_lens_[static_cast<std::size_t>(i)] = 0;
-      std::fill_n(block_tables_.data() + i * width, width, 0);
     }
     query_start_[static_cast<std::size_t>(seqs)] = static_cast<std::int32_t>(t);
     std::fill(token_ids_.begin() + t, token_ids_.begin() + tokens, 0);
@@ -182,6 +197,7 @@ class padded_batch {
   std::int64_t seqs_ = 0, tokens_ = 0, width_ = 0, real_seqs_ = 0, real_tokens_ = 0;
   std::vector<std::int32_t> token_ids_, positions_, query_start_, seq_lens_, block_tables_;
   std::vector<std::int64_t> slot_mapping_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> written_;  // block-table ranges [from, to) the last staging wrote
 };
 
 }  // namespace rungs::engine
