@@ -155,13 +155,16 @@ TEST_CASE("integer add/sub/mul/mad: wrap, .hi, .wide", "[op:add.s32][op:sub.s32]
 }
 
 TEST_CASE("integer div/rem: truncation toward zero; division by zero is reported",
-          "[op:div.s32][op:div.u32][op:rem.s32][op:div.s64][op:div.u64]") {
+          "[op:div.s32][op:div.u32][op:rem.s32][op:div.s64][op:div.u64][op:rem.u32][op:rem.s64]") {
   CHECK(eval32("div.s32 %d, %a, %b", static_cast<std::uint32_t>(-7), 2u) == static_cast<std::uint32_t>(-3));
   CHECK(eval32("rem.s32 %d, %a, %b", static_cast<std::uint32_t>(-7), 2u) == static_cast<std::uint32_t>(-1));
   CHECK(eval32("div.u32 %d, %a, %b", 0xfffffff9u, 2u) == 0x7ffffffcu);
   CHECK(eval32("div.s32 %d, %a, %b", 0x80000000u, 0xffffffffu) == 0x80000000u);
   CHECK(eval64("div.s64 %ld, %la, %lb", static_cast<std::uint64_t>(-9), 4) == static_cast<std::uint64_t>(-2));
   CHECK(eval64("div.u64 %ld, %la, %lb", ~0ull, 1ull << 32) == 0xffffffffu);
+  CHECK(eval32("rem.u32 %d, %a, %b", 0xfffffff9u, 16u) == 9u);  // unsigned: 4294967289 mod 16
+  CHECK(eval64("rem.s64 %ld, %la, %lb", static_cast<std::uint64_t>(-9), 4) == static_cast<std::uint64_t>(-1));
+  CHECK(eval64("rem.s64 %ld, %la, %lb", (1ull << 40) + 4, static_cast<std::uint64_t>(-3)) == 2u);  // 2^40 + 4 = 5 mod 3
   CHECK_THROWS_WITH(eval32("div.s32 %d, %a, %b", 1u, 0u), Catch::Contains("division by zero") && Catch::Contains("PTX line"));
   CHECK_THROWS_WITH(eval32("rem.s32 %d, %a, %b", 1u, 0u), Catch::Contains("remainder by zero"));
 }
