@@ -41,25 +41,29 @@ void emulate(void (*kernel)(Params), rd::launch_grid grid, int threads, const Pa
 
 // The launch sequences of launch_decode / launch_prefill / launch_cache_write
 // (paged_attention.cuh), with the emulator in place of <<<>>>.
-template <class T, int D, int B, int G>
+template <class T, int D, int B, int G, ra::score_mod Mod>
 void emulate_decode(const ra::decode_plan& plan, const ra::decode_args& a) {
   ra::validate(plan, a);
-  emulate(&rd::paged_attention_kernel<T, D, B, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true>,
+  ra::check_score_mod(Mod, plan.config, a.sinks, "decode");
+  emulate(&rd::paged_attention_kernel<T, D, B, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true,
+                                      ra::score_mod_bits(Mod)>,
           rd::decode_grid(plan), geo::threads, rd::decode_params(plan, a));
   if (plan.split()) {
     const rd::merge_params m = rd::decode_merge_params(plan, a);
-    emulate(&rd::merge_splits_kernel<T, D>, rd::merge_grid(m), 32 * geo::merge_warps, m);
+    emulate(&rd::merge_splits_kernel<T, D, Mod.sinks>, rd::merge_grid(m), 32 * geo::merge_warps, m);
   }
 }
 
-template <class T, int D, int B>
+template <class T, int D, int B, ra::score_mod Mod>
 void emulate_prefill(const ra::prefill_plan& plan, const ra::prefill_args& a) {
   ra::validate(plan, a);
-  emulate(&rd::paged_attention_kernel<T, D, B, geo::max_rows_per_thread, geo::thread_rows(D), false>,
+  ra::check_score_mod(Mod, plan.config, a.sinks, "prefill");
+  emulate(&rd::paged_attention_kernel<T, D, B, geo::max_rows_per_thread, geo::thread_rows(D), false,
+                                      ra::score_mod_bits(Mod)>,
           rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a));
   if (plan.split()) {
     const rd::merge_params m = rd::prefill_merge_params(plan, a);
-    emulate(&rd::merge_splits_kernel<T, D>, rd::merge_grid(m), 32 * geo::merge_warps, m);
+    emulate(&rd::merge_splits_kernel<T, D, Mod.sinks>, rd::merge_grid(m), 32 * geo::merge_warps, m);
   }
 }
 
@@ -77,7 +81,7 @@ ra::dtype type_of() {
 
 // Decode over 3 sequences (the second of length 0) and a padded row, under each split size
 // (0: the planner's, for a 4-SM device).
-template <class T, int D, int B, int G>
+template <class T, int D, int B, int G, ra::score_mod Mod = ra::score_mod{}>
 void check_decode(int block_size, int kv_heads, std::initializer_list<int> split_sizes, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4;
@@ -95,11 +99,13 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(kMaxBatch * row));
   std::vector<T> q_strided(static_cast<std::size_t>(kMaxBatch * q_stride), poison<T>());
   for (int b = 0; b < kMaxBatch; ++b) std::copy_n(q.begin() + b * row, row, q_strided.begin() + b * q_stride);
+  const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 21);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(3 * row));
-  ra::reference::decode<T, T, double>(s, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want);
+  ra::reference::decode<T, T, double>(s, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want,
+                                      {mod.values, mod.sinks});
 
   for (int split : split_sizes) {
-    const ra::attention_config config{type_of<T>(), s, 0.3f};
+    const ra::attention_config config{type_of<T>(), s, 0.3f, mod.values};
     const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4},
                                                  {.split_tokens = split});
     std::vector<std::int32_t> lens_dev(kMaxBatch, -1), tables(static_cast<std::size_t>(kMaxBatch * stride), -1000000);
@@ -110,7 +116,7 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
     std::vector<float4> workspace((plan.workspace.bytes + 15) / 16,
                                   make_float4(std::nanf(""), std::nanf(""), std::nanf(""), std::nanf("")));
     const bool strided = plan.split();
-    emulate_decode<T, D, B, G>(plan, {.q = strided ? q_strided.data() : q.data(),
+    emulate_decode<T, D, B, G, Mod>(plan, {.q = strided ? q_strided.data() : q.data(),
                                       .q_stride = strided ? q_stride : 0,
                                       .k_cache = pools.k.data(),
                                       .v_cache = pools.v.data(),
@@ -119,7 +125,8 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
                                       .seq_lens = lens_dev.data(),
                                       .out = out.data(),
                                       .workspace = workspace.data(),
-                                      .workspace_bytes = workspace.size() * 16});
+                                      .workspace_bytes = workspace.size() * 16,
+                                      .sinks = Mod.sinks ? mod.sinks.data() : nullptr});
     const std::string what = "decode, " + std::to_string(plan.num_splits) + " splits of " + std::to_string(plan.split_tokens);
     require_close(out, want, row, 0, 3, what);
     require_zero_rows(out, row, 1, 2, what + ": the length-0 sequence");
@@ -128,7 +135,7 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
 }
 
 // Prefill over 3 sequences (an extend, a pure prefill, one without new tokens) and a padded row.
-template <class T, int D, int B>
+template <class T, int D, int B, ra::score_mod Mod = ra::score_mod{}>
 void check_prefill(int block_size, int group, std::initializer_list<int> split_sizes, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 20;
@@ -142,11 +149,12 @@ void check_prefill(int block_size, int group, std::initializer_list<int> split_s
   const std::int64_t row = s.q_row_elements();
   const int max_total_q = kMaxBatch * kMaxQ;
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(max_total_q * row));
+  const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 7);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(p.total_q() * row));
   ra::reference::prefill<T, T, double>(s, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride}, 0.0,
-                                       want);
+                                       want, {mod.values, mod.sinks});
   for (int split : split_sizes) {
-    const ra::attention_config config{type_of<T>(), s};
+    const ra::attention_config config{type_of<T>(), s, 0.0f, mod.values};
     const ra::prefill_plan plan = ra::plan_prefill(
         config, {.max_batch = kMaxBatch, .max_q_len = kMaxQ, .max_total_q = max_total_q, .max_context = max_context},
         {4}, {.split_tokens = split});
@@ -157,7 +165,7 @@ void check_prefill(int block_size, int group, std::initializer_list<int> split_s
     std::vector<T> out(static_cast<std::size_t>(max_total_q * row), poison<T>());
     std::vector<float4> workspace((plan.workspace.bytes + 15) / 16,
                                   make_float4(std::nanf(""), std::nanf(""), std::nanf(""), std::nanf("")));
-    emulate_prefill<T, D, B>(plan, {.q = q.data(),
+    emulate_prefill<T, D, B, Mod>(plan, {.q = q.data(),
                                     .k_cache = pools.k.data(),
                                     .v_cache = pools.v.data(),
                                     .block_tables = tables.data(),
@@ -165,7 +173,8 @@ void check_prefill(int block_size, int group, std::initializer_list<int> split_s
                                     .kv_lens = lens.data(),
                                     .out = out.data(),
                                     .workspace = workspace.data(),
-                                    .workspace_bytes = workspace.size() * 16});
+                                    .workspace_bytes = workspace.size() * 16,
+                                    .sinks = Mod.sinks ? mod.sinks.data() : nullptr});
     const std::string what = "prefill, " + std::to_string(plan.q_tiles) + " q tiles, " +
                              std::to_string(plan.num_splits) + " splits of " + std::to_string(plan.split_tokens);
     require_close(out, want, row, 0, p.total_q(), what);
@@ -224,6 +233,11 @@ TEST_CASE("emulated prefill: group 16 (rows span several tokens per thread row),
 
 TEST_CASE("emulated prefill: head dim 256, group 1, blocks of 128") {
   check_prefill<rungs::bf16, 256, ra::dynamic_block_size>(128, 1, {100000}, 9);
+}
+
+TEST_CASE("emulated decode and prefill with a sliding window, soft-cap and sinks (with and without splits)") {
+  check_decode<rungs::f16, 128, ra::dynamic_block_size, 4, all_score_mods>(16, 2, {100000, 24}, 17);
+  check_prefill<rungs::bf16, 64, ra::dynamic_block_size, all_score_mods>(8, 8, {100000, 24}, 18);
 }
 
 TEST_CASE("emulated cache write matches the reference bit for bit") {
