@@ -27,7 +27,7 @@
 namespace {
 namespace eng = rungs::engine;
 
-constexpr eng::model_shape model{.dtype = eng::kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128,
+constexpr eng::model_shape model{.dtype = rungs::dtype::bf16, .num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128,
                                  .block_size = 16, .num_layers = 32};
 constexpr std::int64_t max_model_len = 1024;
 
@@ -57,7 +57,7 @@ struct decode_batch {
 void BM_step(benchmark::State& state) {
   const std::int64_t rung = state.range(0);
   bench_engine<eng::startup> e(vllm_512(), eng::host_backend([](const eng::host_step&) {}),
-                               {.max_model_len = max_model_len, .shape = model.run(num_blocks)});
+                               {.max_model_len = max_model_len, .shape = eng::run_shape::of(model, num_blocks)});
   e.start();
   decode_batch batch(rung - 3 > 0 ? rung - 3 : rung);
   for (auto _ : state) {
@@ -115,7 +115,7 @@ void run_capture(benchmark::State& state, Timing timing) {
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     bench_engine<Timing> e(vllm_512(), eng::host_backend([](const eng::host_step&) {}, sim),
-                           {.timing = timing, .max_model_len = max_model_len, .shape = model.run(num_blocks)});
+                           {.timing = timing, .max_model_len = max_model_len, .shape = eng::run_shape::of(model, num_blocks)});
     e.step(batches[static_cast<std::size_t>(trace[0])].seqs);
     auto t1 = std::chrono::steady_clock::now();
     for (std::size_t s = 1; s < trace.size(); ++s) e.step(batches[static_cast<std::size_t>(trace[s])].seqs);

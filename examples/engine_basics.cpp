@@ -14,7 +14,7 @@
 namespace eng = rungs::engine;
 namespace kv = rungs::kv;
 
-constexpr eng::model_shape model{.dtype = eng::kv_dtype::bf16, .num_heads = 4, .num_kv_heads = 2, .head_size = 16,
+constexpr eng::model_shape model{.dtype = rungs::dtype::bf16, .num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 16,
                                  .block_size = 16, .num_layers = 2};
 constexpr std::int32_t num_blocks = 256, max_model_len = 256;
 

@@ -20,7 +20,7 @@ int main() {
   // 1. Capacity: Mistral-7B in fp16 (32 layers, 8 KV heads, head dim 128), 16-token blocks,
   //    7 GiB for the KV cache -> 2 MiB blocks, 3584 of them.
   const kv::kv_shape mistral{.layers = 32, .kv_heads = 8, .head_dim = 128,
-                             .bytes_per_element = kv::bytes_per_element(kv::kv_dtype::fp16)};
+                             .bytes_per_element = rungs::bytes_per_element(rungs::dtype::fp16)};
   const std::int64_t num_blocks =
       kv::blocks_for_memory(std::int64_t{7} << 30, kv::bytes_per_block(mistral, 16));
   std::printf("blocks: %lld of %lld bytes\n", static_cast<long long>(num_blocks),

@@ -42,7 +42,7 @@ double median_us(int iterations, F call) {
   return t[static_cast<std::size_t>(iterations / 2)] * 1e6;
 }
 
-constexpr eng::model_shape model{.dtype = eng::kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128,
+constexpr eng::model_shape model{.dtype = rungs::dtype::bf16, .num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128,
                                  .block_size = 16, .num_layers = 32};
 using buckets = eng::ladder_buckets<rungs::ladder>;
 using runner = eng::graph_runner<buckets, eng::largest_first, eng::startup, eng::host_backend>;
@@ -84,11 +84,11 @@ int main(int argc, char** argv) {
   });
   decode_batch batch;
   runner alone(buckets(rungs::ladder{rungs::CaptureSizes::vllm(512)}), eng::host_backend([](const eng::host_step&) {}),
-               {.max_model_len = 1024, .shape = model.run(61 * 64)});
+               {.max_model_len = 1024, .shape = eng::run_shape::of(model, 61 * 64)});
   alone.start();
   const double step_alone = median_us(iterations, [&] { alone.step(batch.seqs); });
   runner ranked(buckets(rungs::ladder{rungs::CaptureSizes::vllm(512)}), eng::host_backend([](const eng::host_step&) {}),
-                {.max_model_len = 1024, .shape = model.run(61 * 64)});
+                {.max_model_len = 1024, .shape = eng::run_shape::of(model, 61 * 64)});
   ranked.sync_with(sync);
   ranked.start();  // 67 startup captures, each agreed (3 values)
   const double step_ranked = median_us(iterations, [&] { ranked.step(batch.seqs); });

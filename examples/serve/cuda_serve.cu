@@ -50,18 +50,18 @@ using bf16 = __nv_bfloat16;
 // The cuda-sim build runs this file's kernels on the CPU (rungs' PTX executor, docs/kernels.md):
 // the same architecture at a size it executes in seconds. Hidden 128 (2 query heads / 1 KV head
 // of 64), 1 layer, MLP 256, vocabulary 512.
-constexpr eng::model_shape gpu_model{.dtype = eng::kv_dtype::bf16, .num_heads = 2, .num_kv_heads = 1,
-                                     .head_size = 64, .block_size = 16, .num_layers = 1};
+constexpr eng::model_shape gpu_model{.dtype = rungs::dtype::bf16, .num_qo_heads = 2, .num_kv_heads = 1,
+                                     .head_dim = 64, .block_size = 16, .num_layers = 1};
 constexpr int kVocab = 512, kFfn = 256;
 #else
-constexpr eng::model_shape gpu_model{.dtype = eng::kv_dtype::bf16, .num_heads = 16, .num_kv_heads = 4,
-                                     .head_size = 128, .block_size = 16, .num_layers = 8};
+constexpr eng::model_shape gpu_model{.dtype = rungs::dtype::bf16, .num_qo_heads = 16, .num_kv_heads = 4,
+                                     .head_dim = 128, .block_size = 16, .num_layers = 8};
 constexpr int kVocab = 32000, kFfn = 5632;
 #endif
-constexpr int kHidden = gpu_model.num_heads * gpu_model.head_size;
-constexpr int kHead = gpu_model.head_size;
+constexpr int kHidden = gpu_model.num_qo_heads * gpu_model.head_dim;
+constexpr int kHead = gpu_model.head_dim;
 constexpr int kQCols = kHidden;
-constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_size;
+constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
 
 model_config gpu_config(std::uint64_t seed) {
@@ -174,15 +174,15 @@ __global__ void rope_split(const float* qkv, const std::int32_t* positions, cons
   const float* row = qkv + t * kQkvCols;
   const float pos = static_cast<float>(positions[t]);
   constexpr int half = kHead / 2;
-  constexpr int rotated = (gpu_model.num_heads + gpu_model.num_kv_heads) * half;
+  constexpr int rotated = (gpu_model.num_qo_heads + gpu_model.num_kv_heads) * half;
   for (int j = threadIdx.x; j < rotated; j += blockDim.x) {
     const int head = j / half, i = j % half;
     float s, c;
     sincosf(pos * inv_freq[i], &s, &c);
     const float* src = row + head * kHead;  // query heads, then key heads: contiguous in qkv
     const float a = src[i], b = src[i + half];
-    bf16* dst = head < gpu_model.num_heads ? q + t * kQCols + head * kHead
-                                           : k + t * kKvCols + (head - gpu_model.num_heads) * kHead;
+    bf16* dst = head < gpu_model.num_qo_heads ? q + t * kQCols + head * kHead
+                                              : k + t * kKvCols + (head - gpu_model.num_qo_heads) * kHead;
     dst[i] = __float2bfloat16(a * c - b * s);
     dst[i + half] = __float2bfloat16(a * s + b * c);
   }
@@ -260,9 +260,7 @@ class gpu_decoder {
   /// sequences a step samples (the scheduler's max_num_seqs).
   gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes, std::int64_t max_seqs)
       : c_(c),
-        config_{ra::dtype::bf16,
-                {.num_qo_heads = gpu_model.num_heads, .num_kv_heads = gpu_model.num_kv_heads, .head_dim = kHead,
-                 .block_size = gpu_model.block_size, .num_blocks = num_blocks}},
+        config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks)},
         device_(ra::query_device()),
         bucket_shapes_(std::move(bucket_shapes)),
         max_seqs_(max_seqs) {

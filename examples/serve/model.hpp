@@ -38,8 +38,8 @@ using rungs::kv::token_id;
 
 /// The host model's attention: 4 query heads sharing 2 KV heads of 32 dimensions, 2 layers,
 /// 16-token KV blocks, fp32 cache. Small enough that the default run takes seconds on 2 cores.
-inline constexpr rungs::engine::model_shape tiny_model{.dtype = rungs::engine::kv_dtype::fp32, .num_heads = 4,
-                                                       .num_kv_heads = 2, .head_size = 32, .block_size = 16,
+inline constexpr rungs::engine::model_shape tiny_model{.dtype = rungs::dtype::fp32, .num_qo_heads = 4,
+                                                       .num_kv_heads = 2, .head_dim = 32, .block_size = 16,
                                                        .num_layers = 2};
 
 /// What the engine's model_shape does not say: vocabulary, MLP width, RoPE base, seed.
@@ -73,9 +73,9 @@ struct splitmix64 {
 /// both the host and the CUDA model allocate, and what the memory plan charges for weights.
 template <rungs::engine::model_shape Shape>
 struct decoder_dims {
-  static constexpr std::int64_t hidden = std::int64_t{Shape.num_heads} * Shape.head_size;
+  static constexpr std::int64_t hidden = std::int64_t{Shape.num_qo_heads} * Shape.head_dim;
   static constexpr std::int64_t q_cols = hidden;
-  static constexpr std::int64_t kv_cols = std::int64_t{Shape.num_kv_heads} * Shape.head_size;
+  static constexpr std::int64_t kv_cols = std::int64_t{Shape.num_kv_heads} * Shape.head_dim;
   static constexpr std::int64_t qkv_cols = q_cols + 2 * kv_cols;
 
   static std::int64_t layer_params(const model_config& c) {
@@ -93,8 +93,7 @@ template <rungs::engine::model_shape Shape>
 class kv_pools {
  public:
   explicit kv_pools(std::int64_t num_blocks)
-      : shape_{.num_qo_heads = Shape.num_heads, .num_kv_heads = Shape.num_kv_heads, .head_dim = Shape.head_size,
-               .block_size = Shape.block_size, .num_blocks = num_blocks},
+      : shape_{rungs::attention::attention_shape::of(Shape, num_blocks)},
         k_(static_cast<std::size_t>(Shape.num_layers)),
         v_(static_cast<std::size_t>(Shape.num_layers)) {
     if (num_blocks <= 0) throw std::invalid_argument("kv_pools: num_blocks must be positive");
@@ -110,7 +109,7 @@ class kv_pools {
 
   /// Copy-on-write: block `src`'s keys and values, every layer, into block `dst`.
   void copy_block(rungs::kv::block_id src, rungs::kv::block_id dst) {
-    const std::int64_t n = std::int64_t{Shape.num_kv_heads} * Shape.block_size * Shape.head_size;
+    const std::int64_t n = std::int64_t{Shape.num_kv_heads} * Shape.block_size * Shape.head_dim;
     for (int l = 0; l < Shape.num_layers; ++l)
       for (auto* pool : {&k_[static_cast<std::size_t>(l)], &v_[static_cast<std::size_t>(l)]})
         std::copy_n(pool->begin() + src * n, n, pool->begin() + dst * n);
@@ -123,8 +122,8 @@ class kv_pools {
 
 template <rungs::engine::model_shape Shape>
 class host_decoder {
-  static_assert(Shape.dtype == rungs::engine::kv_dtype::fp32, "the host decoder keeps its KV cache in f32");
-  static_assert(Shape.head_size % 2 == 0, "rotary embeddings rotate pairs of dimensions");
+  static_assert(Shape.dtype == rungs::dtype::fp32, "the host decoder keeps its KV cache in f32");
+  static_assert(Shape.head_dim % 2 == 0, "rotary embeddings rotate pairs of dimensions");
   using dims = decoder_dims<Shape>;
 
  public:
@@ -154,9 +153,9 @@ class host_decoder {
     final_norm_.assign(static_cast<std::size_t>(hidden), 1.0f);
     fill(lm_head_, hidden * c_.vocab, hidden);
     // Rotary tables: angle(p, i) = p * theta^(-2i/D), computed per position on demand.
-    inv_freq_.resize(static_cast<std::size_t>(Shape.head_size / 2));
+    inv_freq_.resize(static_cast<std::size_t>(Shape.head_dim / 2));
     for (std::size_t i = 0; i < inv_freq_.size(); ++i)
-      inv_freq_[i] = std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / Shape.head_size);
+      inv_freq_[i] = std::pow(c_.rope_theta, -2.0 * static_cast<double>(i) / Shape.head_dim);
   }
 
   const model_config& config() const { return c_; }
@@ -204,7 +203,7 @@ class host_decoder {
       matmul(h, T, H, l.wqkv.data(), dims::qkv_cols, qkv, false);
       for (std::int64_t t = 0; t < T; ++t) {
         float* row = qkv + t * dims::qkv_cols;
-        rope(row, Shape.num_heads, b.positions[t]);                   // queries
+        rope(row, Shape.num_qo_heads, b.positions[t]);                // queries
         rope(row + dims::q_cols, Shape.num_kv_heads, b.positions[t]);  // keys
       }
       // K and V of this step's tokens into the paged pools, then attention over the context.
@@ -292,12 +291,12 @@ class host_decoder {
 
   // Rotates pairs (i, i + D/2) of each of `heads` heads by position * inv_freq[i].
   void rope(float* row, int heads, std::int32_t position) const {
-    const int half = Shape.head_size / 2;
+    const int half = Shape.head_dim / 2;
     for (int i = 0; i < half; ++i) {
       const double angle = position * inv_freq_[static_cast<std::size_t>(i)];
       const auto c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
       for (int hd = 0; hd < heads; ++hd) {
-        float* p = row + std::int64_t{hd} * Shape.head_size;
+        float* p = row + std::int64_t{hd} * Shape.head_dim;
         const float a = p[i], bb = p[i + half];
         p[i] = a * c - bb * s;
         p[i + half] = a * s + bb * c;

@@ -163,13 +163,12 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
 
 void print_setup(std::ostream& log, const run_setup& s, const backend_info& info) {
   const rungs::engine::model_shape& m = info.shape;
-  constexpr const char* dtype_names[] = {"fp32", "fp16", "bf16", "fp8"};
   const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   log << "rungs serving demo: " << info.device << "\n";
-  log << "Model: " << m.num_layers << " layers, " << m.num_heads << " query heads / " << m.num_kv_heads
-      << " KV heads of " << m.head_size << ", hidden " << std::int64_t{m.num_heads} * m.head_size << ", MLP "
+  log << "Model: " << m.num_layers << " layers, " << m.num_qo_heads << " query heads / " << m.num_kv_heads
+      << " KV heads of " << m.head_dim << ", hidden " << std::int64_t{m.num_qo_heads} * m.head_dim << ", MLP "
       << s.model.ffn << ", vocabulary " << s.model.vocab << ", random weights (seed " << s.opts.seed << "), "
-      << human_bytes(s.weight_bytes) << "; KV cache " << dtype_names[static_cast<int>(m.dtype)] << ", "
+      << human_bytes(s.weight_bytes) << "; KV cache " << rungs::name(m.dtype) << ", "
       << human_bytes(rungs::kv::bytes_per_token(m.kv())) << " per token\n";
   log << "Memory: " << human_bytes(s.memory_total) << " (" << (s.opts.memory ? "--memory" : info.memory_source)
       << "): weights " << human_bytes(s.weight_bytes) << "; of the other " << human_bytes(s.memory.free_bytes) << ", "
@@ -255,8 +254,8 @@ std::string config_json(const run_setup& s, const backend_info& info) {
   std::ostringstream os;
   const auto& m = info.shape;
   os << "{\"backend\": " << json::quote(s.backend == backend_kind::host ? "host" : "cuda")
-     << ", \"clock\": " << json::quote(s.virtual_clock ? "virtual" : "wall") << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_heads
-     << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_size << ", \"block_size\": " << m.block_size
+     << ", \"clock\": " << json::quote(s.virtual_clock ? "virtual" : "wall") << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_qo_heads
+     << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_dim << ", \"block_size\": " << m.block_size
      << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes << "}, \"memory_bytes\": "
      << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
      << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "

@@ -32,7 +32,7 @@ void check_cache_write_set() {
   for_each_value(typename set::head_dims{}, [&](int head_dim) {
     for (int block_size : {8, 16, 32, 64, 128}) {
       for (bool strided : {false, true}) {
-        INFO(ra::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", strided " << strided);
+        INFO(rungs::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", strided " << strided);
         const ra::attention_shape s{.num_qo_heads = 6, .num_kv_heads = 3, .head_dim = head_dim,
                                     .block_size = block_size, .num_blocks = 7};
         const ra::attention_config config{Type, s};
@@ -68,7 +68,7 @@ void check_cache_write_set() {
 }  // namespace
 
 TEST_CASE("cache write matches the reference bit for bit") {
-  check_cache_write_set<ra::dtype::f16>();
+  check_cache_write_set<ra::dtype::fp16>();
   check_cache_write_set<ra::dtype::bf16>();
 }
 

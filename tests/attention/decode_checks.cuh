@@ -90,7 +90,7 @@ void check_decode_set() {
     for (int block_size : checked_block_sizes) {
       for_each_value(typename set::decode_groups{}, [&](int group) {
         const double scale = group % 2 == 0 ? 0.3 : 0.0;  // sharper and default softmax
-        INFO(ra::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group
+        INFO(rungs::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group
                             << ", sm_scale " << scale);
         check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale);
       });
@@ -105,7 +105,7 @@ void check_decode_score_mods() {
   using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 29);
   for (int block_size : checked_block_sizes) {
-    INFO(ra::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
+    INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
     check_decode<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, 4, 0.3);
   }
 }

@@ -49,8 +49,8 @@ TEST_CASE("the default set reaches every contract value, with the dynamic block 
       }
     }
   }
-  CHECK(decode_instance<set>(ra::dtype::f16, shape(32, 8, 128, 16)) == instance{true, 128, 0, 4});
-  const auto prefill = ra::dispatch_prefill<set>(ra::dtype::f16, shape(24, 2, 96, 32), []<class T, int D, int B>() {
+  CHECK(decode_instance<set>(ra::dtype::fp16, shape(32, 8, 128, 16)) == instance{true, 128, 0, 4});
+  const auto prefill = ra::dispatch_prefill<set>(ra::dtype::fp16, shape(24, 2, 96, 32), []<class T, int D, int B>() {
     return instance{std::is_same_v<T, rungs::f16>, D, B, 0};
   });
   CHECK(prefill == instance{true, 96, 0, 0});
@@ -100,8 +100,8 @@ TEST_CASE("values inside the contract but outside a set are rejected with the se
   using set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<64, 128>, ra::values<16, 32>,
                                     ra::values<1, 4>>;
   auto noop = []<class T, int D, int B, int G>() {};
-  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::f16, shape(8, 2, 128, 16), noop); }) ==
-        "dtype = f16 is not supported by this build; supported: bf16");
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::fp16, shape(8, 2, 128, 16), noop); }) ==
+        "dtype = fp16 is not supported by this build; supported: bf16");
   CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 2, 96, 16), noop); }) ==
         "head_dim = 96 is not supported by this build; supported: 64, 128");
   CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 2, 128, 8), noop); }) ==

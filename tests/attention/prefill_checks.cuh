@@ -93,7 +93,7 @@ void check_prefill_set() {
     for (int block_size : checked_block_sizes) {
       for (int group : {1, 3, 8}) {
         const double scale = group == 3 ? 0.0 : 0.3;
-        INFO(ra::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group);
+        INFO(rungs::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group);
         check_prefill<host_t, set>(rng, Type, head_dim, block_size, group, scale);
       }
     }
@@ -108,7 +108,7 @@ void check_prefill_score_mods() {
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 31);
   for (int block_size : checked_block_sizes) {
     for (int group : {1, 8}) {
-      INFO(ra::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", " << all_score_mods);
+      INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", " << all_score_mods);
       check_prefill<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, group, 0.3);
     }
   }

@@ -2,5 +2,5 @@
 #include "prefill_checks.cuh"
 
 TEST_CASE("prefill f16: every instance of the tested set matches the reference") {
-  rungs_test::check_prefill_set<rungs::attention::dtype::f16>();
+  rungs_test::check_prefill_set<rungs::attention::dtype::fp16>();
 }

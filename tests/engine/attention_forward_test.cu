@@ -27,7 +27,7 @@ using namespace rungs_test;
 
 namespace {
 
-constexpr model_shape gqa{.dtype = kv_dtype::bf16, .num_heads = 8, .num_kv_heads = 2, .head_size = 64, .block_size = 16,
+constexpr model_shape gqa{.dtype = rungs::dtype::bf16, .num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
                           .num_layers = 1};
 constexpr std::int64_t max_len = 256;
 constexpr std::int64_t per_seq = max_len / gqa.block_size;
@@ -62,11 +62,11 @@ struct three_ways {
         eager_fwd(blocks, len),
         host_fwd(blocks),
         graphs(ladder, cuda_backend(std::ref(graphs_fwd), sized_for(graphs_fwd)),
-               {.max_model_len = len, .shape = gqa.run(blocks)}),
+               {.max_model_len = len, .shape = run_shape::of(gqa, blocks)}),
         eager(ladder, cuda_backend(std::ref(eager_fwd), sized_for(eager_fwd)),
-              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = gqa.run(blocks)}),
+              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(gqa, blocks)}),
         host(ladder, host_backend(std::ref(host_fwd), {.workspace_bytes = reference_forward<gqa>::workspace_bytes}),
-             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = gqa.run(blocks)}) {
+             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(gqa, blocks)}) {
     graphs.start();
   }
 

@@ -27,7 +27,7 @@ script_result run_script(Timing timing, std::vector<std::int64_t> batches, std::
                          std::vector<std::int64_t> rungs = {1, 2, 4, 8}, host_backend::options backend = {}) {
   toy_model model;
   test_engine<Order, Timing> e(token_ladder{rungs}, host_backend(std::ref(model), std::move(backend)),
-                               {.timing = timing, .max_model_len = 16, .shape = tiny_model.run(64)});
+                               {.timing = timing, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   script_result r;
   e.observe(capture_log{&r.captures});
   batch_builder bb;
@@ -96,7 +96,7 @@ TEST_CASE("idle signals respect their capture count and time budget") {
   toy_model model;
   host_backend::options sim{.simulate = simulated_capture{.seconds = 0.5}};
   test_engine<largest_first, idle> e(token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(model), sim),
-                                     {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                     {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   CHECK(e.idle({.max_captures = 2}) == 2);  // 8 and 4
   CHECK(e.idle({.max_captures = 5, .seconds = 0.9}) == 1);  // 0.5 s each: only one fits 0.9 s
   CHECK(e.idle({.max_captures = 5, .seconds = 0.4}) == 0);  // expected 0.5 s > 0.4 s

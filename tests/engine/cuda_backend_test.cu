@@ -24,9 +24,9 @@ using namespace rungs_test;
 
 namespace {
 
-constexpr model_shape gpu_model{.dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4,
+constexpr model_shape gpu_model{.dtype = rungs::dtype::fp32, .num_qo_heads = 2, .num_kv_heads = 1, .head_dim = 4,
                                 .block_size = 4, .num_layers = 1};
-constexpr int kv_width = gpu_model.num_kv_heads * gpu_model.head_size;
+constexpr int kv_width = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int row_width = static_cast<int>(gpu_model.row_width());
 constexpr int chunk = 8;  // KV tokens per work item (the plan's split size)
 
@@ -180,9 +180,9 @@ constexpr std::int64_t pool_blocks = 32 * blocks_per_seq * 4;
 TEST_CASE("replayed output equals eager output on random batches, for every bucket") {
   gpu_toy graphs_model(pool_blocks), eager_model(pool_blocks);
   gpu_engine<startup> graphs(ladder, cuda_backend(std::cref(graphs_model), toy_options()),
-                             {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+                             {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(eager_model), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   graphs.start();
   REQUIRE(graphs.stats().captures == static_cast<std::int64_t>(ladder.size()));
   random_batches gen;
@@ -204,7 +204,7 @@ TEST_CASE("replayed output equals eager output on random batches, for every buck
 
 TEST_CASE("padded rows leave the KV cache unchanged") {
   gpu_toy model(pool_blocks);
-  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), toy_options()), {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), toy_options()), {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   e.start();
   random_batches gen;
   auto seqs = gen.make(5, pool_blocks);  // pads to 8: three padded rows
@@ -235,9 +235,9 @@ TEST_CASE("padded rows leave the KV cache unchanged") {
 TEST_CASE("a replay follows block tables and lengths that change between steps") {
   gpu_toy graphs_model(pool_blocks), eager_model(pool_blocks);
   gpu_engine<startup> graphs(ladder, cuda_backend(std::cref(graphs_model), toy_options()),
-                             {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+                             {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(eager_model), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   random_batches gen;
   for (int step = 0; step < 10; ++step) {  // always bucket 16; new tables and lengths each step
     auto seqs = gen.make(13 + step % 4, pool_blocks);
@@ -257,9 +257,9 @@ TEST_CASE("failed captures (injected, or invalidated by the forward) fall back t
     if (b.batch() == 4) return "injected capture failure";
     return std::nullopt;
   };
-  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), o), {.max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+  gpu_engine<startup> e(ladder, cuda_backend(std::cref(model), o), {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(reference), toy_options()),
-                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = gpu_model.run(pool_blocks)});
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
   std::vector<std::string> log;
   e.observe(capture_log{&log});
   e.start();

@@ -130,7 +130,7 @@ TEST_CASE("the engine on the dispatch key: capture sequence across both spaces, 
   strings log;
   dispatch_engine<both_largest_first, startup> e(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4}),
                                                  host_backend(std::ref(model)),
-                                                 {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                                 {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.observe(capture_log{&log});
   e.start();
   CHECK(log == strings{"startup:16", "startup:8", "startup:4", "startup:2", "startup:1", "startup:(4, 2)",
@@ -158,7 +158,7 @@ TEST_CASE("the engine on the dispatch key: LoRA graphs and the budget split acro
   dispatch_engine<both_largest_first, startup> e(
       dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4, .specialize_lora = true}),
       host_backend(std::ref(model), sim),
-      {.budget = {.bytes = 40 * MiB, .prompt_ratio = 0.375}, .max_model_len = 16, .shape = tiny_model.run(64)});
+      {.budget = {.bytes = 40 * MiB, .prompt_ratio = 0.375}, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.observe(capture_log{&log});
   e.start();
   // Mixed graphs first, within 15 MiB: the first 16-token graph is admitted on trust (no

@@ -26,10 +26,10 @@ constexpr std::int64_t MiB = 1 << 20;
 TEST_CASE("replayed steps return the same real rows as eager steps, on random batches") {
   toy_model graphs_model, eager_model;
   test_engine<largest_first, startup> graphs(token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(graphs_model)),
-                                             {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                             {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   // An engine whose only bucket is never reached runs every step eagerly, unpadded.
   test_engine<largest_first, lazy> eager(token_ladder{{16}}, host_backend(std::ref(eager_model)),
-                                         {.timing = lazy{.eager_uses = 1000}, .max_model_len = 16, .shape = tiny_model.run(64)});
+                                         {.timing = lazy{.eager_uses = 1000}, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   std::mt19937 rng(42);
   batch_builder bb;
   for (int step = 0; step < 40; ++step) {
@@ -52,7 +52,7 @@ TEST_CASE("replayed steps return the same real rows as eager steps, on random ba
 
 TEST_CASE("padded rows leave the cache untouched and only real rows come back") {
   toy_model model;
-  test_engine<largest_first, startup> e(token_ladder{{8}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
+  test_engine<largest_first, startup> e(token_ladder{{8}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.start();
   std::vector<float> before = model.cache;
   batch_builder bb;
@@ -77,7 +77,7 @@ TEST_CASE("a failing capture leaves its bucket eager, is counted and reported, a
                                    return std::nullopt;
                                  }}};
   test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(model), opts),
-                                        {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                        {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   std::vector<std::string> errors;
   e.observe([&](const engine_event& ev) {
     capture_log{&log}(ev);
@@ -105,7 +105,7 @@ TEST_CASE("an exception in the forward during capture is a failed capture; delay
     model(s);
   };
   std::vector<std::string> log;
-  test_engine<largest_first, delayed> e(token_ladder{{1, 2, 4}}, host_backend(fwd), {.max_model_len = 16, .shape = tiny_model.run(64)});
+  test_engine<largest_first, delayed> e(token_ladder{{1, 2, 4}}, host_backend(fwd), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.observe(capture_log{&log});
   batch_builder bb;
   CHECK(e.step(bb.make(2, 1)).reason == eager_reason::failed);
@@ -121,7 +121,7 @@ TEST_CASE("a budget that fits only some graphs: skip what would not fit, keep go
   // Each graph takes 10 MiB + 1 MiB per token: 42 MiB for rung 32, 18 MiB for rung 8.
   host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = 10 * MiB, .per_unit = MiB}}};
   test_engine<largest_first, startup> e(token_ladder{{1, 2, 4, 8, 16, 24, 32}}, host_backend(std::ref(model), sim),
-                                        {.budget = {.bytes = 60 * MiB}, .max_model_len = 16, .shape = tiny_model.run(64)});
+                                        {.budget = {.bytes = 60 * MiB}, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.observe(capture_log{&log});
   e.start();
   // 32 is admitted on trust (nothing measured, no model) and costs 42 MiB; the estimate for
@@ -146,7 +146,7 @@ TEST_CASE("a capture whose measured cost breaks the budget is released again") {
   // estimate of 8 MiB but really takes 18 MiB: it is released, the budget is never exceeded.
   test_engine<largest_first, startup> e(
       token_ladder{{2, 8}}, host_backend(std::ref(model), sim),
-      {.budget = {.bytes = 15 * MiB, .model = graph_cost{.base = 0, .per_unit = MiB}}, .max_model_len = 16, .shape = tiny_model.run(64)});
+      {.budget = {.bytes = 15 * MiB, .model = graph_cost{.base = 0, .per_unit = MiB}}, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.observe(capture_log{&log});
   e.start();
   CHECK(log == strings{"startup:8:released", "startup:2"});
@@ -214,7 +214,7 @@ struct no_buckets {
 
 TEST_CASE("bad input is rejected with the value and the rule") {
   toy_model model;
-  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
+  test_engine<largest_first, startup> e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   batch_builder bb;
   std::vector<std::int32_t> no_tokens;
   std::vector<sequence> empty{sequence{no_tokens, 0, {}}};
@@ -228,9 +228,9 @@ TEST_CASE("bad input is rejected with the value and the rule") {
   std::vector<sequence> outside{sequence{tok, 0, far}};
   CHECK_THROWS_WITH(e.step(outside), "sequence 0: block 70 is outside the pool [0, 64)");
   CHECK(e.stats().steps == 0);
-  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, host_backend(std::ref(model)), {.shape = tiny_model.run(64)})),
+  CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, host_backend(std::ref(model)), {.shape = run_shape::of(tiny_model, 64)})),
                     "engine: bucket 0 leaves the sequence length open; set runner_options::max_model_len");
-  CHECK_THROWS_WITH((test_engine<largest_first, startup, no_buckets>(no_buckets{}, host_backend(std::ref(model)), {.shape = tiny_model.run(64)})),
+  CHECK_THROWS_WITH((test_engine<largest_first, startup, no_buckets>(no_buckets{}, host_backend(std::ref(model)), {.shape = run_shape::of(tiny_model, 64)})),
                     "engine: the bucket space is empty");
   CHECK_THROWS_WITH((test_engine<largest_first, startup>(token_ladder{{1}}, host_backend(std::ref(model)), {.max_model_len = 16})),
                     "graph_runner: run_shape{block_size = 0, num_blocks = 0, row_width = 0}: block_size and num_blocks "
@@ -241,7 +241,7 @@ TEST_CASE("a compile-time ladder fixes the graph slots at compile time") {
   static_assert(static_bucket_space<compile_time_ladder>);
   static_assert(!static_bucket_space<token_ladder>);
   toy_model model;
-  test_engine<largest_first, lazy, compile_time_ladder> e(compile_time_ladder({}), host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
+  test_engine<largest_first, lazy, compile_time_ladder> e(compile_time_ladder({}), host_backend(std::ref(model)), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   batch_builder bb;
   CHECK(e.step(bb.make(3)).run == run_kind::replay);
   CHECK(e.queue().captured(1));
@@ -260,7 +260,7 @@ TEST_CASE("spill-over the other way: decode graphs use what the complete prompt 
     graph_runner<space, by_phase<min_tokens, max_bs>, startup, host_backend> e(
         space(grid{phase::prompt, {1}, prompt_seqs}, grid{phase::decode, {1, 2, 4}, {8}}), host_backend(std::ref(model), sim),
         {.budget = {.bytes = 200 * MiB, .prompt_ratio = 0.7, .model = graph_cost{.base = 0, .per_unit = 10 * MiB}},
-         .max_model_len = 16, .shape = tiny_model.run(64)});
+         .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
     e.observe(capture_log{&log});
     e.start();
     return log;
@@ -277,7 +277,7 @@ TEST_CASE("a capture time that does not fit int64 nanoseconds is an error, and t
   for (double seconds : {1e308, -1.0, std::numeric_limits<double>::quiet_NaN()}) {
     host_backend::options sim{.simulate = simulated_capture{.seconds = seconds}};
     test_engine<largest_first, startup> e(token_ladder{{4}}, host_backend(std::ref(model), sim),
-                                          {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                          {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
     CHECK_THROWS_WITH(e.start(), Catch::StartsWith("engine: the capture of bucket index 0 reported ") &&
                                      Catch::EndsWith(" seconds; a capture time must be finite, non-negative and "
                                                      "below 2^63 ns"));

@@ -27,7 +27,7 @@ TEST_CASE("graph_budget::gaudi is the complement of rungs::kv's Gaudi KV memory 
   const std::int64_t kv = rungs::kv::kv_memory(m);
   CHECK(g.bytes + kv == static_cast<std::int64_t>(79.16 * GiB * 0.5));
   CHECK(static_cast<double>(g.bytes) / GiB == Approx(15.83).epsilon(0.001));
-  model_shape model{.dtype = kv_dtype::bf16, .num_heads = 32, .num_kv_heads = 8, .head_size = 128, .block_size = 128, .num_layers = 32};
+  model_shape model{.dtype = rungs::dtype::bf16, .num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128, .block_size = 128, .num_layers = 32};
   CHECK(rungs::kv::bytes_per_block(model.kv(), model.block_size) == 16 * MiB);
   CHECK(rungs::kv::blocks_for_memory(kv, rungs::kv::bytes_per_block(model.kv(), model.block_size)) == 1519);
   CHECK(g.share(phase::prompt) + g.share(phase::decode) == g.bytes);

@@ -22,10 +22,10 @@ TEST_CASE("the graph runner under rungs::kv's allocator, kept by the caller") {
   // example-begin runner-alone
   kv::free_list_allocator blocks(config);  // the caller's own KV manager
   graph_runner<token_ladder, largest_first, delayed, host_backend> e(
-      token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(graphs_model)), {.max_model_len = 64, .shape = tiny_model.run(64)});
+      token_ladder{{1, 2, 4, 8}}, host_backend(std::ref(graphs_model)), {.max_model_len = 64, .shape = run_shape::of(tiny_model, 64)});
   graph_runner<token_ladder, largest_first, lazy, host_backend> eager(
       token_ladder{{8}}, host_backend(std::ref(eager_model)),
-      {.timing = lazy{.eager_uses = 1000}, .max_model_len = 64, .shape = tiny_model.run(64)});
+      {.timing = lazy{.eager_uses = 1000}, .max_model_len = 64, .shape = run_shape::of(tiny_model, 64)});
 
   // Six sequences with prompts of 3..8 tokens, admitted by the allocator.
   std::vector<kv::sequence_id> ids;

@@ -24,7 +24,7 @@ log_engine make(toy_model& model, graph_budget budget = {}) {
                                   return std::nullopt;
                                 }}};
   return log_engine(token_ladder{{1, 2, 4}}, host_backend(std::ref(model), sim),
-                    {.budget = budget, .max_model_len = 16, .shape = tiny_model.run(64)});
+                    {.budget = budget, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
 }
 }  // namespace
 
@@ -62,12 +62,12 @@ TEST_CASE("log_observer names the step or idle time of a capture after startup")
   std::ostringstream out;
   host_backend::options sim{.simulate = simulated_capture{.bytes = {.base = MiB, .per_unit = 0}, .seconds = 0.01}};
   graph_runner<token_ladder, largest_first, delayed, host_backend> d(
-      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = tiny_model.run(64)});
+      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   d.observe(log_observer(out));
   batch_builder bb;
   d.step(bb.make(2));
   graph_runner<token_ladder, largest_first, idle, host_backend> i(
-      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = tiny_model.run(64)});
+      token_ladder{{1, 2}}, host_backend(std::ref(model), sim), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   i.observe(log_observer(out));
   i.step(bb.make(2));
   i.idle();

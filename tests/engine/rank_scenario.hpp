@@ -50,7 +50,7 @@ rank_trace run_rank(Sync& sync, int r, const std::vector<std::vector<std::int64_
                                 }}};
   graph_runner<token_ladder, largest_first, delayed, host_backend> e(
       token_ladder{{1, 2, 4, 8, 16}}, host_backend(std::ref(model), sim),
-      {.budget = {.bytes = 40 * MiB}, .max_model_len = 16, .shape = tiny_model.run(64)});
+      {.budget = {.bytes = 40 * MiB}, .max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.sync_with(sync);
   rank_trace t;
   e.observe(capture_log{&t.captures});
@@ -78,7 +78,7 @@ rank_trace run_dispatch_rank(Sync& sync, int r) {
   toy_model model;
   graph_runner<dispatch_buckets, by_phase<largest_first, largest_first>, startup, host_backend> e(
       dispatch_buckets(sizes, {.spec_tokens = 1, .max_num_seqs = 4}), host_backend(std::ref(model)),
-      {.max_model_len = 16, .shape = tiny_model.run(64)});
+      {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.sync_with(sync);
   batch_builder bb;
   rank_trace t;

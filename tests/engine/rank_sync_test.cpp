@@ -89,7 +89,7 @@ TEST_CASE("ranks that step in different phases of a space whose phases are diffe
   simulated_ranks group(2);
   auto errors = on_ranks(2, [&](int r) {
     toy_model model;
-    rank_engine e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = tiny_model.run(64)});
+    rank_engine e(token_ladder{{1, 2, 4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
     auto h = group.rank(r);
     e.sync_with(h);
     batch_builder bb(2);

@@ -15,7 +15,7 @@ using namespace rungs::engine;
 using namespace rungs_test;
 
 namespace {
-constexpr model_shape gqa{.dtype = kv_dtype::bf16, .num_heads = 4, .num_kv_heads = 2, .head_size = 8, .block_size = 4,
+constexpr model_shape gqa{.dtype = rungs::dtype::bf16, .num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 8, .block_size = 4,
                           .num_layers = 1};
 template <class Timing>
 using ref_engine = graph_runner<token_ladder, largest_first, Timing, host_backend>;
@@ -25,8 +25,8 @@ host_backend::options with_workspace() { return {.workspace_bytes = reference_fo
 TEST_CASE("reference attention: replayed rows equal eager rows, decode and ragged prefill") {
   constexpr std::int64_t blocks = 256;
   reference_forward<gqa> graphs_model(blocks), eager_model(blocks);
-  ref_engine<startup> graphs(token_ladder{{1, 2, 4, 8, 16, 32, 64}}, host_backend(std::ref(graphs_model), with_workspace()), {.max_model_len = 64, .shape = gqa.run(blocks)});
-  ref_engine<lazy> eager(token_ladder{{64}}, host_backend(std::ref(eager_model), with_workspace()), {.timing = lazy{.eager_uses = 1 << 20}, .max_model_len = 64, .shape = gqa.run(blocks)});
+  ref_engine<startup> graphs(token_ladder{{1, 2, 4, 8, 16, 32, 64}}, host_backend(std::ref(graphs_model), with_workspace()), {.max_model_len = 64, .shape = run_shape::of(gqa, blocks)});
+  ref_engine<lazy> eager(token_ladder{{64}}, host_backend(std::ref(eager_model), with_workspace()), {.timing = lazy{.eager_uses = 1 << 20}, .max_model_len = 64, .shape = run_shape::of(gqa, blocks)});
   std::mt19937 rng(5);
   batch_builder bb(16);
   for (int step = 0; step < 30; ++step) {
@@ -48,7 +48,7 @@ TEST_CASE("reference attention: replayed rows equal eager rows, decode and ragge
 
 TEST_CASE("reference_forward checks its workspace") {
   reference_forward<gqa> model(8);
-  ref_engine<startup> e(token_ladder{{4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = gqa.run(8)});
+  ref_engine<startup> e(token_ladder{{4}}, host_backend(std::ref(model)), {.max_model_len = 16, .shape = run_shape::of(gqa, 8)});
   batch_builder bb(1);
   // Its capture's warm-up run already failed (the bucket stays eager); the eager step throws.
   CHECK_THROWS_WITH(e.step(bb.make(1)), "reference_forward: the workspace holds 0 bytes; this step needs 384 bytes");

@@ -46,14 +46,14 @@ struct grid : grid_buckets<rungs::bucket_grid<2>> {
 namespace rungs_test {
 
 inline constexpr model_shape tiny_model{
-    .dtype = kv_dtype::fp32, .num_heads = 2, .num_kv_heads = 1, .head_size = 4, .block_size = 4, .num_layers = 1};
+    .dtype = rungs::dtype::fp32, .num_qo_heads = 2, .num_kv_heads = 1, .head_dim = 4, .block_size = 4, .num_layers = 1};
 
 // A toy model over a KV cache of one layer: each new token writes its K/V row at its slot
 // (skipped for slot -1), then each sequence's output is a position-weighted sum over its
 // cached rows. Every input of the staged batch changes the output, and padding that wrote
 // the cache would show.
 struct toy_model {
-  static constexpr std::int64_t kv_width = std::int64_t{tiny_model.num_kv_heads} * tiny_model.head_size;
+  static constexpr std::int64_t kv_width = std::int64_t{tiny_model.num_kv_heads} * tiny_model.head_dim;
   explicit toy_model(std::int64_t block_size = tiny_model.block_size, std::int64_t num_blocks = 64)
       : bs(block_size), cache(static_cast<std::size_t>(num_blocks * block_size * kv_width)) {}
   std::int64_t bs;

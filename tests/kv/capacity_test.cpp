@@ -13,7 +13,7 @@ constexpr std::int64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024;
 TEST_CASE("the paged-KV blog's Mistral-7B figures") {
   // 32 layers, 8 KV heads (the only count that gives the blog's 0.125 MB), head dim 128, fp16.
   const kv_shape mistral{.layers = 32, .kv_heads = 8, .head_dim = 128,
-                         .bytes_per_element = bytes_per_element(kv_dtype::fp16)};
+                         .bytes_per_element = bytes_per_element(rungs::dtype::fp16)};
   CHECK(bytes_per_token(mistral) == 128 * KiB);  // 0.125 MiB
   CHECK(bytes_per_block(mistral, 16) == 2 * MiB);
   const std::int64_t blocks = blocks_for_memory(7 * GiB, bytes_per_block(mistral, 16));
@@ -27,7 +27,7 @@ TEST_CASE("the paged-KV blog's Mistral-7B figures") {
 TEST_CASE("the Gaudi rule: 79.16 GiB free, utilization 0.5, 0.4 for graphs -> 1519 blocks") {
   // 128 KiB per token (e.g. Llama-3-8B in bf16: 2*32*8*128*2), 128-token blocks: 16 MiB.
   const kv_shape llama3_8b{.layers = 32, .kv_heads = 8, .head_dim = 128,
-                           .bytes_per_element = bytes_per_element(kv_dtype::bf16)};
+                           .bytes_per_element = bytes_per_element(rungs::dtype::bf16)};
   const std::int64_t block = bytes_per_block(llama3_8b, 128);
   CHECK(block == 16 * MiB);
   const auto free_mem = static_cast<std::int64_t>(std::llround(79.16 * double(GiB)));
@@ -69,10 +69,10 @@ TEST_CASE("memory rules at the ends of int64: no wrap-around, no out-of-range co
 }
 
 TEST_CASE("fp8 and fp32 element sizes; bad shapes are configuration errors") {
-  CHECK(bytes_per_element(kv_dtype::fp8) == 1);
-  CHECK(bytes_per_element(kv_dtype::fp32) == 4);
-  CHECK(parse_kv_dtype("bf16") == kv_dtype::bf16);
-  CHECK_FALSE(parse_kv_dtype("int4").has_value());
+  CHECK(bytes_per_element(rungs::dtype::fp8) == 1);
+  CHECK(bytes_per_element(rungs::dtype::fp32) == 4);
+  CHECK(rungs::parse_dtype("bf16") == rungs::dtype::bf16);
+  CHECK_FALSE(rungs::parse_dtype("int4").has_value());
   CHECK_THROWS_WITH(bytes_per_token(kv_shape{.layers = 0, .kv_heads = 8, .head_dim = 128}),
                     "layers = 0 must be positive");
   CHECK_THROWS_WITH(bytes_per_block(kv_shape{.layers = 1, .kv_heads = 1, .head_dim = 1}, 0),

@@ -22,14 +22,14 @@ namespace rungs::plan {
 namespace {
 
 struct kv_args {
-  std::optional<kv::kv_dtype> dtype;
+  std::optional<rungs::dtype> dtype;
   std::int64_t layers = 0, kv_heads = 0, head_dim = 0, block_size = 0;
   std::optional<std::int64_t> kv_memory, free_memory, tokens, max_len;
   std::optional<double> utilization, graph_reserved;
 };
 
-kv::kv_dtype parse_dtype(std::string_view flag, std::string_view text) {
-  const std::optional<kv::kv_dtype> d = kv::parse_kv_dtype(text);
+rungs::dtype parse_dtype(std::string_view flag, std::string_view text) {
+  const std::optional<rungs::dtype> d = rungs::parse_dtype(text);
   if (!d) throw usage_error(std::string(flag) + " = '" + std::string(text) + "' is not one of fp16, bf16, fp8, fp32");
   return *d;
 }
@@ -41,7 +41,7 @@ int run_kv(const kv_args& a, std::ostream& out) {
   if (!a.free_memory && (a.utilization || a.graph_reserved))
     throw usage_error("kv: --memory-utilization and --graph-reserved need --free-memory");
   const kv::kv_shape shape{.layers = a.layers, .kv_heads = a.kv_heads, .head_dim = a.head_dim,
-                           .bytes_per_element = kv::bytes_per_element(*a.dtype)};
+                           .bytes_per_element = rungs::bytes_per_element(*a.dtype)};
   std::int64_t kv_bytes = 0;
   if (a.kv_memory) {
     kv_bytes = *a.kv_memory;

@@ -56,7 +56,7 @@ struct dtypes {
 inline constexpr int dynamic_block_size = 0;
 
 // The contract.
-using supported_dtypes = dtypes<dtype::f16, dtype::bf16>;
+using supported_dtypes = dtypes<dtype::fp16, dtype::bf16>;
 using supported_head_dims = values<64, 80, 96, 128, 256>;
 using supported_block_sizes = values<8, 16, 32, 64, 128>;
 using supported_decode_groups = values<1, 2, 3, 4, 5, 6, 7, 8, 16>;

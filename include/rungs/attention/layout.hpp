@@ -15,18 +15,13 @@
 #include <string_view>
 #include <type_traits>
 
-#include <rungs/numeric/float16.hpp>
+#include <rungs/dtype.hpp>
+#include <rungs/model_shape.hpp>
 
 namespace rungs::attention {
 
-/// Element type of queries, KV cache and outputs.
-enum class dtype : std::uint8_t { f16, bf16 };
-
-constexpr std::string_view name(dtype t) { return t == dtype::f16 ? "f16" : "bf16"; }
-
-/// The host storage type of a dtype's elements: rungs::f16 or rungs::bf16.
-template <dtype T>
-using host_type = std::conditional_t<T == dtype::f16, f16, bf16>;
+using rungs::dtype;      // element type of queries, KV cache and outputs (fp16 or bf16 here)
+using rungs::host_type;  // its host storage type: rungs::f16 or rungs::bf16
 
 /// Shape of one attention layer over a paged KV cache.
 struct attention_shape {
@@ -35,6 +30,11 @@ struct attention_shape {
   int head_dim = 0;
   int block_size = 0;             ///< tokens per block
   std::int64_t num_blocks = 0;    ///< blocks in each of the K and V pools
+
+  /// One layer of model `m` over pools of `num_blocks` blocks.
+  static constexpr attention_shape of(const model_shape& m, std::int64_t num_blocks) {
+    return {m.num_qo_heads, m.num_kv_heads, m.head_dim, m.block_size, num_blocks};
+  }
 
   /// Query heads per KV head (GQA group size); 0 when the heads do not divide.
   constexpr int group_size() const {

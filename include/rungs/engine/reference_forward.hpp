@@ -6,7 +6,7 @@
 // tokens' K/V into the paged pools at their slots (slot -1, a padded token, writes nothing)
 // and runs the reference prefill over the ragged batch (a decode step is the case of one new
 // token per sequence), in float64. Each sequence's output row is its last token's attention
-// output, num_heads x head_size wide. Intermediate rows live in the engine's workspace, sized
+// output, num_qo_heads x head_dim wide. Intermediate rows live in the engine's workspace, sized
 // once for the largest bucket (workspace_bytes).
 //
 // Replays (padded batches) and eager runs (unpadded) of the same live batch give bitwise
@@ -29,36 +29,19 @@
 
 namespace rungs::engine {
 
-namespace detail {
-template <kv_dtype T>
-struct kv_element;
-template <>
-struct kv_element<kv_dtype::fp32> {
-  using type = float;
-};
-template <>
-struct kv_element<kv_dtype::fp16> {
-  using type = rungs::f16;
-};
-template <>
-struct kv_element<kv_dtype::bf16> {
-  using type = rungs::bf16;
-};
-}  // namespace detail
-
 template <model_shape Model>
 class reference_forward {
   static_assert(rule_holds<broken_rule(Model)>,
                 "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
-  static_assert(Model.dtype != kv_dtype::fp8, "rungs::engine::reference_forward: the reference has no fp8 cache");
+  static_assert(Model.dtype != dtype::fp8, "rungs::engine::reference_forward: the reference has no fp8 cache");
 
  public:
-  using element = typename detail::kv_element<Model.dtype>::type;
+  using element = host_type<Model.dtype>;
 
   /// A KV pool of `num_blocks` blocks (one layer: the reference attends one layer at a time,
   /// and the engine's behaviour does not depend on how many a model has).
   explicit reference_forward(std::int64_t num_blocks)
-      : shape_{Model.num_heads, Model.num_kv_heads, Model.head_size, Model.block_size, num_blocks},
+      : shape_{rungs::attention::attention_shape::of(Model, num_blocks)},
         k_(static_cast<std::size_t>(shape_.pool_elements())),
         v_(static_cast<std::size_t>(shape_.pool_elements())) {}
 
@@ -104,8 +87,8 @@ class reference_forward {
   std::span<const element> v_cache() const { return v_; }
 
  private:
-  static constexpr std::size_t q_row = static_cast<std::size_t>(Model.num_heads) * Model.head_size;
-  static constexpr std::size_t kv_row = static_cast<std::size_t>(Model.num_kv_heads) * Model.head_size;
+  static constexpr std::size_t q_row = static_cast<std::size_t>(Model.num_qo_heads) * Model.head_dim;
+  static constexpr std::size_t kv_row = static_cast<std::size_t>(Model.num_kv_heads) * Model.head_dim;
 
   // The weightless projections: smooth, bounded functions of (token, position, channel).
   static void project(std::int32_t token, std::int32_t position, std::span<float> q, std::span<float> k,

@@ -19,36 +19,11 @@
 #include <string_view>
 
 #include <rungs/checked.hpp>
+#include <rungs/model_shape.hpp>
 
 namespace rungs::kv {
 
-enum class kv_dtype { fp32, fp16, bf16, fp8 };
-
-constexpr std::int32_t bytes_per_element(kv_dtype t) {
-  switch (t) {
-    case kv_dtype::fp32: return 4;
-    case kv_dtype::fp16:
-    case kv_dtype::bf16: return 2;
-    case kv_dtype::fp8: return 1;
-  }
-  return 0;
-}
-
-constexpr std::optional<kv_dtype> parse_kv_dtype(std::string_view s) {
-  if (s == "fp32") return kv_dtype::fp32;
-  if (s == "fp16") return kv_dtype::fp16;
-  if (s == "bf16") return kv_dtype::bf16;
-  if (s == "fp8") return kv_dtype::fp8;
-  return std::nullopt;
-}
-
-/// The KV cache's shape on one device (with tensor parallelism, kv_heads is per device).
-struct kv_shape {
-  std::int64_t layers = 0;
-  std::int64_t kv_heads = 0;
-  std::int64_t head_dim = 0;
-  std::int64_t bytes_per_element = 2;
-};
+using rungs::kv_shape;  // the KV projection of rungs::model_shape (model.kv())
 
 namespace detail {
 inline void require_positive(std::string_view what, std::int64_t v) {

@@ -53,7 +53,7 @@ namespace detail {
 template <class HostT, int HeadDim, int BlockSize>
 void check_instance(const attention_config& c, const char* op) {
   const attention_shape& s = c.shape;
-  if (c.type != (std::is_same_v<HostT, rungs::f16> ? dtype::f16 : dtype::bf16) || s.head_dim != HeadDim ||
+  if (c.type != (std::is_same_v<HostT, rungs::f16> ? dtype::fp16 : dtype::bf16) || s.head_dim != HeadDim ||
       (BlockSize != dynamic_block_size && s.block_size != BlockSize)) {
     rungs::attention::detail::fail(op, ": the instance <", std::is_same_v<HostT, rungs::f16> ? "f16" : "bf16", ", ",
                                    HeadDim, ", ", BlockSize, "> cannot run dtype ", name(c.type), ", head_dim ",

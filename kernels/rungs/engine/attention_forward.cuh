@@ -1,8 +1,8 @@
 // A CUDA forward for the engine built on rungs' PagedAttention kernels
 // (rungs/attention/paged_attention.cuh): the GPU counterpart of reference_forward.hpp.
 //
-// The Model fixes the kernel instance: launch_cache_write<element, head_size> and
-// launch_decode<element, head_size, block_size, group> are the only attention kernels this
+// The Model fixes the kernel instance: launch_cache_write<element, head_dim> and
+// launch_decode<element, head_dim, block_size, group> are the only attention kernels this
 // header instantiates, so an engine compiles one decode kernel, not the dispatcher's 90.
 // Each step: a weightless projection writes every token's query, key and value (the same
 // functions of token id and position as reference_forward), the cache write stores the new
@@ -79,22 +79,21 @@ template <model_shape Model>
 class attention_forward {
   static_assert(rule_holds<broken_rule(Model)>,
                 "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
-  static_assert(Model.dtype == kv_dtype::fp16 || Model.dtype == kv_dtype::bf16,
+  static_assert(Model.dtype == dtype::fp16 || Model.dtype == dtype::bf16,
                 "rungs::engine::attention_forward: the paged-attention kernels store fp16 or bf16");
 
  public:
-  using element = std::conditional_t<Model.dtype == kv_dtype::fp16, rungs::f16, rungs::bf16>;
+  using element = host_type<Model.dtype>;
   using device_element = rungs::attention::detail::device_type_t<element>;
-  static constexpr int q_row = Model.num_heads * Model.head_size;
-  static constexpr int kv_row = Model.num_kv_heads * Model.head_size;
-  static constexpr int group = Model.num_heads / Model.num_kv_heads;
+  static constexpr int q_row = Model.num_qo_heads * Model.head_dim;
+  static constexpr int kv_row = Model.num_kv_heads * Model.head_dim;
+  static constexpr int group = Model.num_qo_heads / Model.num_kv_heads;
 
   /// KV pools of `num_blocks` blocks (one layer) on the current device, for sequences up to
   /// `max_model_len` tokens.
   attention_forward(std::int64_t num_blocks, std::int64_t max_model_len)
       : config_{rungs::attention::attention_config{
-            Model.dtype == kv_dtype::fp16 ? rungs::attention::dtype::f16 : rungs::attention::dtype::bf16,
-            {Model.num_heads, Model.num_kv_heads, Model.head_size, Model.block_size, num_blocks}}},
+            Model.dtype, rungs::attention::attention_shape::of(Model, num_blocks)}},
         max_model_len_(max_model_len),
         device_(rungs::attention::query_device()) {
     const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(element);
@@ -153,11 +152,11 @@ class attention_forward {
       detail::project_tokens<device_element, q_row, kv_row>
           <<<static_cast<unsigned>(b.tokens), 128, 0, s.stream>>>(b.token_ids, b.positions, q, k, v);
     RUNGS_CUDA_CHECK(cudaGetLastError());
-    rungs::attention::launch_cache_write<element, Model.head_size>(
+    rungs::attention::launch_cache_write<element, Model.head_dim>(
         config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_},
         s.stream);
     // Decode: sequence i's query is its one new token, row query_start[i] = i.
-    rungs::attention::launch_decode<element, Model.head_size, Model.block_size, group>(
+    rungs::attention::launch_decode<element, Model.head_dim, Model.block_size, group>(
         p,
         {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
          .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},

@@ -76,7 +76,7 @@ void emulate_cache_write(const ra::attention_config& c, const ra::cache_write_ar
 
 template <class T>
 ra::dtype type_of() {
-  return std::is_same_v<T, rungs::f16> ? ra::dtype::f16 : ra::dtype::bf16;
+  return std::is_same_v<T, rungs::f16> ? ra::dtype::fp16 : ra::dtype::bf16;
 }
 
 // Decode over 3 sequences (the second of length 0) and a padded row, under each split size

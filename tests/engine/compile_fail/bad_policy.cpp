@@ -35,8 +35,8 @@ struct ladder_without_find {
   bucket at(std::size_t) const { return {}; }
 };
 
-constexpr model_shape m{.dtype = kv_dtype::bf16, .num_heads = 8, .num_kv_heads = 2, .head_size = 64, .block_size = 16, .num_layers = 1};
-constexpr model_shape bad_m{.dtype = kv_dtype::fp16, .num_heads = 8, .num_kv_heads = 3, .head_size = 64, .block_size = 16, .num_layers = 1};
+constexpr model_shape m{.dtype = rungs::dtype::bf16, .num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 64, .block_size = 16, .num_layers = 1};
+constexpr model_shape bad_m{.dtype = rungs::dtype::fp16, .num_qo_heads = 8, .num_kv_heads = 3, .head_dim = 64, .block_size = 16, .num_layers = 1};
 
 #if defined(RUNGS_BAD_ORDER)
 using E = engine<ladder, order_without_before, startup, pool, host_backend>;

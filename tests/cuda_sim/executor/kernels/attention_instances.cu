@@ -19,7 +19,7 @@ static_assert(std::is_same_v<set::block_sizes, ra::values<ra::dynamic_block_size
               "the executor test runs the dynamic-block-size instances (the block size is a run-time value)");
 
 template <ra::dtype Type>
-using device_t = rd::device_type_t<std::conditional_t<Type == ra::dtype::f16, rungs::f16, rungs::bf16>>;
+using device_t = rd::device_type_t<ra::host_type<Type>>;
 
 // Taking a kernel's address instantiates it, so nvcc emits its PTX entry.
 template <class T, int D, int... G>

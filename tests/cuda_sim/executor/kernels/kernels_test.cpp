@@ -37,7 +37,7 @@ std::string type_name() {
 }
 template <class T>
 ra::dtype type_of() {
-  return std::is_same_v<T, rungs::f16> ? ra::dtype::f16 : ra::dtype::bf16;
+  return std::is_same_v<T, rungs::f16> ? ra::dtype::fp16 : ra::dtype::bf16;
 }
 
 // A kernel's score transforms as the demangler prints its template argument (score_mod_bits).
@@ -348,7 +348,7 @@ void check_dtype(std::vector<traffic_row>& table, ra::values<D...>) {
 }
 template <ra::dtype... Types>
 void check_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
-  (check_dtype<std::conditional_t<Types == ra::dtype::f16, rungs::f16, rungs::bf16>>(
+  (check_dtype<ra::host_type<Types>>(
        table, ra::default_instantiations::head_dims{}),
    ...);
 }

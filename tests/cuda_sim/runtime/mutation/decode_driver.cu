@@ -7,11 +7,11 @@
 namespace ra = rungs::attention;
 
 TEST_CASE("mutation driver: decode f16, head dim 128, group 4") {
-  using set = ra::instantiation_set<ra::dtypes<ra::dtype::f16>, ra::values<128>, ra::values<ra::dynamic_block_size>,
+  using set = ra::instantiation_set<ra::dtypes<ra::dtype::fp16>, ra::values<128>, ra::values<ra::dynamic_block_size>,
                                     ra::values<4>>;
   std::mt19937_64 rng(7);
   for (int block_size : {16, 32}) {
     INFO("block_size " << block_size);
-    rungs_test::check_decode<rungs::f16, set>(rng, ra::dtype::f16, 128, block_size, 4, 0.3);
+    rungs_test::check_decode<rungs::f16, set>(rng, ra::dtype::fp16, 128, block_size, 4, 0.3);
   }
 }
