@@ -19,6 +19,7 @@
 // in it. Without a GPU it says so and exits 0 (1 when RUNGS_REQUIRE_GPU is set, as
 // scripts/gpu-check does).
 #include <rungs/attention/paged_attention.cuh>
+#include <rungs/blocks.hpp>
 #include <rungs/cuda/error.hpp>
 
 #include <cuda_bf16.h>
@@ -154,7 +155,7 @@ struct captured_runs {
 template <class Launch>
 bool run_shape(const shape& sh, int runs, std::mt19937_64& rng, result& r, Launch&& launch) {
   constexpr int kHeadDim = 128, kBlock = 16;
-  const std::int64_t blocks_per_seq = (sh.context + kBlock - 1) / kBlock;
+  const std::int64_t blocks_per_seq = rungs::blocks_for(sh.context, kBlock);
   const std::int64_t num_blocks = sh.batch * blocks_per_seq;
   const ra::attention_shape s{.num_qo_heads = sh.qo_heads, .num_kv_heads = sh.kv_heads, .head_dim = kHeadDim,
                               .block_size = kBlock, .num_blocks = num_blocks};

@@ -16,7 +16,7 @@ namespace kv = rungs::kv;
 
 constexpr eng::model_shape model{.dtype = rungs::dtype::bf16, .num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 16,
                                  .block_size = 16, .num_layers = 2};
-constexpr std::int32_t num_blocks = 256, max_model_len = 256;
+constexpr std::int32_t num_blocks = 256;
 
 struct sampler {  // a real stack runs its LM head on the row here
   void sample(const rungs::serving::scheduled_step&, std::span<const std::size_t> entries, std::span<const float> rows,
@@ -33,12 +33,10 @@ int main() {
   const eng::graph_cost cost{.base = 1 << 20, .per_unit = 1 << 16};  // 1 MiB + 64 KiB per sequence (simulated)
   eng::reference_forward<model> forward(num_blocks);
   engine e(buckets(rungs::ladder{rungs::CaptureSizes::vllm(32)}),  // 1 2 4 8 16 24 32
-           kv::free_list_allocator({.num_blocks = num_blocks, .block_size = model.block_size, .max_sequences = 64,
-                                    .max_model_len = max_model_len}),
+           kv::free_list_allocator({.num_blocks = num_blocks, .block_size = model.block_size, .max_sequences = 64, .max_model_len = 256}),
            eng::host_backend(std::ref(forward), {.simulate = eng::simulated_capture{.bytes = cost, .seconds = 0.05},
                                                  .workspace_bytes = eng::reference_forward<model>::workspace_bytes}),
-           {.timing = eng::delayed{.largest_at_startup = true}, .budget = {.bytes = 10 << 20, .model = cost},
-            .scheduler = {.max_model_len = max_model_len}, .model = model});
+           {.timing = eng::delayed{.largest_at_startup = true}, .budget = {.bytes = 10 << 20, .model = cost}, .model = model});
   e.runner().observe(eng::log_observer(std::cout, eng::log_observer::is_terminal(stdout)));
   for (std::uint64_t i = 0; i < 12; ++i) {  // prompts of 10..21 tokens; seven answer in 3 tokens, five in 6
     rungs::serving::request r;

@@ -87,9 +87,9 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   if (!o.max_model_len && longest > longest_model_len)
     throw usage_error("the workload's longest chat (" + std::to_string(longest) + " tokens) is longer than any " +
                       "--max-model-len (at most " + std::to_string(longest_model_len) + ")");
-  s.scheduler.max_model_len = o.max_model_len.value_or(static_cast<std::int32_t>(round_up(longest, 128)));
-  if (s.scheduler.max_model_len < longest)
-    throw usage_error("--max-model-len = " + std::to_string(s.scheduler.max_model_len) + " is shorter than the workload's longest chat (" +
+  s.kv.max_model_len = o.max_model_len.value_or(static_cast<std::int32_t>(round_up(longest, 128)));
+  if (s.kv.max_model_len < longest)
+    throw usage_error("--max-model-len = " + std::to_string(s.kv.max_model_len) + " is shorter than the workload's longest chat (" +
                       std::to_string(longest) + " tokens)");
   s.requests = make_requests(rows, s.model.vocab, o.seed);
   const ladder_kind ladder = o.ladder.value_or(host ? ladder_kind::gaudi_linear : ladder_kind::vllm);
@@ -97,10 +97,10 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                      ladder == ladder_kind::explicit_rungs;
   s.scheduler.chunked_prefill = o.chunked_prefill.value_or(one_d);
   s.scheduler.max_num_seqs = o.max_num_seqs.value_or(host ? 16 : 64);
-  s.scheduler.max_num_batched_tokens = o.max_num_batched_tokens.value_or(std::max<std::int32_t>(2048, s.scheduler.max_model_len));
-  if (!s.scheduler.chunked_prefill && s.scheduler.max_num_batched_tokens < s.scheduler.max_model_len)
+  s.scheduler.max_num_batched_tokens = o.max_num_batched_tokens.value_or(std::max<std::int32_t>(2048, s.kv.max_model_len));
+  if (!s.scheduler.chunked_prefill && s.scheduler.max_num_batched_tokens < s.kv.max_model_len)
     throw usage_error("--max-num-batched-tokens = " + std::to_string(s.scheduler.max_num_batched_tokens) +
-                      " must be at least --max-model-len = " + std::to_string(s.scheduler.max_model_len) +
+                      " must be at least --max-model-len = " + std::to_string(s.kv.max_model_len) +
                       " without chunked prefill (a whole prompt is computed in one step)");
 
   // Memory: weights first, then Gaudi's split of the rest between graphs and the KV cache.
@@ -138,11 +138,10 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                       std::to_string(longest) + " tokens) needs " + std::to_string(need) + " (+" +
                       std::to_string(watermark) + " watermark): give more memory or shorten the chats");
   }
-  s.kv = {.num_blocks = static_cast<std::int32_t>(blocks),
-          .block_size = static_cast<std::int32_t>(block),
-          .max_sequences = s.scheduler.max_num_seqs,
-          .max_model_len = s.scheduler.max_model_len,
-          .watermark_blocks = static_cast<std::int32_t>(watermark)};
+  s.kv.num_blocks = static_cast<std::int32_t>(blocks);  // max_model_len was set above
+  s.kv.block_size = static_cast<std::int32_t>(block);
+  s.kv.max_sequences = s.scheduler.max_num_seqs;
+  s.kv.watermark_blocks = static_cast<std::int32_t>(watermark);
 
   // Buckets.
   s.buckets.ladder = ladder;
@@ -152,7 +151,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   s.buckets.rungs.assign(o.rungs.begin(), o.rungs.end());
   s.buckets.serving = {.max_num_seqs = s.scheduler.max_num_seqs,
                        .block_size = block,
-                       .max_model_len = s.scheduler.max_model_len,
+                       .max_model_len = s.kv.max_model_len,
                        .max_num_batched_tokens = s.scheduler.max_num_batched_tokens,
                        .num_blocks = blocks,
                        .prefix_caching = o.allocator == allocator_kind::prefix_caching};
@@ -208,7 +207,7 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
   }
   log << "Scheduler: max " << s.scheduler.max_num_seqs << " sequences, " << s.scheduler.max_num_batched_tokens
       << " tokens per step, " << (s.scheduler.chunked_prefill ? "chunked prefill (mixed steps)" : "separate prefill steps")
-      << ", max_model_len " << s.scheduler.max_model_len << "\n";
+      << ", max_model_len " << s.kv.max_model_len << "\n";
 }
 
 bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostream& log) {
@@ -260,7 +259,7 @@ std::string config_json(const run_setup& s, const backend_info& info) {
      << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
      << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "
      << s.scheduler.max_num_seqs << ", \"max_num_batched_tokens\": " << s.scheduler.max_num_batched_tokens
-     << ", \"max_model_len\": " << s.scheduler.max_model_len
+     << ", \"max_model_len\": " << s.kv.max_model_len
      << ", \"chunked_prefill\": " << (s.scheduler.chunked_prefill ? "true" : "false") << "}";
   return os.str();
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <rungs/attention/plan.hpp>
+#include <rungs/blocks.hpp>
 
 #include <algorithm>
 #include <array>
@@ -56,7 +57,7 @@ inline decode_case make_decode_case(std::mt19937_64& rng, int head_dim, int bloc
   c.max_context = max_len + 40;
   c.lens = random_lengths(rng, 5, max_len, block_size);
   c.lens.insert(c.lens.begin() + 2, 0);
-  c.table_stride = (c.max_context + block_size - 1) / block_size + 3;
+  c.table_stride = rungs::blocks_for(c.max_context, block_size) + 3;
   const attention_shape shape{.num_qo_heads = 2 * group, .num_kv_heads = 2, .head_dim = head_dim,
                               .block_size = block_size};
   c.problem = make_problem(rng, shape, c.lens, {}, c.table_stride);
@@ -116,7 +117,7 @@ inline prefill_case make_prefill_case(std::mt19937_64& rng, int head_dim, int bl
   for (std::size_t b = 0; b < c.kv_lens.size(); ++b) c.q_lens[b] = std::min(c.kv_lens[b], pick(rng));
   c.q_lens[1] = c.kv_lens[1] = std::min(c.kv_lens[1], prefill_case::max_q);  // a pure prefill
   c.q_lens[2] = 0;                                                           // no new token this step
-  c.table_stride = (c.max_context + block_size - 1) / block_size + 1;
+  c.table_stride = rungs::blocks_for(c.max_context, block_size) + 1;
   const attention_shape shape{.num_qo_heads = 2 * group, .num_kv_heads = 2, .head_dim = head_dim,
                               .block_size = block_size};
   c.problem = make_problem(rng, shape, c.kv_lens, c.q_lens, c.table_stride);

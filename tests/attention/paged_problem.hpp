@@ -19,6 +19,7 @@
 
 #include <rungs/attention/layout.hpp>
 #include <rungs/attention/score_mod.hpp>
+#include <rungs/blocks.hpp>
 #include <rungs/numeric/float16.hpp>
 
 namespace rungs_test {
@@ -98,7 +99,7 @@ inline paged_problem make_problem(std::mt19937_64& rng, attention_shape shape, s
   std::int64_t needed = 0;
   std::int64_t longest = 0;
   for (std::int32_t len : kv_lens) {
-    const std::int64_t blocks = (len + shape.block_size - 1) / shape.block_size;
+    const std::int64_t blocks = rungs::blocks_for(len, shape.block_size);
     needed += blocks;
     longest = std::max(longest, blocks);
   }
@@ -119,7 +120,7 @@ inline paged_problem make_problem(std::mt19937_64& rng, attention_shape shape, s
   p.q_indptr.assign(1, 0);
   for (int b = 0; b < p.batch(); ++b) {
     const std::int32_t len = p.kv_lens[static_cast<std::size_t>(b)];
-    std::vector<std::int32_t> ids(static_cast<std::size_t>((len + shape.block_size - 1) / shape.block_size));
+    std::vector<std::int32_t> ids(static_cast<std::size_t>(rungs::blocks_for(len, shape.block_size)));
     for (auto& id : ids) id = pool[next++];
     std::copy(ids.begin(), ids.end(), p.tables.begin() + static_cast<std::ptrdiff_t>(b * p.table_stride));
     p.blocks.push_back(std::move(ids));

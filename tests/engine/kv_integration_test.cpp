@@ -65,7 +65,7 @@ TEST_CASE("an allocator with another block size than the model's is rejected") {
   toy_model model;
   using kv_engine = engine<token_ladder, largest_first, delayed, kv::free_list_allocator, host_backend>;
   CHECK_THROWS_WITH(kv_engine(token_ladder{{1}}, kv::free_list_allocator({.num_blocks = 8, .block_size = 16}),
-                              host_backend(std::ref(model)), {.scheduler = {.max_model_len = 64}, .model = tiny_model}),
+                              host_backend(std::ref(model)), {.model = tiny_model}),
                     "engine: the allocator's block_size = 16 must equal the model's block_size = 4");
 }
 
@@ -87,7 +87,7 @@ TEST_CASE("the engine's step serves requests through the runner: graphs and eage
         token_ladder{{1, 2, 4, 8}},
         kv::free_list_allocator({.num_blocks = 64, .block_size = tiny_model.block_size, .max_sequences = 8, .max_model_len = 32}),
         host_backend(std::ref(model)),
-        {.timing = timing, .scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 16, .max_model_len = 32},
+        {.timing = timing, .scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 16},
          .routing = step_routing::single, .model = tiny_model});
     for (std::uint64_t id = 1; id <= 3; ++id)
       e.submit({.id = id, .prompt = std::vector<kv::token_id>(3 + id, static_cast<kv::token_id>(id)), .max_output_tokens = 4});

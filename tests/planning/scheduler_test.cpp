@@ -1,5 +1,6 @@
 // Tests of include/rungs/serving/scheduler.hpp on hand-checkable traces: exact admissions,
 // queue lengths, preemptions and the tokens each step computes.
+#include <rungs/engine.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/serving/scheduler.hpp>
 
@@ -13,7 +14,8 @@ using namespace rungs::serving;
 
 namespace {
 
-// Samples 1000, 1001, ... so every output token is recognisable.
+// Samples 1000, 1001, ... so every output token is recognisable: execute(plan) for a step the
+// test commits itself, sample() as the engine's hook (one counter for both).
 struct counting_executor {
   token_id next = 1000;
   std::vector<token_id> out;
@@ -22,6 +24,30 @@ struct counting_executor {
     for (const step_entry& e : s.entries)
       if (e.samples) out.push_back(next++);
     return out;
+  }
+  void sample(const scheduled_step& plan, std::span<const std::size_t> entries, std::span<const float>,
+              std::span<token_id> tokens) {
+    for (std::size_t k = 0; k < entries.size(); ++k) tokens[k] = plan.entries[entries[k]].samples ? next++ : 0;
+  }
+};
+
+// The library's serving loop over the scheduler: the engine, with a forward that computes
+// nothing (rows carry nothing, as in a cost model) and the whole step in one runner step, so
+// entries reach the hook in the scheduler's order.
+template <class Allocator>
+struct loop {
+  using engine_type = rungs::engine::engine<rungs::engine::ladder_buckets<rungs::ladder>, rungs::engine::largest_first,
+                                            rungs::engine::lazy, Allocator, rungs::engine::host_backend>;
+  engine_type e;
+  loop(Allocator&& blocks, scheduler_options options)
+      : e(rungs::engine::ladder_buckets<rungs::ladder>(rungs::ladder{CaptureSizes::vllm(8)}), std::move(blocks),
+          rungs::engine::host_backend([](const rungs::engine::host_step&) {}),
+          {.scheduler = options, .routing = rungs::engine::step_routing::single}) {}
+  scheduler<Allocator>& sched() { return e.scheduler(); }
+  /// engine::step: the step's events, empty when nothing ran.
+  step_events step(counting_executor& x) {
+    const rungs::engine::engine_step& r = e.step(x);
+    return r.ran() ? *r.events : step_events{};
   }
 };
 
@@ -47,8 +73,9 @@ std::vector<entry_view> entries(const scheduled_step& s) {
 
 TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head, exactly") {
   // 5 blocks of 4 tokens; three requests of 8 prompt tokens (2 blocks) and 3 outputs.
-  kv::free_list_allocator blocks({.num_blocks = 5, .block_size = 4, .max_sequences = 8, .max_model_len = 16});
-  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_model_len = 16});
+  loop<kv::free_list_allocator> l(kv::free_list_allocator({.num_blocks = 5, .block_size = 4, .max_sequences = 8, .max_model_len = 16}),
+                                  {.max_num_seqs = 8, .max_num_batched_tokens = 64});
+  scheduler<kv::free_list_allocator>& s = l.sched();
   for (request_id id : {1, 2, 3}) s.submit({.id = id, .prompt = iota_tokens(static_cast<token_id>(id * 100), 8), .max_output_tokens = 3});
   counting_executor x;
 
@@ -98,7 +125,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   // free, so r3 (the most recent) preempts itself again and finishes after r2.
   std::vector<request_id> order;
   while (!s.idle()) {
-    const step_events& e = s.step(x);
+    const step_events e = l.step(x);
     for (const finished_request& f : e.finished) order.push_back(f.id);
   }
   CHECK(order == std::vector<request_id>{2, 3});
@@ -109,7 +136,7 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
 
 TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
   kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 64});
-  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 10, .max_model_len = 64});
+  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 10});
   s.submit({.id = 1, .prompt = iota_tokens(0, 4), .max_output_tokens = 5});
   s.submit({.id = 2, .prompt = iota_tokens(0, 25), .max_output_tokens = 2});
   counting_executor x;
@@ -140,7 +167,7 @@ TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
 
 TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLLM v0)") {
   kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 32});
-  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 32, .chunked_prefill = false, .max_model_len = 32});
+  scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 32, .chunked_prefill = false});
   counting_executor x;
   s.submit({.id = 1, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
   s.submit({.id = 2, .prompt = iota_tokens(0, 20), .max_output_tokens = 3});
@@ -155,15 +182,16 @@ TEST_CASE("scheduler: without chunked prefill, prefill steps pause decoding (vLL
   CHECK(entries(c) == std::vector<entry_view>{{1, 20, 1, true, true}, {2, 20, 1, true, true}});
   (void)s.commit(x.execute(c));
   CHECK_THROWS_WITH(scheduler(kv::free_list_allocator({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 32}),
-                              {.max_num_batched_tokens = 16, .chunked_prefill = false, .max_model_len = 32}),
+                              {.max_num_batched_tokens = 16, .chunked_prefill = false}),
                     "scheduler: max_num_batched_tokens = 16 must be at least max_model_len = 32 without chunked "
                     "prefill (a whole prompt is computed in one step)");
 }
 
 TEST_CASE("scheduler: reserving max_model_len per request admits pool / max_model_len requests") {
   // 20 blocks of 4 tokens, max_model_len 16 (4 blocks): 5 requests at once, however short.
-  kv::free_list_allocator blocks({.num_blocks = 20, .block_size = 4, .max_sequences = 16, .max_model_len = 16});
-  scheduler s(std::move(blocks), {.max_num_seqs = 16, .max_num_batched_tokens = 64, .reserve_max_model_len = true, .max_model_len = 16});
+  loop<kv::free_list_allocator> l(kv::free_list_allocator({.num_blocks = 20, .block_size = 4, .max_sequences = 16, .max_model_len = 16}),
+                                  {.max_num_seqs = 16, .max_num_batched_tokens = 64, .reserve_max_model_len = true});
+  scheduler<kv::free_list_allocator>& s = l.sched();
   for (request_id id = 1; id <= 7; ++id) s.submit({.id = id, .prompt = iota_tokens(0, 3), .max_output_tokens = 2});
   counting_executor x;
   const scheduled_step& a = s.schedule();
@@ -171,18 +199,19 @@ TEST_CASE("scheduler: reserving max_model_len per request admits pool / max_mode
   CHECK(s.waiting() == 2);
   CHECK(s.blocks().metrics().live_blocks == 20);
   (void)s.commit(x.execute(a));
-  while (!s.idle()) (void)s.step(x);
+  while (!s.idle()) (void)l.step(x);
   CHECK(s.stats().preemptions == 0);
 }
 
 TEST_CASE("scheduler: a chat session's turns extend one conversation and reuse its cached blocks") {
-  kv::prefix_caching_allocator<> blocks({.num_blocks = 32, .block_size = 4, .max_sequences = 4, .max_model_len = 64});
-  scheduler s(std::move(blocks), {.max_num_seqs = 4, .max_num_batched_tokens = 64, .max_model_len = 64});
+  loop<kv::prefix_caching_allocator<>> l(kv::prefix_caching_allocator<>({.num_blocks = 32, .block_size = 4, .max_sequences = 4, .max_model_len = 64}),
+                                         {.max_num_seqs = 4, .max_num_batched_tokens = 64});
+  scheduler<kv::prefix_caching_allocator<>>& s = l.sched();
   counting_executor x;
   s.submit({.id = 1, .prompt = iota_tokens(0, 6), .max_output_tokens = 3, .session = 7});
   CHECK_THROWS_WITH(s.submit({.id = 2, .prompt = iota_tokens(0, 2), .max_output_tokens = 1, .session = 7}),
                     "scheduler: session 7 already has a turn in flight");
-  while (!s.idle()) (void)s.step(x);
+  while (!s.idle()) (void)l.step(x);
   // The conversation: 6 prompt tokens, then 1000 1001 1002.
   std::vector<token_id> conv = iota_tokens(0, 6);
   conv.insert(conv.end(), {1000, 1001, 1002});
@@ -199,7 +228,7 @@ TEST_CASE("scheduler: a chat session's turns extend one conversation and reuse i
 
 TEST_CASE("scheduler: requests that can never be served are refused at submit") {
   kv::free_list_allocator blocks({.num_blocks = 4, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-  scheduler s(std::move(blocks), {.max_num_batched_tokens = 64, .max_model_len = 32});
+  scheduler s(std::move(blocks), {.max_num_batched_tokens = 64});
   CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 30), .max_output_tokens = 3}),
                     "scheduler: request 1 needs 33 tokens (prompt and history 30 + output 3), more than max_model_len = 32");
   CHECK_THROWS_WITH(s.submit({.id = 1, .prompt = iota_tokens(0, 16), .max_output_tokens = 1}),
@@ -219,8 +248,7 @@ TEST_CASE("scheduler: admitting on the first chunk (vLLM v1) starts long prompts
   };
   auto run = [](bool whole_prompt) {
     kv::free_list_allocator blocks({.num_blocks = 6, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
-    scheduler s(std::move(blocks), {.max_num_seqs = 4, .max_num_batched_tokens = 12, .admit_whole_prompt = whole_prompt,
-                         .max_model_len = 32});
+    scheduler s(std::move(blocks), {.max_num_seqs = 4, .max_num_batched_tokens = 12, .admit_whole_prompt = whole_prompt});
     s.submit({.id = 1, .prompt = iota_tokens(0, 8), .max_output_tokens = 6});
     s.submit({.id = 2, .prompt = iota_tokens(100, 20), .max_output_tokens = 1});
     counting_executor x;

@@ -121,7 +121,7 @@ TEST_CASE("simulate refuses what cannot work, naming it") {
   CHECK_THROWS_WITH(simulate(c, serving::generate_chat({.conversations = 1})),
                     Catch::Contains("block_size") && Catch::Contains("24"));
   simulation_config d;
-  d.scheduler.max_model_len = 4096;  // 10 turns of 500 tokens do not fit
+  d.max_model_len = 4096;  // 10 turns of 500 tokens do not fit
   d.strict = true;
   CHECK_THROWS_WITH(simulate(d, serving::generate_chat({.conversations = 1})),
                     "simulate: trace request 9 (conversation 1, turn 9): needs 4500 tokens (history 4000 + prompt 150 + "
@@ -130,7 +130,7 @@ TEST_CASE("simulate refuses what cannot work, naming it") {
 
 TEST_CASE("simulate counts a request that can never run as rejected and goes on") {
   simulation_config c;
-  c.scheduler.max_model_len = 4096;
+  c.max_model_len = 4096;
   // Turn 9 needs 4500 tokens with its history; turn 10 follows the 8 answered turns (4000
   // tokens) and needs 4500 too. The first 8 turns run.
   const simulation_result r = simulate(c, serving::generate_chat({.conversations = 1}));

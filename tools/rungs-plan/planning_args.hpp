@@ -129,7 +129,7 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
         a.batched_tokens_given = true;
       }, "tokens computed per step at most (default 2048; without chunked prefill max(2048, max-model-len))")
       ->group("Scheduler");
-  cli::option(app, "--max-model-len N", c.scheduler.max_model_len, cli::count, "longest request in tokens")
+  cli::option(app, "--max-model-len N", c.max_model_len, cli::count, "longest request in tokens")
       ->group("Scheduler");
   app.add_flag_callback("--no-chunked-prefill", [&c] { c.scheduler.chunked_prefill = false; },
                         "separate prefill steps (vLLM v0, Gaudi)")->group("Scheduler");
@@ -268,13 +268,13 @@ inline void check_simulation_args(simulation_args& a) {
                         " are simulated");
     for (auto [flag, tokens] : {std::pair<const char*, std::int32_t>{"--prompt-tokens", w.prompt_tokens},
                                 {"--output-tokens", w.output_tokens}})
-      if (static_cast<double>(tokens) * (1 - w.jitter) > a.config.scheduler.max_model_len)
+      if (static_cast<double>(tokens) * (1 - w.jitter) > a.config.max_model_len)
         throw usage_error(std::string(flag) + " = " + std::to_string(tokens) + " is longer than --max-model-len = " +
-                          std::to_string(a.config.scheduler.max_model_len) + ": no turn could run");
+                          std::to_string(a.config.max_model_len) + ": no turn could run");
   }
   if (!a.config.scheduler.chunked_prefill && !a.batched_tokens_given)  // as the demo: a whole prompt fits a step
     a.config.scheduler.max_num_batched_tokens = std::max(a.config.scheduler.max_num_batched_tokens,
-                                                         a.config.scheduler.max_model_len);
+                                                         a.config.max_model_len);
   check_graph_memory("--graph-cost", a.config.cost.graph_bytes, a.config.cost.graph_bytes_per_token, a.config.ladder);
   if (a.chat && !a.chat_given)
     throw usage_error("--turns, --prompt-tokens, --output-tokens, --jitter, --think, --interval and --seed describe "
@@ -283,9 +283,9 @@ inline void check_simulation_args(simulation_args& a) {
     throw usage_error("--largest-at-startup applies to --timing delayed");
   if (a.eager_uses != 0 && a.timing != "lazy" && a.timing != "all")
     throw usage_error("--eager-uses applies to --timing lazy");
-  if (!a.config.scheduler.chunked_prefill && a.config.scheduler.max_num_batched_tokens < a.config.scheduler.max_model_len)
+  if (!a.config.scheduler.chunked_prefill && a.config.scheduler.max_num_batched_tokens < a.config.max_model_len)
     throw usage_error("--max-num-batched-tokens = " + std::to_string(a.config.scheduler.max_num_batched_tokens) +
-                      " must be at least --max-model-len = " + std::to_string(a.config.scheduler.max_model_len) +
+                      " must be at least --max-model-len = " + std::to_string(a.config.max_model_len) +
                       " with --no-chunked-prefill");
 }
 

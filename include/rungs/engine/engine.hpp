@@ -9,9 +9,9 @@
 //     Buckets, Order, Timing, Backend   as graph_runner's (graph_runner.hpp)
 //     Allocator                         a rungs::kv block allocator, moved in
 //
-// The runner's KV geometry comes from the allocator (block size, block count), max_model_len
-// from the scheduler's options and the row width from the model: each is configured once
-// (the model's block size is checked against the allocator's).
+// The runner's KV geometry comes from the allocator (block size, block count, max_model_len,
+// which the scheduler reads from it too) and the row width from the model: each is configured
+// once (the model's block size is checked against the allocator's, which derives it).
 //
 // Routing. A scheduler step holds prefill chunks and decodes. With a phased bucket space
 // (Gaudi's prompt and decode buckets) the prefill entries run as one runner step in the
@@ -49,7 +49,7 @@ struct engine_options {
   Order order{};                               ///< in which order buckets are captured
   Timing timing{};                             ///< when buckets are captured
   graph_budget budget{};                       ///< graph memory (unlimited by default)
-  serving::scheduler_options scheduler{};      ///< its max_model_len is the runner's too
+  serving::scheduler_options scheduler{};      ///< admission and step budgets
   step_routing routing = step_routing::by_phase;  ///< how a scheduler step reaches the runner
   phase single_phase = phase::decode;          ///< the phase of step_routing::single
   /// The model the backend's forward runs: its row width sizes the output rows, and its block
@@ -97,7 +97,7 @@ concept step_sampler = requires(H& h, const serving::scheduled_step& plan, std::
 template <class Buckets, class Order, class Timing, class Allocator, class Backend>
 class engine {
   static_assert(kv::detail::allocator_has_shape<Allocator>,
-                "rungs::engine: the Allocator policy lacks `block_size() const` or `num_blocks() const` (block_allocator)");
+                "rungs::engine: the Allocator policy lacks `block_size() const`, `num_blocks() const` or `max_model_len() const` (block_allocator)");
   static_assert(kv::check_block_allocator<Allocator>());
 
  public:
@@ -115,7 +115,7 @@ class engine {
                 {.order = std::move(opts.order),
                  .timing = std::move(opts.timing),
                  .budget = opts.budget,
-                 .max_model_len = opts.scheduler.max_model_len,
+                 .max_model_len = scheduler_.max_model_len(),
                  .shape = {.block_size = scheduler_.blocks().block_size(),
                            .num_blocks = scheduler_.blocks().num_blocks(),
                            .row_width = opts.model ? opts.model->row_width() : 0}}) {}

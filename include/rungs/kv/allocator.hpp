@@ -33,6 +33,7 @@ template <class A>
 concept allocator_has_shape = requires(const A a) {
   { a.block_size() } -> std::same_as<std::int32_t>;
   { a.num_blocks() } -> std::same_as<std::int32_t>;
+  { a.max_model_len() } -> std::same_as<std::int32_t>;
 };
 template <class A>
 concept allocator_has_admission =
@@ -91,8 +92,8 @@ concept block_allocator =
 template <class A>
 consteval bool check_block_allocator() {
   static_assert(detail::allocator_has_shape<A>,
-                "block_allocator: lacks `std::int32_t block_size() const` or "
-                "`std::int32_t num_blocks() const`");
+                "block_allocator: lacks `std::int32_t block_size() const`, "
+                "`std::int32_t num_blocks() const` or `std::int32_t max_model_len() const`");
   static_assert(detail::allocator_has_admission<A>,
                 "block_allocator: lacks `bool can_admit(std::int32_t) const` or "
                 "`result<sequence_start> create(std::span<const token_id>, const sequence_params&)`");

@@ -58,6 +58,8 @@ struct simulation_config {
   std::int64_t kv_bytes = std::int64_t{7} << 30;
   double watermark = 0.01;                 ///< share of blocks admission keeps free (vLLM v0's 1%)
   bool prefix_caching = false;
+  /// Longest request (history, prompt and output), the allocator's max_model_len.
+  std::int32_t max_model_len = 8192;
   serving::scheduler_options scheduler{};
   rungs::ladder ladder{CaptureSizes::vllm(512)};
   any_timing timing{};
@@ -257,7 +259,7 @@ class simulator {
     if (!(c.watermark >= 0 && c.watermark < 1))
       throw std::invalid_argument("simulate: watermark = " + std::to_string(c.watermark) + " must be in [0, 1)");
     return {.num_blocks = static_cast<std::int32_t>(n), .block_size = c.block_size,
-            .max_sequences = c.scheduler.max_num_seqs, .max_model_len = c.scheduler.max_model_len,
+            .max_sequences = c.scheduler.max_num_seqs, .max_model_len = c.max_model_len,
             .watermark_blocks = static_cast<std::int32_t>(std::floor(c.watermark * static_cast<double>(n)))};
   }
 
@@ -311,10 +313,10 @@ class simulator {
   std::string submit(std::size_t index, const serving::trace_request& r) {
     const std::int64_t history = r.conversation != 0 ? static_cast<std::int64_t>(engine_.scheduler().conversation_tokens(r.conversation).size()) : 0;
     const std::int64_t longest = history + r.prompt_tokens + r.output_tokens;
-    if (longest > cfg_.scheduler.max_model_len)
+    if (longest > cfg_.max_model_len)
       return "needs " + std::to_string(longest) + " tokens (history " + std::to_string(history) + " + prompt " +
              std::to_string(r.prompt_tokens) + " + output " + std::to_string(r.output_tokens) +
-             "), more than max_model_len = " + std::to_string(cfg_.scheduler.max_model_len);
+             "), more than max_model_len = " + std::to_string(cfg_.max_model_len);
     serving::request q;
     q.id = index + 1;
     q.max_output_tokens = r.output_tokens;

@@ -15,7 +15,7 @@
 //     const step_events& ev = s.commit(sampled);           // first tokens, finished requests
 //   }
 //
-// (or `s.step(executor)` for an executor with `execute(const scheduled_step&)`).
+// The library's serving loop over a scheduler is rungs::engine::engine::step (engine.hpp).
 //
 // Policies, after vLLM's schedulers (v1 with chunked prefill, v0 without):
 //   admission   first come, first served from the waiting queue, when the allocator can hold
@@ -83,7 +83,6 @@ struct scheduler_options {
   bool chunked_prefill = true;                  ///< mixed steps (v1); false: separate prefill steps (v0)
   bool reserve_max_model_len = false;           ///< reserve max_model_len tokens per request at admission
   bool admit_whole_prompt = true;               ///< false: admit when this step's chunk fits (vLLM v1)
-  std::int32_t max_model_len = 8192;            ///< longest conversation (prompt, history and outputs)
   std::optional<token_id> eos{};                ///< a sampled eos finishes a request
 
   void validate() const {
@@ -92,7 +91,14 @@ struct scheduler_options {
     };
     positive("max_num_seqs", max_num_seqs);
     positive("max_num_batched_tokens", max_num_batched_tokens);
-    positive("max_model_len", max_model_len);
+  }
+
+  /// validate(), and the rules that involve the allocator's max_model_len (the longest
+  /// conversation: prompt, history and outputs), which the scheduler reads from its allocator.
+  void validate(std::int32_t max_model_len) const {
+    validate();
+    if (max_model_len <= 0)
+      throw std::invalid_argument("scheduler: max_model_len = " + std::to_string(max_model_len) + " must be positive");
     if (!chunked_prefill && max_num_batched_tokens < max_model_len)
       throw std::invalid_argument("scheduler: max_num_batched_tokens = " + std::to_string(max_num_batched_tokens) +
                                   " must be at least max_model_len = " + std::to_string(max_model_len) +
@@ -181,13 +187,6 @@ struct scheduler_stats {
   std::int64_t prefix_hit_tokens = 0;   ///< prompt tokens found in the prefix cache at admission
 };
 
-/// An executor runs a scheduled step and returns one sampled token per sampling entry, in
-/// entry order.
-template <class X>
-concept step_executor = requires(X& x, const scheduled_step& s) {
-  { x.execute(s) } -> std::convertible_to<std::span<const token_id>>;
-};
-
 template <class Allocator>
 class scheduler {
   static_assert(kv::check_block_allocator<Allocator>());
@@ -195,9 +194,14 @@ class scheduler {
  public:
   /// The allocator is moved in: an lvalue does not compile, since a copy would diverge from
   /// the caller's silently. Read it back through blocks().
+  /// The longest conversation is the allocator's max_model_len (its block tables are that
+  /// wide): stated once, in the allocator's configuration.
   scheduler(Allocator&& blocks, scheduler_options options) : blocks_(std::move(blocks)), opts_(std::move(options)) {
-    opts_.validate();
+    opts_.validate(blocks_.max_model_len());
   }
+
+  /// The longest conversation (prompt, history and outputs): the allocator's.
+  std::int32_t max_model_len() const { return blocks_.max_model_len(); }
 
   /// Queues a request. Throws std::invalid_argument for one that can never be served: an
   /// id in use, an empty prompt, a conversation longer than max_model_len, more blocks than
@@ -218,13 +222,13 @@ class scheduler {
     s.tokens.insert(s.tokens.end(), r.prompt.begin(), r.prompt.end());
     s.prompt_len = static_cast<std::int32_t>(s.tokens.size());
     const std::int64_t longest = std::int64_t{s.prompt_len} + r.max_output_tokens;
-    if (longest > opts_.max_model_len)
+    if (longest > blocks_.max_model_len())
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(longest) +
                                   " tokens (prompt and history " + std::to_string(s.prompt_len) + " + output " +
                                   std::to_string(r.max_output_tokens) + "), more than max_model_len = " +
-                                  std::to_string(opts_.max_model_len));
+                                  std::to_string(blocks_.max_model_len()));
     const std::int64_t need =
-        rungs::blocks_for(opts_.reserve_max_model_len ? opts_.max_model_len : longest, blocks_.block_size());
+        rungs::blocks_for(opts_.reserve_max_model_len ? blocks_.max_model_len() : longest, blocks_.block_size());
     if (need + watermark() > blocks_.num_blocks())
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(need) +
                                   " KV blocks (+ watermark " + std::to_string(watermark()) + "), more than the pool's " +
@@ -300,17 +304,6 @@ class scheduler {
     return events_;
   }
 
-  /// schedule(), execute, commit(): one step through `x`. Empty events when nothing ran.
-  template <step_executor X>
-  const step_events& step(X& x) {
-    const scheduled_step& s = schedule();
-    if (s.empty()) {
-      events_ = {};
-      return events_;
-    }
-    return commit(x.execute(s));
-  }
-
   /// Nothing waiting and nothing running.
   bool idle() const { return waiting_.empty() && running_.empty(); }
   std::size_t waiting() const { return waiting_.size(); }
@@ -359,7 +352,7 @@ class scheduler {
   }
 
   std::int32_t lookahead(const request_state& r, std::int32_t count) const {
-    return opts_.reserve_max_model_len ? std::max(0, opts_.max_model_len - (r.computed + count)) : 0;
+    return opts_.reserve_max_model_len ? std::max(0, blocks_.max_model_len() - (r.computed + count)) : 0;
   }
 
   // Running requests in admission order: each takes its next tokens, preempting from the
@@ -395,7 +388,7 @@ class scheduler {
       request_state& r = requests_.at(id);
       const auto all = static_cast<std::int32_t>(r.tokens.size());
       if (!opts_.chunked_prefill && all > budget) return stop(admission_stop::token_budget);  // v0: whole prompts only
-      if (opts_.reserve_max_model_len && !blocks_.can_admit(opts_.max_model_len)) return stop(admission_stop::kv_blocks);
+      if (opts_.reserve_max_model_len && !blocks_.can_admit(blocks_.max_model_len())) return stop(admission_stop::kv_blocks);
       const kv::sequence_params params{.adapter_id = r.adapter_id, .cache_salt = r.cache_salt, .priority = r.priority,
                                        .admit_tokens = opts_.admit_whole_prompt ? 0 : budget};
       const kv::result<kv::sequence_start> started = blocks_.create(std::span<const token_id>(r.tokens), params);

@@ -14,6 +14,7 @@
 #include <rungs/attention/detail/kernels.cuh>
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/plan.hpp>
+#include <rungs/blocks.hpp>
 #include <rungs/attention/reference.hpp>
 
 #include <catch2/catch.hpp>
@@ -89,7 +90,7 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
   const int max_context = max_len + 25;
   std::vector<std::int32_t> lens = random_lengths(rng, 2, max_len, block_size);
   lens.insert(lens.begin() + 1, 0);
-  const std::int64_t stride = (max_context + block_size - 1) / block_size + 2;
+  const std::int64_t stride = rungs::blocks_for(max_context, block_size) + 2;
   const paged_problem p = make_problem(
       rng, {.num_qo_heads = G * kv_heads, .num_kv_heads = kv_heads, .head_dim = D, .block_size = block_size}, lens, {},
       stride);
