@@ -505,7 +505,7 @@ serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream&
   // Every graph shape the engine will capture, as the engine computes it (width: the bucket's
   // context, or max_model_len, in blocks).
   std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
-  const std::int64_t len = s.scheduler.max_model_len;
+  const std::int64_t len = s.kv.max_model_len;
   std::visit(
       [&](const auto& space) {
         for (std::size_t i = 0; i < space.size(); ++i) {
