@@ -12,7 +12,12 @@
 namespace rungs {
 
 /// Element type of a tensor (KV cache, queries, outputs).
-enum class dtype : std::uint8_t { fp32, fp16, bf16, fp8 };
+enum class dtype : std::uint8_t {
+  fp32,  ///< IEEE binary32 (float)
+  fp16,  ///< IEEE binary16 (rungs::f16, CUDA's __half)
+  bf16,  ///< bfloat16 (rungs::bf16, CUDA's __nv_bfloat16)
+  fp8,   ///< 8-bit floating point (KV cache capacity only: no host storage type)
+};
 
 /// The dtype's name as flags and logs spell it: "fp32", "fp16", "bf16", "fp8".
 constexpr std::string_view name(dtype t) {
