@@ -63,7 +63,7 @@ TEST_CASE("the Mooncake trace's first 400 requests on 4 replicas: prefix-affinit
   rows.resize(400);
   planning::simulation_config c;
   c.prefix_caching = true;
-  c.scheduler.max_model_len = 131072;
+  c.max_model_len = 131072;
   c.kv_bytes = std::int64_t{32} << 30;  // 262,144 tokens per replica: the longest requests fit
   c.record_steps = false;
   const planning::fleet_result rr = planning::simulate_fleet(c, rows, 4);
