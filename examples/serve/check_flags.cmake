@@ -24,6 +24,8 @@ set(cases
   "--bucket-file|--bucket-file,buckets.txt"
   "--rungs|--rungs,8"
   "--ladder explicit|--ladder,explicit"
+  "--dispatch|--dispatch,--ladder,gaudi-linear"
+  "--dispatch|--dispatch,--backend,host"
   # values that would wrap
   "--seed|--seed,-1"
   # a trace row longer than any max_model_len: refused before its prompt is built (8 GiB)

@@ -7,6 +7,7 @@
 
 #include <rungs/engine/capture_order.hpp>
 #include <rungs/engine/capture_timing.hpp>
+#include <rungs/engine/dispatch_buckets.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
 #include <rungs/engine/phased_buckets.hpp>
 #include <rungs/kv/paged_allocator.hpp>
@@ -39,7 +40,7 @@ struct bucket_choice {
   using linear_space = decltype(eng::gaudi_buckets(std::declval<const gaudi::bucket_plan<2>&>()));
   using grid3_space = decltype(eng::gaudi_buckets(std::declval<const gaudi::bucket_plan<3>&>()));
   using ladder_space = eng::ladder_buckets<rungs::ladder>;
-  std::variant<linear_space, grid3_space, ladder_space> space;
+  std::variant<linear_space, grid3_space, ladder_space, eng::dispatch_buckets> space;
   step_routing routing = step_routing::by_phase;
 };
 
@@ -50,6 +51,8 @@ struct bucket_settings {
   std::string bucket_file;
   std::vector<rungs::rung_t> rungs;  ///< ladder_kind::explicit_rungs (or read from bucket_file)
   std::int32_t max_capture_size = 0;
+  bool dispatch = false;             ///< vLLM V1's (tokens, uniform decode) key over the 1-D ladder
+  std::int64_t max_num_seqs = 0;     ///< the scheduler's: the widest uniform-decode graph
 };
 
 /// The demo's own defaults for Gaudi's VLLM_*_BUCKET_* variables, used where the environment
@@ -74,6 +77,8 @@ inline std::map<std::string, std::string> demo_bucket_defaults(const bucket_sett
 /// capture sizes, for a 1-D ladder). Throws rungs::ladder_error (an invalid_argument) for a
 /// bad configuration.
 inline bucket_choice make_buckets(const bucket_settings& s, std::ostream& log) {
+  if (s.dispatch && is_gaudi(s.ladder))
+    throw std::invalid_argument("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit)");
   if (s.ladder == ladder_kind::explicit_rungs || s.ladder == ladder_kind::vllm || s.ladder == ladder_kind::sglang ||
       s.ladder == ladder_kind::trtllm) {
     const auto max = static_cast<rungs::rung_t>(s.max_capture_size);
@@ -91,6 +96,13 @@ inline bucket_choice make_buckets(const bucket_settings& s, std::ostream& log) {
         << ", tokens per step, " << l.size() << " rungs): [";
     for (std::size_t i = 0; i < l.size(); ++i) log << (i ? ", " : "") << l[i];
     log << "]; steps of more tokens run eagerly\n";
+    if (s.dispatch) {
+      eng::dispatch_buckets d(l, {.max_num_seqs = s.max_num_seqs});
+      log << "Dispatch key (tokens, uniform decode), vLLM V1's: " << d.decode_graphs()
+          << " uniform-decode graphs (one new token per sequence, up to " << s.max_num_seqs << " sequences) and "
+          << d.mixed_graphs() << " token-count graphs\n";
+      return {std::move(d), step_routing::single};
+    }
     return {bucket_choice::ladder_space(l, eng::phase::decode), step_routing::single};
   }
   const std::map<std::string, std::string> defaults = demo_bucket_defaults(s);

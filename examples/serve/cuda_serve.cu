@@ -13,12 +13,14 @@
 // product, RMSNorm and the MLP; then the final norm of each sequence's last token into its
 // output row. No allocation, no synchronisation, no host branch on data: graph-safe.
 //
-// Attention uses the prefill/extend kernel for every step, decode steps included: a graph of a
-// 1-D ladder bucket serves mixed steps (several tokens per sequence), and the forward cannot
-// know from the shape alone that a step holds one token per sequence. The attention plan is
-// made on the host for the step's padded shape (FlashInfer's plan/run): the heuristic split-KV
-// plan for bucket shapes, whose workspace is sized at setup from every bucket; an unsplit plan
-// (no workspace) for the live shapes of eager steps.
+// Attention: a graph whose shape declares one new token per sequence (graph_shape::query == 1:
+// the uniform-decode graphs of vLLM V1's dispatch key, --dispatch) runs the split-KV decode
+// kernel; every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
+// steps and whose shape alone cannot say that a step holds one token per sequence) runs the
+// prefill/extend kernel. The attention plan is made on the host for the step's padded shape
+// (FlashInfer's plan/run): the heuristic split-KV plan for bucket shapes, whose workspace is
+// sized at setup from every bucket; an unsplit prefill plan (no workspace) for the live shapes
+// of eager steps.
 //
 // Sampling happens outside the graph, as in vLLM: the engine's rows (final hidden states) go
 // through the LM head and an argmax on the device; the tokens come back with one copy.
@@ -63,6 +65,11 @@ constexpr int kHead = gpu_model.head_dim;
 constexpr int kQCols = kHidden;
 constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
+constexpr int kGroup = gpu_model.num_qo_heads / gpu_model.num_kv_heads;
+
+// A graph shape as the forward plans it: sequences, tokens, block-table width, uniform query
+// length (graph_shape::query).
+using shape_key = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>;
 
 model_config gpu_config(std::uint64_t seed) {
   return model_config{.vocab = kVocab, .ffn = kFfn, .rope_theta = 10000.0, .norm_eps = 1e-5f, .seed = seed};
@@ -256,9 +263,9 @@ class gpu_decoder {
  public:
   using dims = decoder_dims<gpu_model>;
 
-  /// `bucket_shapes`: every (seqs, tokens, width) a graph is captured at; `max_seqs`: the most
-  /// sequences a step samples (the scheduler's max_num_seqs).
-  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes, std::int64_t max_seqs)
+  /// `bucket_shapes`: every graph shape a graph is captured at; `max_seqs`: the most sequences
+  /// a step samples (the scheduler's max_num_seqs).
+  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs)
       : c_(c),
         config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks)},
         device_(ra::query_device()),
@@ -311,8 +318,10 @@ class gpu_decoder {
     sampled_ = device_alloc<std::int32_t>(max_seqs_);
     RUNGS_CUDA_CHECK(cudaMallocHost(&sampled_host_, static_cast<std::size_t>(max_seqs_) * sizeof(std::int32_t)));
     // The attention workspace every bucket's plan needs (eager live shapes plan no split).
-    for (const auto& [seqs, tokens, width] : bucket_shapes_)
-      attention_workspace_ = std::max<std::int64_t>(attention_workspace_, static_cast<std::int64_t>(plan(seqs, tokens, width, true).workspace.bytes));
+    for (const auto& [seqs, tokens, width, query] : bucket_shapes_) {
+      const std::size_t bytes = query == 1 ? decode_plan(seqs, width).workspace.bytes : plan(seqs, tokens, width, true).workspace.bytes;
+      attention_workspace_ = std::max<std::int64_t>(attention_workspace_, static_cast<std::int64_t>(bytes));
+    }
     RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -357,10 +366,17 @@ class gpu_decoder {
     std::byte* attn_ws = ws + a.end;
     const std::size_t attn_ws_bytes = st.workspace_bytes - static_cast<std::size_t>(a.end);
 
-    const bool bucket = bucket_shapes_.contains({S, T, b.width});
-    const ra::prefill_plan p = plan(S, T, b.width, bucket);
-    if (p.workspace.bytes > attn_ws_bytes)
-      throw std::runtime_error("gpu model: the attention plan needs " + std::to_string(p.workspace.bytes) +
+    const bool bucket = bucket_shapes_.contains({S, T, b.width, b.query});
+    // One new token per sequence, declared by the graph's shape: the decode kernel. Its query
+    // and output rows are the token rows (sequence i's token is row i; a padded sequence has
+    // length 0 and gets a zero row).
+    const bool decode = b.query == 1;
+    if (decode && !bucket) throw std::logic_error("gpu model: a uniform-decode step outside every graph shape");
+    const ra::prefill_plan p = decode ? ra::prefill_plan{} : plan(S, T, b.width, bucket);
+    const ra::decode_plan dp = decode ? decode_plan(S, b.width) : ra::decode_plan{};
+    const std::size_t plan_ws = decode ? dp.workspace.bytes : p.workspace.bytes;
+    if (plan_ws > attn_ws_bytes)
+      throw std::runtime_error("gpu model: the attention plan needs " + std::to_string(plan_ws) +
                                " bytes of workspace, " + std::to_string(attn_ws_bytes) + " are left");
     const cudaStream_t s = st.stream;
     const unsigned rows = static_cast<unsigned>(T);
@@ -377,14 +393,23 @@ class gpu_decoder {
       ra::launch_cache_write<rungs::bf16, kHead>(
           config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
           s);
-      // Rows of padded tokens are not written by prefill: clear them so the products read zeros.
-      RUNGS_CUDA_CHECK(cudaMemsetAsync(attn, 0, static_cast<std::size_t>(T * H) * sizeof(bf16), s));
-      ra::launch_prefill<rungs::bf16, kHead, ra::dynamic_block_size>(
-          p,
-          {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
-           .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = attn,
-           .workspace = p.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
-          s);
+      if (decode) {  // every row written, zeros for padded sequences
+        ra::launch_decode<rungs::bf16, kHead, ra::dynamic_block_size, kGroup>(
+            dp,
+            {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
+             .block_table_stride = b.width, .seq_lens = b.seq_lens, .out = attn,
+             .workspace = dp.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
+            s);
+      } else {
+        // Rows of padded tokens are not written by prefill: clear them so the products read zeros.
+        RUNGS_CUDA_CHECK(cudaMemsetAsync(attn, 0, static_cast<std::size_t>(T * H) * sizeof(bf16), s));
+        ra::launch_prefill<rungs::bf16, kHead, ra::dynamic_block_size>(
+            p,
+            {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
+             .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = attn,
+             .workspace = p.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
+            s);
+      }
       product(attn, ly.wo, x, H, H, true);
       rms_norm<<<rows, 256, 0, s>>>(x, ly.mlp_norm, h, c_.norm_eps);
       product(h, ly.w_gate_up, mlp, 2 * F, H, false);
@@ -456,10 +481,17 @@ class gpu_decoder {
     return ra::plan_prefill(config_, bucket, device_, o);
   }
 
+  // The decode plan of a uniform-decode graph shape (only graphs declare one token per
+  // sequence): the split-KV heuristic over the shape's context.
+  ra::decode_plan decode_plan(std::int64_t seqs, std::int64_t width) const {
+    const auto context = static_cast<int>(std::max<std::int64_t>(width * gpu_model.block_size, 1));
+    return ra::plan_decode(config_, {.max_batch = static_cast<int>(seqs), .max_context = context}, device_);
+  }
+
   model_config c_;
   ra::attention_config config_;
   ra::device_info device_;
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> bucket_shapes_;
+  std::set<shape_key> bucket_shapes_;
   std::int64_t max_seqs_;
   std::int64_t attention_workspace_ = 0;
   cudaStream_t stream_ = nullptr;
@@ -504,14 +536,14 @@ backend_info cuda_backend_info(std::uint64_t seed) {
 serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal) {
   // Every graph shape the engine will capture, as the engine computes it (width: the bucket's
   // context, or max_model_len, in blocks).
-  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shapes;
+  std::set<shape_key> shapes;
   const std::int64_t len = s.kv.max_model_len;
   std::visit(
       [&](const auto& space) {
         for (std::size_t i = 0; i < space.size(); ++i) {
           const eng::graph_shape g = space.at(i).shape;
           const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
-          shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size)});
+          shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size), g.query});
         }
       },
       buckets.space);

@@ -21,6 +21,9 @@ using usage_error = rungs::cli::usage_error;
 
 enum class backend_kind { automatic, host, cuda };
 enum class ladder_kind { gaudi_linear, gaudi_exponential, gaudi_file, vllm, sglang, trtllm, explicit_rungs };
+constexpr bool is_gaudi(ladder_kind k) {
+  return k == ladder_kind::gaudi_linear || k == ladder_kind::gaudi_exponential || k == ladder_kind::gaudi_file;
+}
 enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by_phase };
 enum class timing_kind { startup, delayed, lazy, idle };
 enum class allocator_kind { prefix_caching, free_list };
@@ -51,6 +54,7 @@ struct demo_options {
   std::string bucket_file;
   std::vector<std::int64_t> rungs;  ///< --ladder explicit
   std::optional<std::int32_t> max_capture_size;
+  bool dispatch = false;  ///< vLLM V1's (tokens, uniform decode) key over the 1-D ladder
   order_kind order = order_kind::automatic;
   timing_kind timing = timing_kind::startup;
   bool largest_at_startup = false;
@@ -124,6 +128,10 @@ inline void define_options(CLI::App& app, demo_options& o) {
     return r;
   }, "the rungs of --ladder explicit, in tokens per step (rungs-plan fit --explicit prints them)");
   option(app, "--max-capture-size N", o.max_capture_size, count, "top rung of a 1-D ladder, in tokens (default: min(2 x max-num-seqs, 512))");
+  app.add_flag("--dispatch", o.dispatch,
+               "key graphs on (tokens, uniform decode) as vLLM V1 does: steps where every sequence decodes one "
+               "token replay full decode graphs (cuda: the decode kernel), other steps the ladder's token-count "
+               "graphs; 1-D ladders only");
   choices<order_kind>(app, "--capture-order KIND", o.order,
                       {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},
                        {"max-bs", order_kind::max_bs}, {"min-tokens", order_kind::min_tokens},
@@ -175,6 +183,8 @@ inline demo_options parse_options(const std::vector<std::string_view>& args) {
       throw usage_error("--bucket-file applies to --ladder gaudi-file and explicit only");
     if (!o.rungs.empty() && o.ladder != ladder_kind::explicit_rungs)
       throw usage_error("--rungs applies to --ladder explicit only");
+    if (o.dispatch && o.ladder && is_gaudi(*o.ladder))
+      throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit)");
     if (o.ladder == ladder_kind::explicit_rungs && o.rungs.empty() == o.bucket_file.empty())
       throw usage_error("--ladder explicit needs one of --rungs R1,R2,... and --bucket-file PATH");
     return true;

@@ -145,6 +145,9 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
 
   // Buckets.
   s.buckets.ladder = ladder;
+  if (o.dispatch && is_gaudi(ladder))
+    throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit); this run's "
+                      "ladder is the default gaudi-linear");
   if (ladder == ladder_kind::gaudi_file && o.bucket_file.empty())
     throw usage_error("--ladder gaudi-file needs --bucket-file PATH");
   s.buckets.bucket_file = o.bucket_file;
@@ -157,6 +160,8 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                        .prefix_caching = o.allocator == allocator_kind::prefix_caching};
   s.buckets.max_capture_size = o.max_capture_size.value_or(
       std::min({2 * s.scheduler.max_num_seqs, 512, s.scheduler.max_num_batched_tokens}));
+  s.buckets.dispatch = o.dispatch;
+  s.buckets.max_num_seqs = s.scheduler.max_num_seqs;
   return s;
 }
 

@@ -51,7 +51,7 @@ TEST_CASE("dispatch_buckets: uniform-decode graphs are the capture sizes rounded
   const dispatch_buckets s(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4});
   static_assert(bucket_space<dispatch_buckets>);
   CHECK(all(s) == strings{"d(1, 2)", "d(2, 2)", "d(4, 2)", "p1", "p2", "p4", "p8", "p16"});
-  CHECK(s.at(2).shape == graph_shape{4, 8, 0});   // 4 request rows, 8 token rows
+  CHECK(s.at(2).shape == graph_shape{4, 8, 0, 2});  // 4 request rows of exactly 2 new tokens
   CHECK(s.at(7).shape == graph_shape{4, 16, 0});  // mixed: no more than max_num_seqs request rows
   CHECK(s.decode_graphs() == 3);
   CHECK(s.mixed_graphs() == 5);
@@ -184,4 +184,38 @@ TEST_CASE("the engine on the dispatch key: LoRA graphs and the budget split acro
   CHECK(r.run == run_kind::replay);
   CHECK(str(e.at(*r.bucket)) == "d(4, 2, 1)");
   CHECK(str(e.at(*e.step(seqs).bucket)) == "d(4, 2, 0)");
+}
+
+TEST_CASE("the engine on the dispatch key: the forward sees each graph's uniform query length") {
+  toy_model model;
+  std::vector<std::int64_t> queries;  // batch.query of every forward run (captures' warm-ups included)
+  auto forward = [&](const host_step& s) {
+    queries.push_back(s.batch.query);
+    model(s);
+  };
+  dispatch_engine<both_largest_first, startup> e(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4}),
+                                                 host_backend(forward),
+                                                 {.max_model_len = 16, .shape = tiny_model.run(64)});
+  e.start();
+  // Five mixed graphs declare nothing; the three uniform-decode graphs declare 1 + 1 tokens.
+  CHECK(queries == std::vector<std::int64_t>{0, 0, 0, 0, 0, 2, 2, 2});
+  queries.clear();
+  batch_builder bb;
+  e.step(bb.make(3, 10, 2));   // uniform decode: replays (4, 2)
+  e.step(bb.make(1, 0, 10));   // a prompt: replays the 16-token graph
+  e.step(bb.make(3, 12, 1));   // decodes without their drafts: mixed, replays 4
+  e.step(bb.make(2, 0, 9));    // 18 tokens, above the top: eager in the live shape
+  CHECK(queries == std::vector<std::int64_t>{2, 0, 0, 0});
+}
+
+TEST_CASE("staging for a uniform-query graph refuses a sequence with another query length") {
+  batch_builder bb;
+  padded_batch staged;
+  CHECK_THROWS_WITH(staged.stage(bb.make(2, 4, 1), 4, 8, 4, 4, 0, 2),
+                    "sequence 0 has 1 new tokens; a graph of uniform query length 2 takes exactly that many per sequence");
+  staged.stage(bb.make(2, 4, 2), 4, 8, 4, 4, 0, 2);
+  CHECK(staged.query() == 2);
+  CHECK(staged.view().query == 2);
+  CHECK(staged.shape() == staged_shape{4, 8, 4, 2});
+  CHECK_THROWS_WITH(staged.stage(bb.make(1, 4, 2), 4, 8, 4, 4, 0, -1), "query = -1 must not be negative");
 }

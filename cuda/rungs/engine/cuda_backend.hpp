@@ -318,7 +318,8 @@ class cuda_backend {
                  s.width(),        at(l.token_ids),
                  at(l.positions),  reinterpret_cast<const std::int64_t*>(b.device + l.slot_mapping),
                  at(l.query_start), at(l.seq_lens),
-                 at(l.block_tables)};
+                 at(l.block_tables),
+                 s.query()};
     return cuda_step{v, b.device + l.plan, b.out, setup_.row_width, workspace_, workspace_bytes_, stream_};
   }
 

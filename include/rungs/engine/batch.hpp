@@ -69,6 +69,7 @@ struct batch_view {
   const std::int32_t* query_start = nullptr;   // [seqs + 1]
   const std::int32_t* seq_lens = nullptr;      // [seqs], context + new tokens
   const std::int32_t* block_tables = nullptr;  // [seqs][width]
+  std::int64_t query = 0;  // graph_shape::query: every real sequence has exactly this many new tokens; 0 = any
 };
 
 /// The padded shape a batch was staged at: what a backend's graph for a bucket is prepared
@@ -77,6 +78,7 @@ struct staged_shape {
   std::int64_t seqs = 0;
   std::int64_t tokens = 0;
   std::int64_t width = 0;
+  std::int64_t query = 0;  ///< graph_shape::query: new tokens of every real sequence, 0 = any
   friend constexpr bool operator==(const staged_shape&, const staged_shape&) = default;
 };
 
@@ -84,8 +86,11 @@ struct staged_shape {
 /// above every bucket (which runs eagerly).
 class padded_batch {
  public:
-  staged_shape shape() const { return {seqs_, tokens_, width_}; }
+  staged_shape shape() const { return {seqs_, tokens_, width_, query_}; }
   std::int64_t seqs() const { return seqs_; }
+  /// New tokens of every real sequence when the batch was staged for a uniform-query graph
+  /// (graph_shape::query); 0 when sequences may differ.
+  std::int64_t query() const { return query_; }
   std::int64_t tokens() const { return tokens_; }
   std::int64_t width() const { return width_; }
   std::int64_t real_seqs() const { return real_seqs_; }
@@ -100,7 +105,7 @@ class padded_batch {
 
   batch_view view() const {
     return {seqs_, tokens_, width_, token_ids_.data(), positions_.data(), slot_mapping_.data(),
-            query_start_.data(), seq_lens_.data(), block_tables_.data()};
+            query_start_.data(), seq_lens_.data(), block_tables_.data(), query_};
   }
 
   /// Makes room for `seqs` x `tokens` x `width` without staging anything.
@@ -114,14 +119,23 @@ class padded_batch {
   }
 
   /// Stages `live` padded to `seqs` sequences, `tokens` tokens and `width` block-table
-  /// entries per sequence. Throws std::invalid_argument when a sequence's block table is too
-  /// short or names a block outside [0, num_blocks) (num_blocks 0: unchecked), or when the
-  /// batch does not fit the shape.
+  /// entries per sequence; `query` > 0 states that every live sequence has exactly `query` new
+  /// tokens (a uniform-query graph's batch). Throws std::invalid_argument when a sequence's
+  /// block table is too short or names a block outside [0, num_blocks) (num_blocks 0:
+  /// unchecked), when the batch does not fit the shape, or when a sequence breaks `query`.
   void stage(std::span<const sequence> live, std::int64_t seqs, std::int64_t tokens, std::int64_t width,
-             std::int64_t block_size, std::int64_t num_blocks = 0) {
+             std::int64_t block_size, std::int64_t num_blocks = 0, std::int64_t query = 0) {
     auto n = static_cast<std::int64_t>(live.size());
     if (n > seqs) throw std::invalid_argument(std::to_string(n) + " sequences do not fit " + std::to_string(seqs) + " rows");
+    if (query < 0) throw std::invalid_argument("query = " + std::to_string(query) + " must not be negative");
     // Everything is checked before anything is written.
+    for (std::int64_t i = 0; query > 0 && i < n; ++i) {
+      const auto q = static_cast<std::int64_t>(live[static_cast<std::size_t>(i)].tokens.size());
+      if (q != query)
+        throw std::invalid_argument("sequence " + std::to_string(i) + " has " + std::to_string(q) +
+                                    " new tokens; a graph of uniform query length " + std::to_string(query) +
+                                    " takes exactly that many per sequence");
+    }
     std::int64_t t = 0;
     for (std::int64_t i = 0; i < n; ++i) {
       const sequence& s = live[static_cast<std::size_t>(i)];
@@ -151,6 +165,7 @@ class padded_batch {
     seqs_ = seqs;
     tokens_ = tokens;
     width_ = width;
+    query_ = query;
     real_seqs_ = n;
     // Block tables: the buffer is 0 outside the ranges the last staging wrote, so clearing
     // those and writing the new rows' blocks leaves every other entry (past a row's blocks,
@@ -194,7 +209,7 @@ class padded_batch {
     if (static_cast<std::int64_t>(v.size()) < n) v.resize(static_cast<std::size_t>(n));
   }
 
-  std::int64_t seqs_ = 0, tokens_ = 0, width_ = 0, real_seqs_ = 0, real_tokens_ = 0;
+  std::int64_t seqs_ = 0, tokens_ = 0, width_ = 0, query_ = 0, real_seqs_ = 0, real_tokens_ = 0;
   std::vector<std::int32_t> token_ids_, positions_, query_start_, seq_lens_, block_tables_;
   std::vector<std::int64_t> slot_mapping_;
   std::vector<std::pair<std::int64_t, std::int64_t>> written_;  // block-table ranges [from, to) the last staging wrote

@@ -30,6 +30,11 @@ struct graph_shape {
   std::int64_t seqs = 0;
   std::int64_t tokens = 0;
   std::int64_t context = 0;
+  /// Uniform query length: every real sequence of a batch this graph serves has exactly
+  /// `query` new tokens (padded sequences none), as in vLLM's uniform-decode graphs (1 + the
+  /// speculative tokens). 0: any number (prefill and mixed batches). A forward may specialise
+  /// on it, e.g. attention through the decode kernel when it is 1.
+  std::int64_t query = 0;
   friend constexpr bool operator==(const graph_shape&, const graph_shape&) = default;
 };
 

@@ -80,7 +80,7 @@ class dispatch_buckets {
     if (j < decode_.size()) {
       const std::int64_t n = decode_[j] / q();
       return bucket{.dims = {n, q(), lora ? 1 : 0}, .rank = static_cast<std::uint8_t>(2 + rank_extra), .ph = phase::decode,
-                    .shape = {n, decode_[j], 0}};
+                    .shape = {.seqs = n, .tokens = decode_[j], .context = 0, .query = q()}};
     }
     const std::int64_t t = mixed_[j - decode_.size()];
     return bucket{.dims = {t, rank_extra ? 1 : 0, lora ? 1 : 0}, .rank = static_cast<std::uint8_t>(1 + 2 * rank_extra),

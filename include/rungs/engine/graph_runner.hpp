@@ -234,7 +234,7 @@ class graph_runner {
     bool replay = false;
     if (b) {
       const graph_shape& s = table_[*b].shape;
-      live_.stage(seqs, s.seqs, s.tokens, width_of(s), block_size(), opts_.shape.num_blocks);
+      live_.stage(seqs, s.seqs, s.tokens, width_of(s), block_size(), opts_.shape.num_blocks, s.query);
     } else {
       live_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, block_size()), block_size(),
                   opts_.shape.num_blocks);
@@ -458,7 +458,7 @@ class graph_runner {
       return e.outcome;
     }
     const graph_shape& s = bk.shape;
-    dummy_.stage({}, s.seqs, s.tokens, width_of(s), block_size());  // every row padding: slot -1
+    dummy_.stage({}, s.seqs, s.tokens, width_of(s), block_size(), 0, s.query);  // every row padding: slot -1
     capture_report rep = backend_.capture(b, bk, dummy_);
     // Agree on the outcome: a capture that failed anywhere is dropped everywhere, and the
     // budget is charged the largest cost any rank measured.

@@ -1,0 +1,33 @@
+# --dispatch (vLLM V1's (tokens, uniform decode) key over the 1-D ladder) on the host backend:
+# the run replays uniform-decode graphs, verifies its tokens against the plain loop, and gives
+# the same token digest as the same run without --dispatch (the graphs change, not the tokens).
+# Called by CTest:  cmake -DDEMO=path/to/serve_demo -P check_dispatch.cmake
+if(NOT DEMO)
+  message(FATAL_ERROR "check_dispatch.cmake: pass -DDEMO=<serve_demo>")
+endif()
+set(args --clock virtual --ladder vllm --chats 3 --turns 2 --verify 3)
+foreach(mode plain dispatch)
+  set(extra)
+  if(mode STREQUAL "dispatch")
+    set(extra --dispatch)
+  endif()
+  execute_process(COMMAND "${DEMO}" ${args} ${extra} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "serve_demo ${args} ${extra} exited ${rc}:\n${out}\n${err}")
+  endif()
+  if(NOT out MATCHES "digest ([0-9a-f]+)")
+    message(FATAL_ERROR "no token digest in the output of serve_demo ${args} ${extra}:\n${out}")
+  endif()
+  set(digest_${mode} "${CMAKE_MATCH_1}")
+  set(out_${mode} "${out}")
+endforeach()
+if(NOT digest_plain STREQUAL digest_dispatch)
+  message(FATAL_ERROR "--dispatch changed the tokens: digest ${digest_dispatch}, without it ${digest_plain}")
+endif()
+foreach(want "Dispatch key \\(tokens, uniform decode\\), vLLM V1's: [0-9]+ uniform-decode graphs"
+             "uniform decode [0-9]+x1 -> \\([0-9]+, 1\\) replay" "verified +3 chats")
+  if(NOT out_dispatch MATCHES "${want}")
+    message(FATAL_ERROR "the --dispatch run's output lacks /${want}/:\n${out_dispatch}")
+  endif()
+endforeach()
+message(STATUS "--dispatch: same digest ${digest_plain}, uniform-decode graphs replayed")
