@@ -195,7 +195,7 @@ TEST_CASE("the engine on the dispatch key: the forward sees each graph's uniform
   };
   dispatch_engine<both_largest_first, startup> e(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4}),
                                                  host_backend(forward),
-                                                 {.max_model_len = 16, .shape = tiny_model.run(64)});
+                                                 {.max_model_len = 16, .shape = run_shape::of(tiny_model, 64)});
   e.start();
   // Five mixed graphs declare nothing; the three uniform-decode graphs declare 1 + 1 tokens.
   CHECK(queries == std::vector<std::int64_t>{0, 0, 0, 0, 0, 2, 2, 2});
