@@ -32,6 +32,8 @@ T poison() {
     return rungs::f16::from_bits(0x7e01);
   } else if constexpr (std::is_same_v<T, rungs::bf16>) {
     return rungs::bf16::from_bits(0x7fc1);
+  } else if constexpr (rungs::fp8_element<T>) {
+    return T::from_bits(0x7f);  // NaN in both formats
   } else {
     return std::numeric_limits<T>::quiet_NaN();
   }

@@ -192,7 +192,8 @@ TEST_CASE("reference score transforms (window, soft-cap, sinks, together) match 
   }
 }
 
-TEMPLATE_TEST_CASE("reference works on every storage type", "", rungs::f16, rungs::bf16, float, double) {
+TEMPLATE_TEST_CASE("reference works on every storage type", "", rungs::f16, rungs::bf16, rungs::e4m3, rungs::e5m2,
+                   float, double) {
   std::mt19937_64 rng(7);
   check_shape_against_dense<TestType>(rng, 64, 16, 4);
   check_shape_against_dense<TestType>(rng, 80, 8, 2);
@@ -376,6 +377,133 @@ TEST_CASE("reference cache write: exact copies into slots; padded rows and other
     CHECK_THROWS_WITH(ref::cache_write<rungs::bf16>(s, k_cache, v_cache, k, v, beyond),
                       Catch::Contains("slot " + std::to_string(s.num_slots()) + " is outside the pool"));
   }
+}
+
+TEST_CASE("reference over an fp8 cache: a cached x stands for x * scale; the cache write quantises") {
+  // Two KV heads (one query head each), head_dim 2, one block of 2 tokens.
+  ra::attention_shape s{.num_qo_heads = 2, .num_kv_heads = 2, .head_dim = 2, .block_size = 2, .num_blocks = 1};
+  std::vector<rungs::e4m3> k(8), v(8);
+  const std::vector<rungs::bf16> new_k = {rungs::bf16(1.0f), rungs::bf16(-0.5f), rungs::bf16(200.0f), rungs::bf16(0.1f),
+                                          rungs::bf16(0.25f), rungs::bf16(0.0f), rungs::bf16(3.0f), rungs::bf16(-9.0f)};
+  const std::vector<rungs::bf16> new_v = new_k;
+  const std::vector<float> k_scale = {0.25f, 2.0f}, v_scale = {0.5f};  // K per head, V per tensor
+  const std::vector<std::int64_t> slots = {0, 1};
+  ref::cache_write<rungs::e4m3, rungs::bf16>(s, k, v, new_k, new_v, slots, 0, 0, {k_scale, v_scale});
+  // K head 0 (scale 1/4), token 0: 1 -> 4 (0x48), -0.5 -> -2 (0xc0); token 1: 0.25 -> 1 (0x38), 0.
+  // K head 1 (scale 2), token 0: 200 -> 100 = 1.5625 x 64: 12.5/8, a tie, to 1.5 x 64 = 96 (0x6c);
+  // 0.1 (bf16 0.10009765625) -> 0.050048828125 = 1.6015625 x 2^-5: 4.8125/8 -> 5 (0x15).
+  // V (scale 1/2) head 1, token 1: 3 -> 6 = 1.5 x 4 (0x4c); -9 -> -18 = 1.125 x 16 (0xd9).
+  const auto at = [&](int head, int pos, int d) { return static_cast<std::size_t>(s.kv_offset(0, head, pos) + d); };
+  CHECK(k[at(0, 0, 0)].bits == 0x48);
+  CHECK(k[at(0, 0, 1)].bits == 0xc0);
+  CHECK(k[at(0, 1, 0)].bits == 0x38);
+  CHECK(k[at(0, 1, 1)].bits == 0x00);
+  CHECK(k[at(1, 0, 0)].bits == 0x6c);
+  CHECK(k[at(1, 0, 1)].bits == 0x15);
+  CHECK(v[at(1, 1, 0)].bits == 0x4c);
+  CHECK(v[at(1, 1, 1)].bits == 0xd9);
+  // 200 / 0.5 = 400 and 200 / 0.25 = 800: the latter saturates to 448.
+  const std::vector<float> small = {0.25f};
+  ref::cache_write<rungs::e4m3, rungs::bf16>(s, k, v, new_k, new_v, slots, 0, 0, {small, small});
+  CHECK(k[at(1, 0, 0)].bits == 0x7e);
+
+  // Decode of head 1 over token 0 only: its value, dequantised. V (scale 1/4): 200 -> 448 (0x7e,
+  // saturated), 0.10009765625 -> 0.400390625 = 1.6015625 x 2^-2 -> 1.625 x 2^-2 (0x2d).
+  const std::vector<float> q = {0.0f, 0.0f, 1.0f, 1.0f};
+  std::vector<double> out(4);
+  const std::vector<std::int32_t> table = {0};
+  ref::decode<rungs::e4m3, float, double>(s, k, v, q, std::vector<std::int32_t>{1}, {table, 1}, 1.0, out, {},
+                                          {small, small});
+  CHECK(out[2] == 448.0 * 0.25);
+  CHECK(v[at(1, 0, 1)].bits == 0x2d);
+  CHECK(out[3] == 0.40625 * 0.25);
+  // Over both tokens, head 0 with K scale 2 and V scale 3: keys (4, -2) x 2 and (1, 0) x 2,
+  // q = (1, 0) scaled by 0.5: logits 4 and 1; values (4, -2) x 3 and (1, 0) x 3.
+  ref::cache_write<rungs::e4m3, rungs::bf16>(s, k, v, new_k, new_v, slots, 0, 0, {k_scale, k_scale});
+  const std::vector<float> k2 = {2.0f, 7.0f}, v3 = {3.0f, 7.0f};
+  const std::vector<float> q0 = {1.0f, 0.0f, 0.0f, 0.0f};
+  ref::decode<rungs::e4m3, float, double>(s, k, v, q0, std::vector<std::int32_t>{2}, {table, 1}, 0.5, out, {},
+                                          {k2, v3});
+  const double w = std::exp(4.0) / (std::exp(4.0) + std::exp(1.0));
+  CHECK(out[0] == Approx(3 * (4 * w + 1 * (1 - w))).epsilon(1e-15));
+  CHECK(out[1] == Approx(3 * (-2 * w)).epsilon(1e-15));
+}
+
+TEST_CASE("reference fp8 scales: bad counts and values are rejected with the rule") {
+  ra::attention_shape s{.num_qo_heads = 2, .num_kv_heads = 2, .head_dim = 8, .block_size = 8, .num_blocks = 1};
+  std::vector<rungs::e5m2> pool(static_cast<std::size_t>(s.pool_elements()));
+  std::vector<float> bf_pool(pool.size()), q(2 * 8), out(2 * 8);
+  const std::vector<std::int32_t> lens = {1}, table = {0};
+  const std::vector<float> three = {1.0f, 1.0f, 1.0f}, zero = {0.0f}, nan = {1.0f, std::nanf("")},
+                           infinite = {std::numeric_limits<float>::infinity()}, one = {1.0f};
+  CHECK_THROWS_WITH((ref::decode<rungs::e5m2, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out, {}, {three, {}})),
+                    Catch::Contains("k_scale has 3 values; it needs 1 (per tensor) or num_kv_heads = 2 (per head)"));
+  CHECK_THROWS_WITH((ref::decode<rungs::e5m2, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out, {}, {{}, zero})),
+                    Catch::Contains("v_scale[0] = 0 must be finite and positive"));
+  CHECK_THROWS_WITH((ref::decode<rungs::e5m2, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out, {}, {nan, {}})),
+                    Catch::Contains("k_scale[1] = nan must be finite and positive"));
+  CHECK_THROWS_WITH((ref::decode<rungs::e5m2, float, float>(s, pool, pool, q, lens, {table, 1}, 0.0, out, {}, {infinite, {}})),
+                    Catch::Contains("k_scale[0] = inf must be finite and positive"));
+  CHECK_THROWS_WITH((ref::decode<float, float, float>(s, bf_pool, bf_pool, q, lens, {table, 1}, 0.0, out, {}, {one, {}})),
+                    Catch::Contains("k_scale is given for a cache of 16 bits or more (scales apply to fp8 caches only)"));
+}
+
+TEST_CASE("fp8 quantisation error of the attention output against the bf16 cache (measured)", "[fp8-error]") {
+  // Decode over a bf16 cache, and over the fp8 caches the cache write makes of it with
+  // per-head scales amax / largest finite (the convention of vLLM's calibrated scales), both in
+  // float64: the difference is the error fp8 storage adds before any kernel rounding.
+  // docs/kernels.md ("fp8 KV caches") records these figures; the bounds below are twice them.
+  std::mt19937_64 rng(17);
+  const paged_problem p = make_problem(rng, {.num_qo_heads = 32, .num_kv_heads = 8, .head_dim = 128, .block_size = 16},
+                                       rungs_test::random_lengths(rng, 4, 1000, 16));
+  const auto pools = make_pools<rungs::bf16>(rng, p);
+  const auto q = rungs_test::random_vector<rungs::bf16>(rng, static_cast<std::size_t>(4 * p.shape.q_row_elements()));
+  std::vector<double> exact(q.size());
+  ref::decode<rungs::bf16, rungs::bf16, double>(p.shape, pools.k, pools.v, q, p.kv_lens, {p.tables, p.table_stride},
+                                                0.0, exact);
+  // Every used slot, as a cache write of the whole pool would see it (NaN slots are unused).
+  std::vector<std::int64_t> slots;
+  std::vector<rungs::bf16> rows_k, rows_v;
+  std::vector<float> amax_k(8, 0.0f), amax_v(8, 0.0f);
+  for (std::int64_t slot = 0; slot < p.shape.num_slots(); ++slot) {
+    if (rungs_test::is_nan(pools.k[static_cast<std::size_t>(p.shape.slot_offset(slot, 0))])) continue;
+    slots.push_back(slot);
+    for (int h = 0; h < 8; ++h) {
+      for (int d = 0; d < 128; ++d) {
+        const auto i = static_cast<std::size_t>(p.shape.slot_offset(slot, h) + d);
+        rows_k.push_back(pools.k[i]), rows_v.push_back(pools.v[i]);
+        amax_k[static_cast<std::size_t>(h)] = std::max(amax_k[static_cast<std::size_t>(h)], std::abs(static_cast<float>(pools.k[i])));
+        amax_v[static_cast<std::size_t>(h)] = std::max(amax_v[static_cast<std::size_t>(h)], std::abs(static_cast<float>(pools.v[i])));
+      }
+    }
+  }
+  auto measure = [&]<class C>(float largest) {
+    std::vector<float> k_scale(amax_k), v_scale(amax_v);
+    for (float& x : k_scale) x /= largest;
+    for (float& x : v_scale) x /= largest;
+    std::vector<C> k(static_cast<std::size_t>(p.shape.pool_elements()), rungs_test::poison<C>()), v = k;
+    ref::cache_write<C, rungs::bf16>(p.shape, k, v, rows_k, rows_v, slots, 0, 0, {k_scale, v_scale});
+    std::vector<double> got(q.size());
+    ref::decode<C, rungs::bf16, double>(p.shape, k, v, q, p.kv_lens, {p.tables, p.table_stride}, 0.0, got, {},
+                                        {k_scale, v_scale});
+    double worst = 0, sum = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(got[i] - exact[i]));
+      sum += std::abs(got[i] - exact[i]);
+    }
+    return std::pair{worst, sum / static_cast<double>(got.size())};
+  };
+  const auto [e4m3_max, e4m3_mean] = measure.operator()<rungs::e4m3>(448.0f);
+  const auto [e5m2_max, e5m2_mean] = measure.operator()<rungs::e5m2>(57344.0f);
+  INFO("fp8 quantisation error of decode outputs (|out| < 1): e4m3 max " << e4m3_max << " mean " << e4m3_mean
+                                                                         << "; e5m2 max " << e5m2_max << " mean " << e5m2_mean);
+  // Measured at this seed: e4m3 max 0.0113, mean 0.00102; e5m2 max 0.0255, mean 0.00210.
+  CHECK(e4m3_max > 0.0);
+  CHECK(e4m3_max < 0.023);
+  CHECK(e4m3_mean < 0.0021);
+  CHECK(e5m2_max > e4m3_max);  // one mantissa bit fewer
+  CHECK(e5m2_max < 0.052);
+  CHECK(e5m2_mean < 0.0042);
 }
 
 TEST_CASE("reference rejects bad inputs with the value and the rule") {

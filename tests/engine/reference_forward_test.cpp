@@ -1,5 +1,6 @@
 // The engine with rungs' CPU reference attention as its forward: replayed (padded) steps give
-// the same rows as eager (unpadded) steps, for decode and for ragged prefill batches.
+// the same rows as eager (unpadded) steps, for decode and for ragged prefill batches, with a
+// bf16 cache and with fp8 (E4M3, E5M2) caches.
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/reference_forward.hpp>
@@ -17,16 +18,23 @@ using namespace rungs_test;
 namespace {
 constexpr model_shape gqa{.dtype = rungs::dtype::bf16, .num_qo_heads = 4, .num_kv_heads = 2, .head_dim = 8, .block_size = 4,
                           .num_layers = 1};
+template <model_shape M>
+constexpr model_shape with_cache(rungs::dtype t) {
+  model_shape m = M;
+  m.dtype = t;
+  return m;
+}
 template <class Timing>
 using ref_engine = graph_runner<token_ladder, largest_first, Timing, host_backend>;
-host_backend::options with_workspace() { return {.workspace_bytes = reference_forward<gqa>::workspace_bytes}; }
-}  // namespace
+template <model_shape M = gqa>
+host_backend::options with_workspace() { return {.workspace_bytes = reference_forward<M>::workspace_bytes}; }
 
-TEST_CASE("reference attention: replayed rows equal eager rows, decode and ragged prefill") {
+template <model_shape Model>
+void check_replay_equals_eager() {
   constexpr std::int64_t blocks = 256;
-  reference_forward<gqa> graphs_model(blocks), eager_model(blocks);
-  ref_engine<startup> graphs(token_ladder{{1, 2, 4, 8, 16, 32, 64}}, host_backend(std::ref(graphs_model), with_workspace()), {.max_model_len = 64, .shape = run_shape::of(gqa, blocks)});
-  ref_engine<lazy> eager(token_ladder{{64}}, host_backend(std::ref(eager_model), with_workspace()), {.timing = lazy{.eager_uses = 1 << 20}, .max_model_len = 64, .shape = run_shape::of(gqa, blocks)});
+  reference_forward<Model> graphs_model(blocks), eager_model(blocks);
+  ref_engine<startup> graphs(token_ladder{{1, 2, 4, 8, 16, 32, 64}}, host_backend(std::ref(graphs_model), with_workspace<Model>()), {.max_model_len = 64, .shape = run_shape::of(Model, blocks)});
+  ref_engine<lazy> eager(token_ladder{{64}}, host_backend(std::ref(eager_model), with_workspace<Model>()), {.timing = lazy{.eager_uses = 1 << 20}, .max_model_len = 64, .shape = run_shape::of(Model, blocks)});
   std::mt19937 rng(5);
   batch_builder bb(16);
   for (int step = 0; step < 30; ++step) {
@@ -44,6 +52,17 @@ TEST_CASE("reference attention: replayed rows equal eager rows, decode and ragge
                      [](auto x, auto y) { return x.bits == y.bits; }));
   }
   CHECK(graphs.stats().padded_tokens > 0);
+}
+}  // namespace
+
+TEST_CASE("reference attention: replayed rows equal eager rows, decode and ragged prefill") {
+  check_replay_equals_eager<gqa>();
+}
+
+TEST_CASE("reference attention over fp8 caches (E4M3, E5M2): replayed rows equal eager rows") {
+  static_assert(std::is_same_v<reference_forward<with_cache<gqa>(rungs::dtype::fp8)>::element, rungs::e4m3>);
+  check_replay_equals_eager<with_cache<gqa>(rungs::dtype::fp8_e4m3)>();
+  check_replay_equals_eager<with_cache<gqa>(rungs::dtype::fp8_e5m2)>();
 }
 
 TEST_CASE("reference_forward checks its workspace") {

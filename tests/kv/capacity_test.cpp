@@ -70,6 +70,16 @@ TEST_CASE("memory rules at the ends of int64: no wrap-around, no out-of-range co
 
 TEST_CASE("fp8 and fp32 element sizes; bad shapes are configuration errors") {
   CHECK(bytes_per_element(rungs::dtype::fp8) == 1);
+  CHECK(bytes_per_element(rungs::dtype::fp8_e5m2) == 1);
+  // "fp8" keeps parsing, as fp8_e4m3 (dtype::fp8 is the same value); names round-trip.
+  CHECK(rungs::parse_dtype("fp8") == rungs::dtype::fp8_e4m3);
+  CHECK(rungs::dtype::fp8 == rungs::dtype::fp8_e4m3);
+  CHECK(rungs::parse_dtype("fp8_e5m2") == rungs::dtype::fp8_e5m2);
+  for (rungs::dtype t : {rungs::dtype::fp32, rungs::dtype::fp16, rungs::dtype::bf16, rungs::dtype::fp8_e4m3,
+                         rungs::dtype::fp8_e5m2})
+    CHECK(rungs::parse_dtype(rungs::name(t)) == t);
+  CHECK(rungs::name(rungs::dtype::fp8) == "fp8_e4m3");
+  CHECK_FALSE(rungs::parse_dtype("e4m3").has_value());
   CHECK(bytes_per_element(rungs::dtype::fp32) == 4);
   CHECK(rungs::parse_dtype("bf16") == rungs::dtype::bf16);
   CHECK_FALSE(rungs::parse_dtype("int4").has_value());

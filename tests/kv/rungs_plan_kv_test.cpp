@@ -102,7 +102,7 @@ TEST_CASE("rungs-plan kv: bad input is one line on stderr and exit status 2") {
         "rungs-plan: error: --kv-memory = '0GiB' must be positive\n");
   CHECK(error({"--layers", "32", "--kv-heads", "8", "--head-dim", "128", "--dtype", "int4",
                "--block-size", "16", "--kv-memory", "7GiB"}) ==
-        "rungs-plan: error: --dtype = 'int4' is not one of fp16, bf16, fp8, fp32\n");
+        "rungs-plan: error: --dtype = 'int4' is not one of fp16, bf16, fp8, fp8_e4m3, fp8_e5m2, fp32\n");
   CHECK(error({"--kv-heads", "8", "--head-dim", "128", "--dtype", "fp16", "--block-size", "16",
                "--kv-memory", "7GiB"}) == "rungs-plan: error: kv: --layers is required\n");
   CHECK(error(with(mistral, {"--kv-memory", "7GiB", "--block-size", "32"})) ==
@@ -125,6 +125,12 @@ TEST_CASE("rungs-plan kv: --name=value works too") {
   CHECK(r.status == 0);
   CHECK(r.out.find("bytes_per_token: 65536\n") != std::string::npos);
   CHECK(r.out.find("num_blocks: 7168\n") != std::string::npos);
+  // Both fp8 formats are one byte, as "fp8" (fp8_e4m3) is.
+  for (const char* fp8 : {"--dtype=fp8_e4m3", "--dtype=fp8_e5m2"}) {
+    const outcome f = run({"--layers=32", "--kv-heads=8", "--head-dim=128", fp8, "--block-size=16", "--kv-memory=7GiB"});
+    CHECK(f.status == 0);
+    CHECK(f.out == r.out);
+  }
 }
 
 TEST_CASE("one size syntax: exact, rounded to the nearest byte, bounded") {

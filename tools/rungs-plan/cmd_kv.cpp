@@ -30,7 +30,7 @@ struct kv_args {
 
 rungs::dtype parse_dtype(std::string_view flag, std::string_view text) {
   const std::optional<rungs::dtype> d = rungs::parse_dtype(text);
-  if (!d) throw usage_error(std::string(flag) + " = '" + std::string(text) + "' is not one of fp16, bf16, fp8, fp32");
+  if (!d) throw usage_error(std::string(flag) + " = '" + std::string(text) + "' is not one of " + std::string(rungs::dtype_names));
   return *d;
 }
 
@@ -82,7 +82,7 @@ action define(CLI::App& app) {
   cli::option(app, "--layers L", a->layers, parse_positive, "the model's layers")->required();
   cli::option(app, "--kv-heads H", a->kv_heads, parse_positive, "KV heads per layer")->required();
   cli::option(app, "--head-dim D", a->head_dim, parse_positive, "elements per head")->required();
-  cli::option(app, "--dtype fp16|bf16|fp8|fp32", a->dtype, parse_dtype, "the KV cache's element type")->required();
+  cli::option(app, "--dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32", a->dtype, parse_dtype, "the KV cache's element type")->required();
   cli::option(app, "--block-size B", a->block_size, parse_positive, "tokens per KV block")->required();
   cli::option(app, "--kv-memory SIZE", a->kv_memory, cli::positive_size,
               "the KV cache's budget (" + std::string(cli::size_syntax) + ")");
@@ -99,7 +99,7 @@ action define(CLI::App& app) {
 
 const registration reg{
     {"kv",
-     "kv --layers L --kv-heads H --head-dim D --dtype fp16|bf16|fp8|fp32 --block-size B "
+     "kv --layers L --kv-heads H --head-dim D --dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32 --block-size B "
      "(--kv-memory SIZE | --free-memory SIZE [--memory-utilization F] [--graph-reserved F]) "
      "[--tokens-per-request T] [--max-model-len M]",
      "KV-cache capacity from a model's shape and a memory budget.", define,

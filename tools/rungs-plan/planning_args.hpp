@@ -111,9 +111,9 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
   cli::option(app, "--layers N", c.model.layers, cli::positive, "the model's layers")->group("KV cache");
   cli::option(app, "--kv-heads N", c.model.kv_heads, cli::positive, "KV heads per layer")->group("KV cache");
   cli::option(app, "--head-dim N", c.model.head_dim, cli::positive, "elements per head")->group("KV cache");
-  cli::option(app, "--dtype fp16|bf16|fp8|fp32", c.model.bytes_per_element, [](std::string_view f, std::string_view v) {
+  cli::option(app, "--dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32", c.model.bytes_per_element, [](std::string_view f, std::string_view v) {
         const auto t = rungs::parse_dtype(v);
-        if (!t) throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of fp16, bf16, fp8, fp32");
+        if (!t) throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of " + std::string(rungs::dtype_names));
         return rungs::bytes_per_element(*t);
       }, "the KV cache's element type")->group("KV cache");
   cli::option(app, "--watermark F", c.watermark, [](std::string_view f, std::string_view v) {

@@ -16,7 +16,11 @@
 //  * score transforms (score_mod.hpp) come in a score_options: a query at position p sees keys
 //    [p - window + 1, p] under a window, a score s becomes c * tanh(s / c) under a cap c, and
 //    a sink logit joins the softmax denominator (the max-subtracted form keeps a large sink
-//    finite).
+//    finite);
+//  * an fp8 cache (rungs::e4m3, rungs::e5m2) has dequantisation scales (kv_scales): a cached
+//    element x of KV head h stands for x * scale[h] (one scale per head) or x * scale[0] (one
+//    per tensor); the cache write stores fp8(float(x) / scale), rounded to nearest even and
+//    saturated (float8.hpp), as the kernels' cache write does.
 #pragma once
 
 #include <algorithm>
@@ -26,6 +30,8 @@
 #include <span>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <rungs/attention/layout.hpp>
@@ -46,6 +52,14 @@ struct block_table_view {
 struct score_options {
   score_values values{};
   std::span<const float> sinks{};
+};
+
+/// Dequantisation scales of an fp8 KV cache, for K and for V: one value (per tensor) or one per
+/// KV head, each finite and positive; empty: 1 (the cache holds the values themselves). A
+/// 16-bit or wider cache takes none.
+struct kv_scales {
+  std::span<const float> k{};
+  std::span<const float> v{};
 };
 
 namespace detail {
@@ -106,6 +120,27 @@ inline void check_options(const attention_shape& s, const score_options& o) {
   }
 }
 
+template <class T>
+void check_scales(const attention_shape& s, const kv_scales& scales) {
+  for (auto [x, name] : {std::pair{scales.k, "k"}, std::pair{scales.v, "v"}}) {
+    if (x.empty()) continue;
+    if (!fp8_element<T>) fail(name, "_scale is given for a cache of 16 bits or more (scales apply to fp8 caches only)");
+    if (x.size() != 1 && static_cast<std::int64_t>(x.size()) != s.num_kv_heads) {
+      fail(name, "_scale has ", x.size(), " values; it needs 1 (per tensor) or num_kv_heads = ", s.num_kv_heads,
+           " (per head)");
+    }
+    for (std::size_t h = 0; h < x.size(); ++h) {
+      if (!(x[h] > 0.0f) || std::isinf(x[h])) fail(name, "_scale[", h, "] = ", x[h], " must be finite and positive");
+    }
+  }
+}
+
+// The scale of KV head h (1 when there are none).
+inline double scale_of(std::span<const float> scale, int kv_head) {
+  if (scale.empty()) return 1.0;
+  return scale[scale.size() == 1 ? 0 : static_cast<std::size_t>(kv_head)];
+}
+
 // The first key a query at position `visible - 1` sees under the options' window.
 inline int first_visible(const score_options& o, int visible) {
   return o.values.window > 0 ? std::max(0, visible - o.values.window) : 0;
@@ -116,9 +151,10 @@ inline int first_visible(const score_options& o, int visible) {
 template <class T, class Q>
 void attend_row(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache,
                 const block_table_view& tables, std::int64_t b, int h, int visible, const Q* q, double scale,
-                const score_options& opt, std::vector<double>& scores, double* out) {
+                const score_options& opt, const kv_scales& kv, std::vector<double>& scores, double* out) {
   const int d = s.head_dim;
   const int kv_head = h / s.group_size();
+  const double k_scale = scale_of(kv.k, kv_head), v_scale = scale_of(kv.v, kv_head);
   const int first = first_visible(opt, visible);
   std::fill(out, out + d, 0.0);
   if (visible <= first) return;
@@ -129,7 +165,7 @@ void attend_row(const attention_shape& s, std::span<const T> k_cache, std::span<
   for (int p = first; p < visible; ++p) {
     const T* k = k_cache.data() + token_offset(s, tables, b, p, kv_head);
     double dot = 0.0;
-    for (int i = 0; i < d; ++i) dot += to_double(q[i]) * to_double(k[i]);
+    for (int i = 0; i < d; ++i) dot += to_double(q[i]) * (to_double(k[i]) * k_scale);
     double& x = scores[static_cast<std::size_t>(p - first)];
     x = dot * scale;
     if (cap > 0.0) x = cap * std::tanh(x / cap);
@@ -143,7 +179,7 @@ void attend_row(const attention_shape& s, std::span<const T> k_cache, std::span<
   for (int p = first; p < visible; ++p) {
     const T* v = v_cache.data() + token_offset(s, tables, b, p, kv_head);
     const double w = scores[static_cast<std::size_t>(p - first)] / sum;
-    for (int i = 0; i < d; ++i) out[i] += w * to_double(v[i]);
+    for (int i = 0; i < d; ++i) out[i] += w * (to_double(v[i]) * v_scale);
   }
 }
 
@@ -155,13 +191,17 @@ inline double default_scale(const attention_shape& s, double sm_scale) {
 
 /// Writes token t's keys and values (row t of k and v, each num_kv_heads x head_dim elements,
 /// rows k_stride / v_stride elements apart; 0: dense) into slot slot_mapping[t] of the pools.
-/// A negative slot (-1: a padded row) writes nothing; a slot beyond the pool throws.
-template <storage_element T>
-void cache_write(const attention_shape& s, std::span<T> k_cache, std::span<T> v_cache, std::span<const T> k,
-                 std::span<const T> v, std::span<const std::int64_t> slot_mapping, std::int64_t k_stride = 0,
-                 std::int64_t v_stride = 0) {
+/// A negative slot (-1: a padded row) writes nothing; a slot beyond the pool throws. An fp8
+/// cache C quantises rows of another type T: fp8(float(x) / scale of the head) (kv_scales).
+template <storage_element C, storage_element T = C>
+void cache_write(const attention_shape& s, std::span<C> k_cache, std::span<C> v_cache,
+                 std::span<const std::type_identity_t<T>> k, std::span<const std::type_identity_t<T>> v,
+                 std::span<const std::int64_t> slot_mapping, std::int64_t k_stride = 0, std::int64_t v_stride = 0,
+                 const kv_scales& scales = {}) {
+  static_assert(std::is_same_v<C, T> || fp8_element<C>, "only an fp8 cache converts the rows it is given");
   detail::check_shape(s);
   detail::check_pool(s, k_cache, v_cache);
+  detail::check_scales<C>(s, scales);
   const std::int64_t row = s.kv_row_elements();
   if (k_stride == 0) k_stride = row;
   if (v_stride == 0) v_stride = row;
@@ -182,8 +222,18 @@ void cache_write(const attention_shape& s, std::span<T> k_cache, std::span<T> v_
       const std::int64_t dst = s.slot_offset(slot, h);
       const std::int64_t src_k = t * k_stride + static_cast<std::int64_t>(h) * s.head_dim;
       const std::int64_t src_v = t * v_stride + static_cast<std::int64_t>(h) * s.head_dim;
-      std::copy_n(k.begin() + src_k, s.head_dim, k_cache.begin() + dst);
-      std::copy_n(v.begin() + src_v, s.head_dim, v_cache.begin() + dst);
+      if constexpr (fp8_element<C>) {
+        // In float, as the kernel divides (div.rn.f32) before its cvt.rn.satfinite.
+        const auto k_scale = static_cast<float>(detail::scale_of(scales.k, h));
+        const auto v_scale = static_cast<float>(detail::scale_of(scales.v, h));
+        for (int i = 0; i < s.head_dim; ++i) {
+          k_cache[static_cast<std::size_t>(dst + i)] = C(static_cast<float>(to_double(k[static_cast<std::size_t>(src_k + i)])) / k_scale);
+          v_cache[static_cast<std::size_t>(dst + i)] = C(static_cast<float>(to_double(v[static_cast<std::size_t>(src_v + i)])) / v_scale);
+        }
+      } else {
+        std::copy_n(k.begin() + src_k, s.head_dim, k_cache.begin() + dst);
+        std::copy_n(v.begin() + src_v, s.head_dim, v_cache.begin() + dst);
+      }
     }
   }
 }
@@ -192,14 +242,16 @@ void cache_write(const attention_shape& s, std::span<T> k_cache, std::span<T> v_
 /// ([tokens][num_qo_heads][head_dim]); its context (cached + new, already in the pools) has
 /// kv_lens[b] tokens. Query i of the sequence's q_len tokens sees keys 0 .. kv_len - q_len + i.
 /// Writes the matching rows of out. sm_scale 0 means 1/sqrt(head_dim). `options` adds score
-/// transforms (score_mod.hpp): query i's position is kv_len - q_len + i.
+/// transforms (score_mod.hpp): query i's position is kv_len - q_len + i. An fp8 cache's
+/// elements are scaled by `scales`.
 template <storage_element T, storage_element Q, storage_element O>
 void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
              std::span<const std::int32_t> q_indptr, std::span<const std::int32_t> kv_lens, block_table_view tables,
-             double sm_scale, std::span<O> out, const score_options& options = {}) {
+             double sm_scale, std::span<O> out, const score_options& options = {}, const kv_scales& scales = {}) {
   detail::check_shape(s);
   detail::check_pool(s, k_cache, v_cache);
   detail::check_options(s, options);
+  detail::check_scales<T>(s, scales);
   if (q_indptr.size() != kv_lens.size() + 1) {
     detail::fail("q_indptr has ", q_indptr.size(), " entries for ", kv_lens.size(), " sequences (needs batch + 1)");
   }
@@ -225,7 +277,7 @@ void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<con
       for (int h = 0; h < s.num_qo_heads; ++h) {
         const std::int64_t offset = (static_cast<std::int64_t>(begin) + i) * row + static_cast<std::int64_t>(h) * s.head_dim;
         detail::attend_row(s, k_cache, v_cache, tables, static_cast<std::int64_t>(b), h, visible, q.data() + offset,
-                           scale, options, scores, acc.data());
+                           scale, options, scales, scores, acc.data());
         for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
       }
     }
@@ -234,16 +286,18 @@ void prefill(const attention_shape& s, std::span<const T> k_cache, std::span<con
 
 /// Decode: one query token per sequence (row b of q) against its seq_lens[b] cached tokens
 /// (the new token's K and V included; the query's position is seq_len - 1). A length of 0
-/// produces a zero row. `options` adds score transforms (score_mod.hpp).
+/// produces a zero row. `options` adds score transforms (score_mod.hpp); an fp8 cache's
+/// elements are scaled by `scales`.
 template <storage_element T, storage_element Q, storage_element O>
 void decode(const attention_shape& s, std::span<const T> k_cache, std::span<const T> v_cache, std::span<const Q> q,
             std::span<const std::int32_t> seq_lens, block_table_view tables, double sm_scale, std::span<O> out,
-            const score_options& options = {}) {
+            const score_options& options = {}, const kv_scales& scales = {}) {
   // Decode is extend with one new token per sequence (q_len 1: it sees keys 0 .. seq_len - 1),
   // except that a padded row (length 0) has a query row too.
   detail::check_shape(s);
   detail::check_pool(s, k_cache, v_cache);
   detail::check_options(s, options);
+  detail::check_scales<T>(s, scales);
   const auto batch = static_cast<std::int64_t>(seq_lens.size());
   const std::int64_t row = s.q_row_elements();
   if (static_cast<std::int64_t>(q.size()) < batch * row || static_cast<std::int64_t>(out.size()) < batch * row) {
@@ -258,7 +312,7 @@ void decode(const attention_shape& s, std::span<const T> k_cache, std::span<cons
     if (len < 0) detail::fail("sequence ", b, ": seq_len = ", len, " is negative");
     for (int h = 0; h < s.num_qo_heads; ++h) {
       const std::int64_t offset = b * row + static_cast<std::int64_t>(h) * s.head_dim;
-      detail::attend_row(s, k_cache, v_cache, tables, b, h, len, q.data() + offset, scale, options, scores,
+      detail::attend_row(s, k_cache, v_cache, tables, b, h, len, q.data() + offset, scale, options, scales, scores,
                          acc.data());
       for (int d = 0; d < s.head_dim; ++d) out[static_cast<std::size_t>(offset + d)] = narrow<O>(acc[static_cast<std::size_t>(d)]);
     }

@@ -3,7 +3,9 @@
 //
 // Each token's query, key and value are a fixed function of its token id and position (no
 // weights: this is a harness for the engine, not a language model). A step writes the new
-// tokens' K/V into the paged pools at their slots (slot -1, a padded token, writes nothing)
+// tokens' K/V into the paged pools at their slots (slot -1, a padded token, writes nothing;
+// an fp8 cache, Model.dtype fp8_e4m3 or fp8_e5m2, stores them rounded and saturated with
+// scale 1, rungs/numeric/float8.hpp)
 // and runs the reference prefill over the ragged batch (a decode step is the case of one new
 // token per sequence), in float64. Each sequence's output row is its last token's attention
 // output, num_qo_heads x head_dim wide. Intermediate rows live in the engine's workspace, sized
@@ -33,7 +35,6 @@ template <model_shape Model>
 class reference_forward {
   static_assert(rule_holds<broken_rule(Model)>,
                 "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
-  static_assert(Model.dtype != dtype::fp8, "rungs::engine::reference_forward: the reference has no fp8 cache");
 
  public:
   using element = host_type<Model.dtype>;

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <rungs/numeric/float8.hpp>
+
 namespace rungs {
 
 namespace detail {
@@ -93,27 +95,28 @@ struct bf16 {
 static_assert(sizeof(f16) == 2 && std::is_trivially_copyable_v<f16>);
 static_assert(sizeof(bf16) == 2 && std::is_trivially_copyable_v<bf16>);
 
-/// Element types the host reference computes with: 16-bit storage, float or double.
+/// Element types the host reference computes with: 8- and 16-bit storage, float or double.
 template <class T>
-concept storage_element = std::is_same_v<T, f16> || std::is_same_v<T, bf16> ||
+concept storage_element = std::is_same_v<T, f16> || std::is_same_v<T, bf16> || fp8_element<T> ||
                           std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 /// Exact widening of a storage element to double.
 template <storage_element T>
 constexpr double to_double(T value) {
-  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || fp8_element<T>) {
     return static_cast<double>(static_cast<float>(value));
   } else {
     return static_cast<double>(value);
   }
 }
 
-/// Narrowing from double to a storage element. 16-bit types round twice (double -> float ->
-/// 16 bits), which can differ from a single rounding by one ulp at exact float midpoints; the
-/// host reference only narrows its final outputs, which tests compare with a tolerance.
+/// Narrowing from double to a storage element. 8- and 16-bit types round twice (double ->
+/// float -> 8 or 16 bits), which can differ from a single rounding by one ulp at exact float
+/// midpoints; the host reference only narrows its final outputs, which tests compare with a
+/// tolerance. fp8 saturates (see float8.hpp).
 template <storage_element T>
 constexpr T narrow(double value) {
-  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16>) {
+  if constexpr (std::is_same_v<T, f16> || std::is_same_v<T, bf16> || fp8_element<T>) {
     return T(static_cast<float>(value));
   } else {
     return static_cast<T>(value);

@@ -87,58 +87,23 @@ inline std::uint64_t ex2_f32(float x, bool ftz) {
   return f32_out(std::exp2(x), ftz, false);
 }
 
-// OCP 8-bit floats (the PTX ISA's .e4m3 and .e5m2): E4M3 has bias 7, no infinity, NaN
-// S.1111.111, largest finite 448 (0x7e); E5M2 has bias 15, IEEE-style infinities (0x7c) and NaNs
-// (0x7d-0x7f), largest finite 57344 (0x7b). Both have subnormals (exponent field 0).
-struct fp8_format {
-  int man_bits, bias;
-  double max_finite;
-  std::uint8_t max_code;
-  bool has_inf;
-};
-inline constexpr fp8_format kE4M3{3, 7, 448.0, 0x7e, false};
-inline constexpr fp8_format kE5M2{2, 15, 57344.0, 0x7b, true};
-inline constexpr std::uint8_t kCanonicalNanFp8 = 0x7f;
+// OCP 8-bit floats (the PTX ISA's .e4m3 and .e5m2). The conversions are rungs' own host types
+// (rungs/numeric/float8.hpp), which fp8 KV caches are quantised with: narrowing is
+// cvt.rn.satfinite's round to nearest even, a magnitude beyond the largest finite value after
+// rounding (infinities included) becoming that value with the input's sign, NaN becoming 0x7f
+// (the executor's canonical fp8 NaN, as it returns canonical NaNs for the other types).
+enum class fp8_kind { e4m3, e5m2 };
 
-// cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32, one element: round to nearest even; a magnitude beyond
-// the largest finite value after rounding (infinities included) becomes that value with the
-// input's sign (.satfinite, mandatory for these conversions); NaN becomes 0x7f (the executor's
-// canonical fp8 NaN, as it returns canonical NaNs for the other types).
-inline std::uint8_t fp8_from_f32(float x, const fp8_format& f) {
-  if (std::isnan(x)) return kCanonicalNanFp8;
-  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-  const double a = std::fabs(static_cast<double>(x));
-  if (a == 0.0) return sign;
-  if (std::isinf(a)) return sign | f.max_code;
-  const int min_exp = 1 - f.bias;                      // exponent of the smallest normal
-  const int e = std::max(std::ilogb(a), min_exp);       // subnormals share the smallest normal's quantum
-  const double quantum = std::ldexp(1.0, e - f.man_bits);
-  const double r = std::nearbyint(a / quantum) * quantum;  // exact division by a power of two; ties to even
-  if (r > f.max_finite) return sign | f.max_code;
-  if (r == 0.0) return sign;
-  const int re = std::ilogb(r);
-  if (re < min_exp) return sign | static_cast<std::uint8_t>(r / std::ldexp(1.0, min_exp - f.man_bits));
-  const auto mant = static_cast<unsigned>(r / std::ldexp(1.0, re - f.man_bits)) - (1u << f.man_bits);
-  return sign | static_cast<std::uint8_t>(((re + f.bias) << f.man_bits) | mant);
-}
-
-// One fp8 element as a double (exact); NaN for E4M3's S.1111.111 and E5M2's NaN codes.
-inline double fp8_to_double(std::uint8_t b, const fp8_format& f) {
-  const double sign = (b & 0x80) != 0 ? -1.0 : 1.0;
-  const unsigned exp_field = (b & 0x7fu) >> f.man_bits;
-  const unsigned mant = b & ((1u << f.man_bits) - 1u);
-  const unsigned exp_max = (0x7fu >> f.man_bits);
-  if (f.has_inf && exp_field == exp_max) return mant == 0 ? sign * INFINITY : NAN;
-  if (!f.has_inf && (b & 0x7f) == 0x7f) return NAN;
-  if (exp_field == 0) return sign * std::ldexp(static_cast<double>(mant), 1 - f.bias - f.man_bits);
-  return sign * std::ldexp(1.0 + std::ldexp(static_cast<double>(mant), -f.man_bits), static_cast<int>(exp_field) - f.bias);
+inline std::uint8_t fp8_from_f32(float x, fp8_kind k) {
+  return k == fp8_kind::e4m3 ? rungs::e4m3(x).bits : rungs::e5m2(x).bits;
 }
 
 // cvt.rn.f16x2.{e4m3x2,e5m2x2}, one element: every fp8 value is an f16 value, so the widening
 // is exact; a NaN becomes the canonical f16 NaN.
-inline std::uint16_t f16_from_fp8(std::uint8_t b, const fp8_format& f) {
-  const double v = fp8_to_double(b, f);
-  return std::isnan(v) ? kCanonicalNan16 : rungs::detail::f16_bits_from_float(static_cast<float>(v));
+inline std::uint16_t f16_from_fp8(std::uint8_t b, fp8_kind k) {
+  const float v = k == fp8_kind::e4m3 ? static_cast<float>(rungs::e4m3::from_bits(b))
+                                      : static_cast<float>(rungs::e5m2::from_bits(b));
+  return std::isnan(v) ? kCanonicalNan16 : rungs::detail::f16_bits_from_float(v);
 }
 
 // Float -> integer conversions saturate to the destination range; NaN converts to 0.
