@@ -46,6 +46,20 @@ constexpr bool decode_group_fits(int head_dim, int group) {
          (tile_tokens(head_dim) / (thread_rows(head_dim) / decode_row_groups(group))) % chunk_tokens == 0;
 }
 
+/// CTAs per SM the attention kernel is built for on architecture sm (80, 90), by the query
+/// rows each thread holds (decode: min(group, 8); prefill: 8). It is the kernel's
+/// __launch_bounds__ minimum, so ptxas keeps the registers within 65536 / (ctas x 128) (128 at
+/// 4 CTAs, 168 at 3, 255 at 2) or spills, which fails the build (RUNGS_CUDA_RESOURCE_CHECKS).
+/// Shared memory caps it first: a CTA's pipeline takes up to 49 KiB, so sm_90's 228 KiB hold
+/// 4 CTAs and sm_80's 164 KiB 3. Registers then: up to 4 rows of state fit 128 registers,
+/// 5-6 rows 168, 7-8 rows need the 2-CTA budget. Other architectures (other shared-memory
+/// sizes): 1, no minimum. scripts/sass-check checks the compiled registers against it.
+constexpr int ctas_per_sm(int sm, int rows_per_thread) {
+  if (sm == 90) return rows_per_thread <= 4 ? 4 : rows_per_thread <= 6 ? 3 : 2;
+  if (sm == 80) return rows_per_thread <= 6 ? 3 : 2;
+  return 1;
+}
+
 /// Prefill: query rows are (token, head-in-group) pairs flattened; every thread row owns
 /// max_rows_per_thread of them, so a CTA covers this many rows of one (sequence, KV head).
 constexpr int prefill_rows_per_cta(int head_dim) { return max_rows_per_thread * thread_rows(head_dim); }

@@ -17,10 +17,21 @@
 
 namespace rungs::attention::detail {
 
+/// __launch_bounds__'s minimum CTAs per SM for the architecture being compiled
+/// (geometry::ctas_per_sm); the host pass, which ignores launch bounds, sees 1.
+template <int Rows>
+constexpr int min_ctas_per_sm() {
+#if defined(__CUDA_ARCH__)
+  return geometry::ctas_per_sm(__CUDA_ARCH__ / 10, Rows);
+#else
+  return 1;
+#endif
+}
+
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
 /// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
 template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0>
-__global__ void __launch_bounds__(geometry::threads) paged_attention_kernel(const attention_params p) {
+__global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) paged_attention_kernel(const attention_params p) {
   using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits>;  // agent::Mod: the score_mod
   __shared__ typename agent::storage smem;
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
