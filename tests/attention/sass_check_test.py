@@ -33,6 +33,14 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual((tile.regs, tile.stack, tile.shared, tile.local), (16, 0, 3072, 0))
         self.assertEqual((local.regs, local.stack, local.shared, local.local), (32, 256, 0, 0))
 
+    def test_second_copy_is_skipped(self):
+        # A kernel compiled into two cubins (two translation units or binaries) is read once.
+        with open(os.path.join(HERE, "fixtures", "sass_probe_sm90.txt")) as f:
+            text = f.read()
+        twice = sc.parse_listing(text + text)
+        self.assertEqual(len(twice[(TILE, 90)].instructions), 49)
+        self.assertEqual(twice[(TILE, 90)].regs, 16)
+
     def test_instructions(self):
         tile = self.functions[(TILE, 90)]
         # /*0000*/ .. /*0300*/, the NOP padding dropped.
