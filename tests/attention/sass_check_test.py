@@ -32,6 +32,7 @@ class SassCheckTest(unittest.TestCase):
         tile, local = self.functions[(TILE, 90)], self.functions[(LOCAL, 90)]
         self.assertEqual((tile.regs, tile.stack, tile.shared, tile.local), (16, 0, 3072, 0))
         self.assertEqual((local.regs, local.stack, local.shared, local.local), (32, 256, 0, 0))
+        self.assertEqual(sc.static_smem(tile), 2048)  # the stage of 128 float4; SHARED adds sm_90's 1 KiB
 
     def test_second_copy_is_skipped(self):
         # A kernel compiled into two cubins (two translation units or binaries) is read once.
@@ -96,6 +97,29 @@ class SassCheckTest(unittest.TestCase):
         errors, found = sc.check(self.functions, PLANS, [90])
         self.assertEqual(errors, ["local_probe(float*, int) (sm_90): local memory (0 B local, 256 B stack; LDL, STL)"])
         self.assertEqual(found, {})
+
+    def test_budget_and_copy_width_fail(self):
+        # The probe's code under a decode kernel's name: 168 registers allow 3 CTAs where the
+        # launch bounds ask for 4, and an 8-byte LDGSTS in the tile loop.
+        name = ("_ZN5rungs9attention6detail22paged_attention_kernelI13__nv_bfloat16Li128ELi0ELi4ELi1ELb1ELj0EEEv"
+                "NS1_16attention_paramsE")
+        tile = self.functions[(TILE, 90)]
+        f = sc.Function(name, 90)
+        f.regs, f.stack, f.shared, f.local = 168, 0, 50176, 0
+        f.instructions = [(a, "LDGSTS.E.64" if op.startswith("LDGSTS") else op, t) for a, op, t in tile.instructions]
+        plans = dict(PLANS, instances=[{"kind": "decode", "dtype": "bf16", "head_dim": 128, "group": 4,
+                                        "ctas_per_sm": {"90": 4}}])
+        errors, found = sc.check({(name, 90): f}, plans, [90])
+        label = "void rungs::attention::detail::paged_attention_kernel<__nv_bfloat16, 128, 0, 4, 1, true, 0u>" \
+                "(rungs::attention::detail::attention_params) (sm_90)"
+        self.assertEqual(errors, [
+            f"{label}: 168 registers and 49152 B of shared memory allow 3 CTAs per SM (limited by registers); "
+            "its __launch_bounds__ asks for 4",
+            f"{label}: the K/V tile loop copies with LDGSTS.E.64; 16-byte LDGSTS.E.BYPASS.128 (cp.async.cg 16) only"])
+        self.assertEqual(list(found), [(("decode", "bf16", 128, 4), 90)])
+        f.regs = 128
+        f.instructions = tile.instructions
+        self.assertEqual(sc.check({(name, 90): f}, plans, [90])[0], [])
 
     def test_missing_instance_fails(self):
         plans = dict(PLANS, instances=[{"kind": "decode", "dtype": "bf16", "head_dim": 128, "group": 4}])
