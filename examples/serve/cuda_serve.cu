@@ -34,7 +34,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -533,27 +535,31 @@ backend_info cuda_backend_info(std::uint64_t seed) {
   return b;
 }
 
-serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal) {
-  // Every graph shape the engine will capture, as the engine computes it (width: the bucket's
-  // context, or max_model_len, in blocks).
-  std::set<shape_key> shapes;
-  const std::int64_t len = s.kv.max_model_len;
-  std::visit(
-      [&](const auto& space) {
-        for (std::size_t i = 0; i < space.size(); ++i) {
-          const eng::graph_shape g = space.at(i).shape;
-          const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
-          shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size), g.query});
-        }
-      },
-      buckets.space);
-  gpu_decoder model(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs);
-  auto make_backend = [&] {
+serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
+  // The model is made once the bucket space is: it plans attention for every graph shape the
+  // engine will capture, as the engine computes it (width: the bucket's context, or
+  // max_model_len, in blocks).
+  std::optional<gpu_decoder> model;
+  auto make_backend = [&](const eng::any_buckets& space) {
+    std::set<shape_key> shapes;
+    const std::int64_t len = s.kv.max_model_len;
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const eng::graph_shape g = space.at(i).shape;
+      const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
+      shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size), g.query});
+    }
+    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs);
     eng::cuda_backend::options o;
-    o.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
-    return eng::cuda_backend([&model](const eng::cuda_step& st) { model.forward(st); }, o, model.stream());
+    o.workspace_bytes = [&m](std::int64_t seqs, std::int64_t tokens) { return m.workspace_bytes(seqs, tokens); };
+    return eng::cuda_backend([&m](const eng::cuda_step& st) { m.forward(st); }, o, m.stream());
   };
-  return serve_engine<gpu_model>(s, std::move(buckets), make_backend, model, log, terminal);
+  // The serving loop samples and copies blocks through the model, which exists by then.
+  struct runtime {
+    std::optional<gpu_decoder>& model;
+    void sample(const eng::device_rows& r, std::int64_t n, std::span<token_id> out) { model->sample(r, n, out); }
+    void copy_blocks(std::span<const rungs::kv::block_copy> copies) { model->copy_blocks(copies); }
+  } rt{model};
+  return serve_engine<gpu_model>(s, make_backend, rt, log, terminal);
 }
 
 }  // namespace demo

@@ -64,19 +64,11 @@ int serve(const demo_options& o) {
   std::ostream& log = std::cout;
   const bool terminal = rungs::engine::log_observer::is_terminal(stdout);
   print_setup(log, s, info);
-  bucket_choice buckets = [&] {
-    try {
-      return make_buckets(s.buckets, log);
-    } catch (const std::invalid_argument& e) {  // a bad bucket configuration (VLLM_* variables, bucket file)
-      throw usage_error(std::string("--ladder: ") + e.what());
-    }
-  }();
-
   const serve_result result =
 #ifdef RUNGS_DEMO_CUDA
-      backend == backend_kind::cuda ? serve_cuda(s, std::move(buckets), log, terminal) :
+      backend == backend_kind::cuda ? serve_cuda(s, log, terminal) :
 #endif
-                                    serve_host(s, std::move(buckets), log, terminal);
+                                    serve_host(s, log, terminal);
 
   const report rep = make_report(result);
   print_report(log, result, rep,

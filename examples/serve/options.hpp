@@ -4,6 +4,9 @@
 // prints it as one line and exits with status 2.
 #pragma once
 
+#include <rungs/engine/any_buckets.hpp>
+#include <rungs/engine/any_engine.hpp>
+
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -20,13 +23,11 @@ namespace demo {
 using usage_error = rungs::cli::usage_error;
 
 enum class backend_kind { automatic, host, cuda };
-enum class ladder_kind { gaudi_linear, gaudi_exponential, gaudi_file, vllm, sglang, trtllm, explicit_rungs };
-constexpr bool is_gaudi(ladder_kind k) {
-  return k == ladder_kind::gaudi_linear || k == ladder_kind::gaudi_exponential || k == ladder_kind::gaudi_file;
-}
+using ladder_kind = rungs::engine::bucket_kind;  // --ladder names the engine's bucket space
+using rungs::engine::is_gaudi;
 enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by_phase };
 enum class timing_kind { startup, delayed, lazy, idle };
-enum class allocator_kind { prefix_caching, free_list };
+using rungs::engine::allocator_kind;
 enum class clock_kind { wall, virtual_time };
 
 /// Every setting. Unset optionals take the backend's default (see resolve_defaults in main).

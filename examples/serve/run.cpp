@@ -144,24 +144,19 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   s.kv.watermark_blocks = static_cast<std::int32_t>(watermark);
 
   // Buckets.
-  s.buckets.ladder = ladder;
   if (o.dispatch && is_gaudi(ladder))
     throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit); this run's "
                       "ladder is the default gaudi-linear");
   if (ladder == ladder_kind::gaudi_file && o.bucket_file.empty())
     throw usage_error("--ladder gaudi-file needs --bucket-file PATH");
+  s.buckets.kind = ladder;
   s.buckets.bucket_file = o.bucket_file;
   s.buckets.rungs.assign(o.rungs.begin(), o.rungs.end());
-  s.buckets.serving = {.max_num_seqs = s.scheduler.max_num_seqs,
-                       .block_size = block,
-                       .max_model_len = s.kv.max_model_len,
-                       .max_num_batched_tokens = s.scheduler.max_num_batched_tokens,
-                       .num_blocks = blocks,
-                       .prefix_caching = o.allocator == allocator_kind::prefix_caching};
-  s.buckets.max_capture_size = o.max_capture_size.value_or(
-      std::min({2 * s.scheduler.max_num_seqs, 512, s.scheduler.max_num_batched_tokens}));
+  if (eng::is_capture_size_preset(ladder))
+    s.buckets.max_capture_size = o.max_capture_size.value_or(
+        std::min({2 * s.scheduler.max_num_seqs, 512, s.scheduler.max_num_batched_tokens}));
   s.buckets.dispatch = o.dispatch;
-  s.buckets.max_num_seqs = s.scheduler.max_num_seqs;
+  if (is_gaudi(ladder)) s.buckets.getenv = bucket_environment(ladder, block, s.kv.max_model_len);
   return s;
 }
 
@@ -269,11 +264,16 @@ std::string config_json(const run_setup& s, const backend_info& info) {
   return os.str();
 }
 
-serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal) {
+eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model) {
+  return {.model = model, .buckets = s.buckets, .order = order_for(s.opts.order), .timing = timing_for(s.opts),
+          .budget = s.graphs, .allocator = s.opts.allocator, .kv = s.kv, .scheduler = s.scheduler};
+}
+
+serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal) {
   const host_decoder<tiny_model> model(s.model);
   kv_pools<tiny_model> pools(s.kv.num_blocks);
   host_runtime runtime{model, pools};
-  auto make_backend = [&] {
+  auto make_backend = [&](const eng::any_buckets&) {
     rungs::engine::host_backend::options bo;
     bo.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
     if (s.virtual_clock)  // captures report modeled seconds, not measured ones
@@ -282,7 +282,7 @@ serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream&
     return rungs::engine::host_backend(
         [&model, &pools](const rungs::engine::host_step& st) { model.forward(st.batch, pools, st.out, st.workspace); }, bo);
   };
-  return serve_engine<tiny_model>(s, std::move(buckets), make_backend, runtime, log, terminal);
+  return serve_engine<tiny_model>(s, make_backend, runtime, log, terminal);
 }
 
 }  // namespace demo

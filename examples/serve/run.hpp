@@ -1,18 +1,21 @@
 // A run of the demo: every default filled in for the chosen backend, the workload built, the
-// memory plan made (resolve); the engine composed from the chosen policies (serve_engine) and
+// memory plan made (resolve); the engine built from the chosen policies (serve_engine) and
 // served by a backend: serve_host (run.cpp) or serve_cuda (cuda_serve.cu, compiled by nvcc,
 // so that everything else stays plain C++). The tests call the same functions as main.
 #pragma once
 
-#include <rungs/engine/engine.hpp>
+#include <rungs/engine/any_engine.hpp>
 #include <rungs/engine/graph_budget.hpp>
 #include <rungs/engine/observer.hpp>
 #include <rungs/kv/capacity.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "compose.hpp"
@@ -40,7 +43,7 @@ struct run_setup {
   backend_kind backend = backend_kind::host;
   model_config model{};
   std::vector<demo_request> requests;
-  bucket_settings buckets{};
+  eng::bucket_config buckets{};  ///< the bucket space --ladder and its flags name
   serving::scheduler_options scheduler{};
   rungs::kv::allocator_config kv{};
   /// Gaudi's split of the memory left after the weights (--memory minus weights, all of it
@@ -54,33 +57,34 @@ struct run_setup {
   std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
 };
 
-/// Composes engine<Buckets, Order, Timing, Allocator, Backend> from the run's policies,
-/// logs its captures, and serves the workload. `make_backend()` returns the backend (it owns
-/// the forward); `runtime` samples rows and copies KV blocks.
+/// The engine configuration the run's flags resolved to, for a backend running `model`.
+eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model);
+
+/// Builds rungs::engine::any_engine from the run's configuration (it writes the bucket
+/// space's configuration to `log` and picks the instantiation), logs its captures, and serves
+/// the workload. `make_backend(space)` returns the backend (it owns the forward), once the
+/// bucket space is built; `runtime` samples rows and copies KV blocks. A bad bucket
+/// configuration (VLLM_* variables, a bucket file) is a usage_error naming --ladder.
 template <eng::model_shape Shape, class MakeBackend, class Runtime>
-serve_result serve_engine(const run_setup& s, bucket_choice buckets, MakeBackend make_backend, Runtime& runtime,
-                          std::ostream& log, bool terminal) {
-  serve_options so{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every};
-  return with_policies(std::move(buckets), s.opts, [&](auto space, step_routing routing, auto order, auto timing, auto alloc) {
-    using space_t = decltype(space);
-    using order_t = decltype(order);
-    using timing_t = decltype(timing);
-    using allocator_t = typename decltype(alloc)::type;
-    using backend_t = decltype(make_backend());
-    using engine_t = eng::engine<space_t, order_t, timing_t, allocator_t, backend_t>;
-    log << "Engine: capture order " << order.name() << ", capture timing " << timing.name();
-    if (const auto* d = std::get_if<eng::delayed>(&timing.policy()); d && d->largest_at_startup)
-      log << " (largest bucket at startup)";
-    if (const auto* l = std::get_if<eng::lazy>(&timing.policy())) log << " (after " << l->eager_uses << " eager uses)";
-    log << ", allocator " << name_of(s.opts.allocator) << " (" << s.kv.num_blocks << " blocks, watermark "
-        << s.kv.watermark_blocks << ")\n";
-    engine_t e(std::move(space), allocator_t(s.kv), make_backend(),
-               {.order = order, .timing = timing, .budget = s.graphs, .scheduler = s.scheduler, .routing = routing,
-                .model = Shape});
-    e.runner().observe(eng::log_observer(log, terminal));
-    server<engine_t, Runtime> srv(e, runtime, s.requests, so, log);
-    return srv.run();
-  });
+serve_result serve_engine(const run_setup& s, MakeBackend make_backend, Runtime& runtime, std::ostream& log,
+                          bool terminal) {
+  using engine_t = eng::any_engine<std::invoke_result_t<MakeBackend&, const eng::any_buckets&>>;
+  std::optional<engine_t> e;
+  try {
+    e.emplace(engine_config(s, Shape), std::move(make_backend), &log);
+  } catch (const rungs::ladder_error& x) {
+    throw usage_error(std::string("--ladder: ") + x.what());
+  }
+  const auto& chosen = e->runner().config();
+  log << "Engine: capture order " << chosen.order.name() << ", capture timing " << chosen.timing.name();
+  if (const auto* d = std::get_if<eng::delayed>(&chosen.timing.policy()); d && d->largest_at_startup)
+    log << " (largest bucket at startup)";
+  if (const auto* l = std::get_if<eng::lazy>(&chosen.timing.policy())) log << " (after " << l->eager_uses << " eager uses)";
+  log << ", allocator " << eng::to_string(e->allocator()) << " (" << s.kv.num_blocks << " blocks, watermark "
+      << s.kv.watermark_blocks << ")\n";
+  e->runner().observe(eng::log_observer(log, terminal));
+  server<engine_t, Runtime> srv(*e, runtime, s.requests, serve_options{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every}, log);
+  return srv.run();
 }
 
 /// The host backend: the tiny model on the CPU, 6 MiB of "device memory" by default.
@@ -97,7 +101,7 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
 std::string config_json(const run_setup& s, const backend_info& info);
 
 /// Serves the run on the host backend: the tiny model, rungs' host engine backend.
-serve_result serve_host(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal);
+serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal);
 
 /// Recomputes the first `chats` chats of the run with plain_generate and compares every turn's
 /// tokens; returns false (and says where) on the first difference.
@@ -109,7 +113,7 @@ bool cuda_device_present();
 /// The CUDA model and the device's free memory (x 0.9, vLLM's gpu_memory_utilization).
 backend_info cuda_backend_info(std::uint64_t seed);
 /// Serves the run on the GPU: the CUDA model, the engine's CUDA backend (graphs).
-serve_result serve_cuda(const run_setup& s, bucket_choice buckets, std::ostream& log, bool terminal);
+serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal);
 #endif
 
 }  // namespace demo

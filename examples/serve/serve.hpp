@@ -22,6 +22,7 @@
 #pragma once
 
 #include <rungs/engine/dispatch_buckets.hpp>
+#include <rungs/engine/any_engine.hpp>
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/observer.hpp>
 #include <rungs/kv/metrics.hpp>
@@ -163,6 +164,7 @@ concept serve_runtime = requires(R& r, const Rows& rows, std::span<const rungs::
   r.sample(rows, std::int64_t{1}, out);
 };
 
+/// The serving loop around an engine: rungs::engine::any_engine<Backend> (built from the flags).
 template <class Engine, class Runtime>
   requires serve_runtime<Runtime, typename Engine::rows_type>
 class server {
@@ -201,8 +203,8 @@ class server {
       }
       if (!ran.ran())
         throw std::logic_error("serving loop: the scheduler has work but planned an empty step (running " +
-                               std::to_string(engine_.scheduler().running()) + ", waiting " +
-                               std::to_string(engine_.scheduler().waiting()) + ")");
+                               std::to_string(engine_.running()) + ", waiting " +
+                               std::to_string(engine_.waiting()) + ")");
       step_record rec;
       rec.step = static_cast<std::int64_t>(result_.steps.size());
       rec.phase = step.phase;
@@ -240,9 +242,9 @@ class server {
       }
     }
     result_.serving_seconds = now();
-    result_.scheduler = engine_.scheduler().stats();
+    result_.scheduler = engine_.scheduler_stats();
     result_.engine = engine_.stats();
-    result_.kv = engine_.blocks().metrics();
+    result_.kv = engine_.kv_metrics();
     return std::move(result_);
   }
 
@@ -269,7 +271,7 @@ class server {
     r.max_output_tokens = d.row.output_tokens;
     r.session = d.row.conversation;
     engine_.submit(std::move(r));
-    t.context_tokens = static_cast<std::int32_t>(engine_.scheduler().tokens(i + 1).size());
+    t.context_tokens = static_cast<std::int32_t>(engine_.tokens(i + 1).size());
   }
 
   // Nothing runnable: skip to the next arrival, telling the engine it is idle.
@@ -320,7 +322,7 @@ class server {
       tr.finished = t;
       tr.output = f.output;
       tr.preemptions = f.preemptions;
-      if (arrivals_.finished(i, t) && f.session != 0) engine_.scheduler().end_session(f.session);
+      if (arrivals_.finished(i, t) && f.session != 0) engine_.end_session(f.session);
     }
   }
 

@@ -1,10 +1,13 @@
 // The engine's public API in one include: the engine (scheduler, KV blocks and graph runner,
-// one serving loop), the graph runner alone, the bucket spaces over rungs' ladders and grids,
+// one serving loop), its run-time façade any_engine (policies from one engine_config), the
+// graph runner alone, the bucket spaces over rungs' ladders and grids,
 // the capture policies, the host backend and its CPU reference forward, observers, and the
 // KV allocators and ladders they compose with. The CUDA backend is a separate include over
 // the CUDA runtime (<rungs/engine/cuda_backend.hpp> in cuda/, target rungs::cuda_runtime).
 #pragma once
 
+#include <rungs/engine/any_buckets.hpp>
+#include <rungs/engine/any_engine.hpp>
 #include <rungs/engine/capture_order.hpp>
 #include <rungs/engine/capture_timing.hpp>
 #include <rungs/engine/engine.hpp>

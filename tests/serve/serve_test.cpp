@@ -32,7 +32,7 @@ served serve_flags(std::vector<std::string_view> args) {
   const demo_options o = parse_options(args);
   served s{resolve(o, backend_kind::host, host_backend_info(o.seed)), {}, {}};
   std::ostringstream log;
-  s.result = serve_host(s.setup, make_buckets(s.setup.buckets, log), log, false);
+  s.result = serve_host(s.setup, log, false);
   s.log = log.str();
   return s;
 }

@@ -81,7 +81,10 @@ struct batch_key {
 };
 
 /// A bucket space. `find` returns the index of the bucket a batch pads up to, or nullopt when
-/// none covers it (the step runs eagerly: a normal path, not an error).
+/// none covers it (the step runs eagerly: a normal path, not an error). Optional: `phase
+/// phase_of(const batch_key&) const` in a space keyed on the batch itself (dispatch_buckets),
+/// which then picks the phase that serves a batch instead of the caller; and beside it `bool
+/// keyed_on_batch() const`, whether that holds for the space chosen at run time (any_buckets).
 template <class S>
 concept bucket_space = requires(const S& s, std::size_t i, const batch_key& k) {
   { s.size() } -> std::convertible_to<std::size_t>;

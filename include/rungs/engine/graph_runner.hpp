@@ -223,7 +223,8 @@ class graph_runner {
     if (seqs.empty()) throw std::invalid_argument("a step needs at least one sequence");
     start();
     batch_key key = key_of(ph, seqs, block_size());
-    if constexpr (keyed_on_batch) key.ph = buckets_.phase_of(key);
+    if constexpr (has_phase_of)
+      if (keyed_on_batch()) key.ph = buckets_.phase_of(key);
     key = agree(key);
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
@@ -308,10 +309,16 @@ class graph_runner {
   using bucket_table = typename detail::slot_array<Buckets, bucket>::type;
   using order_table = typename detail::slot_array<Buckets, std::size_t>::type;
   using slot_table = typename detail::slot_array<Buckets, graph_slot>::type;
-  // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase.
-  static constexpr bool keyed_on_batch = requires(const Buckets& s, const batch_key& k) {
+  // A space keyed on the batch itself (vLLM's uniform-decode key) picks the phase. A space
+  // chosen at run time (any_buckets) has phase_of and says whether the space it holds is.
+  static constexpr bool has_phase_of = requires(const Buckets& s, const batch_key& k) {
     { s.phase_of(k) } -> std::same_as<phase>;
   };
+  bool keyed_on_batch() const {
+    if constexpr (!has_phase_of) return false;
+    else if constexpr (requires { { buckets_.keyed_on_batch() } -> std::same_as<bool>; }) return buckets_.keyed_on_batch();
+    else return true;
+  }
 
   static options check_shape(options o) {
     const run_shape& s = o.shape;
@@ -395,7 +402,7 @@ class graph_runner {
     const std::int64_t most = v[0], least = -v[1];
     phase agreed = k.ph;
     if (most != least) {
-      if constexpr (!keyed_on_batch)
+      if (!keyed_on_batch())
         throw std::logic_error("engine: ranks stepped in different phases (prompt and decode) over a bucket space "
                                "whose phases are different graphs; a multi-rank stack must align phases");
       agreed = phase::prompt;
