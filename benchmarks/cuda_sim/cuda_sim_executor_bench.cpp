@@ -47,7 +47,7 @@ void decode_step(benchmark::State& state) {
   rd::attention_params p = rd::decode_params(plan, a);
   void* args[] = {&p};
   const rd::launch_grid g = rd::decode_grid(plan);
-  const std::string kernel = rungs_sim_test::attention_entry("paged_attention_kernel<__half, 128, 0, 4, 1, true, 0u>");
+  const std::string kernel = rungs_sim_test::attention_entry("paged_attention_kernel<__half, 128, 0, 4, 1, true, 0u, __half>");
   sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
   std::uint64_t instructions = 0;
   for (auto _ : state) {

@@ -17,14 +17,18 @@
 
 namespace rungs_test {
 
-template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}>
-void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale) {
+/// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
+/// `per_head_scales`).
+template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
+void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
+                  bool per_head_scales = false) {
   constexpr int kMaxBatch = decode_case::max_batch;
   const decode_case c = make_decode_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
   const paged_problem& p = c.problem;
   const ra::attention_shape& s = p.shape;
   const int batch = c.batch();
-  const auto pools = make_pools<HostT>(rng, p);
+  const auto pools = make_pools<HostKV>(rng, p);
+  const kv_scale_values scales = draw_kv_scales<HostKV>(rng, s.num_kv_heads, per_head_scales);
   const std::int64_t row = s.q_row_elements();
 
   // Queries: kMaxBatch rows `q_stride` apart; the gaps are NaN.
@@ -37,17 +41,20 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
 
   const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 37);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(batch * row));
-  ra::reference::decode<HostT, HostT, double>(s, pools.k, pools.v, q_dense, c.lens, {p.tables, p.table_stride}, sm_scale,
-                                              want, {mod.values, mod.sinks});
+  ra::reference::decode<HostKV, HostT, double>(s, pools.k, pools.v, q_dense, c.lens, {p.tables, p.table_stride}, sm_scale,
+                                               want, {mod.values, mod.sinks}, {scales.k, scales.v});
   device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
+  device_buffer<float> k_scale(scales.k.empty() ? std::vector<float>(1) : scales.k),
+      v_scale(scales.v.empty() ? std::vector<float>(1) : scales.v);
 
-  device_buffer<HostT> k(pools.k), v(pools.v), q_dev(q_strided);
+  device_buffer<HostKV> k(pools.k), v(pools.v);
+  device_buffer<HostT> q_dev(q_strided);
   device_buffer<HostT> q_dense_dev(q_dense);
   device_buffer<std::int32_t> tables_dev(static_cast<std::size_t>(kMaxBatch * c.table_stride));
   device_buffer<std::int32_t> lens_dev(kMaxBatch);
   device_buffer<HostT> out(static_cast<std::size_t>(kMaxBatch * row));
 
-  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values};
+  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
   for (const gpu_run& r : c.runs) {
     // The plan, and the per-step metadata through the host writer (gpu_cases.hpp); table
     // entries it does not write stay poison.
@@ -69,7 +76,9 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
                          .out = out.data(),
                          .workspace = workspace.data(),
                          .workspace_bytes = workspace.size(),
-                         .sinks = Mod.sinks ? sinks.data() : nullptr};
+                         .sinks = Mod.sinks ? sinks.data() : nullptr,
+                         .k_scale = scales.k.empty() ? nullptr : k_scale.data(),
+                         .v_scale = scales.v.empty() ? nullptr : v_scale.data()};
     ra::decode<Set, Mod>(plan, args, nullptr);
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -107,6 +116,26 @@ void check_decode_score_mods() {
   for (int block_size : checked_block_sizes) {
     INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
     check_decode<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, 4, 0.3);
+  }
+}
+
+/// The fp8-cache instances of the tested set (fp8_kv_instances): every (query type, cache
+/// type, head dim, group) at every checked block size, with per-head and per-tensor scales.
+/// The set compiled here is those instances plus the one 16-bit instance of each shape (the
+/// dispatched entry point compiles both branches).
+template <ra::dtype Type, ra::dtype Kv, int HeadDim, int Group>
+void check_decode_fp8_instance() {
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<HeadDim>, tested_set::block_sizes, ra::values<Group>,
+                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<Group>>>;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(Kv) * 1000 + HeadDim + Group);
+  for (int block_size : checked_block_sizes) {
+    for (bool per_head : {true, false}) {
+      INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
+                             << block_size << ", group " << Group << (per_head ? ", per-head" : ", per-tensor")
+                             << " scales");
+      check_decode<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size, Group,
+                                                                                0.3, per_head);
+    }
   }
 }
 

@@ -111,6 +111,58 @@ TEST_CASE("values inside the contract but outside a set are rejected with the se
   CHECK(decode_instance<set>(ra::dtype::bf16, shape(8, 2, 64, 32)) == instance{false, 64, 32, 4});
 }
 
+TEST_CASE("fp8 caches dispatch to the set's fp8 instances, and only those") {
+  using set = ra::default_instantiations;
+  struct fp8_instance {
+    bool bf16, e4m3;
+    int head_dim, block_size, group;
+    bool operator==(const fp8_instance&) const = default;
+  };
+  auto decode = [](ra::dtype q, ra::dtype kv, ra::attention_shape s) {
+    fp8_instance got{};
+    ra::dispatch_fp8_decode<set>(q, kv, s, [&]<class T, class KV, int D, int B, int G>() {
+      got = {std::is_same_v<T, rungs::bf16>, std::is_same_v<KV, rungs::e4m3>, D, B, G};
+    });
+    return got;
+  };
+  CHECK(decode(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(32, 8, 128, 16)) == fp8_instance{true, true, 128, 0, 4});
+  CHECK(decode(ra::dtype::bf16, ra::dtype::fp8, shape(8, 2, 128, 64)) == fp8_instance{true, true, 128, 0, 4});
+  int prefill_d = 0, cache_d = 0;
+  ra::dispatch_fp8_prefill<set>(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(24, 2, 128, 32),
+                                [&]<class T, class KV, int D, int B>() { prefill_d = D; });
+  ra::dispatch_fp8_cache_write<set>(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(8, 8, 128, 8),
+                                    [&]<class T, class KV, int D>() { cache_d = D; });
+  CHECK(prefill_d == 128);
+  CHECK(cache_d == 128);
+  CHECK(error_of([&] { decode(ra::dtype::fp16, ra::dtype::fp8_e4m3, shape(32, 8, 128, 16)); }) ==
+        "dtype = fp16 with kv cache dtype = fp8_e4m3 is not supported by this build; supported: queries bf16 with "
+        "caches fp8_e4m3");
+  CHECK(error_of([&] { decode(ra::dtype::bf16, ra::dtype::fp8_e5m2, shape(32, 8, 128, 16)); }) ==
+        "dtype = bf16 with kv cache dtype = fp8_e5m2 is not supported by this build; supported: queries bf16 with "
+        "caches fp8_e4m3");
+  CHECK(error_of([&] { decode(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(64, 8, 128, 16)); }) ==
+        "group_size = 8 is not supported by this build; supported: 4");
+  CHECK(error_of([&] { decode(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(32, 8, 64, 16)); }) ==
+        "head_dim = 64 is not supported by this build; supported: 128");
+  CHECK(error_of([&] { decode(ra::dtype::bf16, ra::dtype::fp16, shape(32, 8, 128, 16)); }) ==
+        "kv cache dtype = fp16 with queries bf16: a cache of another type than the queries' must be one of fp8_e4m3, "
+        "fp8_e5m2");
+  // A set without fp8 instances says so.
+  using plain = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<ra::dynamic_block_size>,
+                                      ra::values<4>>;
+  CHECK(error_of([&] {
+          ra::dispatch_fp8_decode<plain>(ra::dtype::bf16, ra::dtype::fp8_e4m3, shape(32, 8, 128, 16),
+                                         []<class T, class KV, int D, int B, int G>() {});
+        }) == "kv cache dtype = fp8_e4m3 is not supported by this build (its instantiation set has no fp8 instances)");
+  // for_each_fp8_instance visits exactly the listed combinations.
+  int visits = 0;
+  ra::for_each_fp8_instance<ra::fp8_kv_instances<ra::dtypes<ra::dtype::fp16, ra::dtype::bf16>,
+                                                 ra::dtypes<ra::dtype::fp8_e4m3, ra::dtype::fp8_e5m2>, ra::values<64, 128>,
+                                                 ra::values<1, 4, 8>>>(
+      [&]<ra::dtype Q, ra::dtype Kv, int D, int G>() { ++visits; });
+  CHECK(visits == 2 * 2 * 2 * 3);
+}
+
 TEST_CASE("decode group sizes fit the kernel geometry for every head dim") {
   for (int d : {64, 80, 96, 128, 256}) {
     for (int g : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <rungs/attention/layout.hpp>
+#include <rungs/attention/plan.hpp>
 #include <rungs/attention/score_mod.hpp>
 #include <rungs/blocks.hpp>
 #include <rungs/numeric/float16.hpp>
@@ -175,6 +176,24 @@ mod_values draw_mod_values(std::mt19937_64& rng, int num_qo_heads, int window) {
     for (int h = 0; h < num_qo_heads; ++h) v.sinks.push_back(logit(rng));
   }
   return v;
+}
+
+/// Dequantisation scales of a kernel test over an fp8 cache KV (none for a 16-bit one): fresh
+/// values in [lo, hi], one per KV head or one for the tensor, for K and for V; the format
+/// to put in attention_config::kv.
+struct kv_scale_values {
+  std::vector<float> k, v;
+  rungs::attention::kv_cache_format format{};
+};
+template <class KV>
+kv_scale_values draw_kv_scales(std::mt19937_64& rng, int num_kv_heads, bool per_head, float lo = 0.5f, float hi = 2.0f) {
+  kv_scale_values s;
+  if constexpr (rungs::fp8_element<KV>) {
+    std::uniform_real_distribution<float> scale(lo, hi);
+    for (int h = 0; h < (per_head ? num_kv_heads : 1); ++h) s.k.push_back(scale(rng)), s.v.push_back(scale(rng));
+    s.format = {std::is_same_v<KV, rungs::e4m3> ? rungs::dtype::fp8_e4m3 : rungs::dtype::fp8_e5m2, per_head};
+  }
+  return s;
 }
 
 /// Every score transform at once (score_mod.hpp): what the kernel tests of the transforms run.

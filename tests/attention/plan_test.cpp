@@ -289,6 +289,38 @@ TEST_CASE("cache write validate") {
   CHECK_NOTHROW(ra::validate(c, a));
 }
 
+TEST_CASE("fp8 caches: the configuration and the scales are checked against the cache type") {
+  auto c = config(8, 2, 64, 16);
+  const float scale[2] = {1.0f, 1.0f};
+  // A bf16 cache takes no scales: they would be silently unused.
+  const auto plan16 = ra::plan_decode(c, {.max_batch = 4, .max_context = 100}, h100);
+  ra::decode_args a{.q = at(0x1000), .k_cache = at(0x2000), .v_cache = at(0x3000),
+                    .block_tables = at<const std::int32_t>(0x4000), .seq_lens = at<const std::int32_t>(0x5000),
+                    .out = at(0x6000), .k_scale = scale};
+  CHECK(error_of([&] { ra::validate(plan16, a); }) ==
+        "decode_args.k_scale is set but the KV cache is bf16 (scales apply to fp8 caches only)");
+  c.kv = {.type = rungs::dtype::fp8_e4m3, .per_head_scales = true};
+  CHECK(c.cache_type() == rungs::dtype::fp8_e4m3);
+  CHECK(c.quantized_cache());
+  const auto plan8 = ra::plan_decode(c, {.max_batch = 4, .max_context = 100}, h100);
+  CHECK_NOTHROW(ra::validate(plan8, a));
+  a.k_scale = nullptr;  // null: 1
+  CHECK_NOTHROW(ra::validate(plan8, a));
+  const std::int64_t slot[1] = {0};
+  ra::cache_write_args w{.k = at(0x100), .v = at(0x200), .slot_mapping = slot, .num_tokens = 1,
+                         .k_cache = at(0x300), .v_cache = at(0x400), .v_scale = scale};
+  CHECK_NOTHROW(ra::validate(c, w));
+  CHECK(error_of([&] { ra::validate(config(8, 2, 64, 16), w); }) ==
+        "cache_write_args.v_scale is set but the KV cache is bf16 (scales apply to fp8 caches only)");
+  // Another 16-bit type than the queries', and per-head scales without an fp8 cache.
+  c.kv = {.type = rungs::dtype::fp16};
+  CHECK(error_of([&] { ra::plan_decode(c, {.max_batch = 4, .max_context = 100}, h100); }) ==
+        "kv.type = fp16 with dtype = bf16: a KV cache in another type than the queries' must be fp8_e4m3 or fp8_e5m2");
+  c.kv = {.type = rungs::dtype::bf16, .per_head_scales = true};
+  CHECK(error_of([&] { ra::plan_decode(c, {.max_batch = 4, .max_context = 100}, h100); }) ==
+        "kv.per_head_scales is set but the KV cache is bf16 (scales apply to fp8 caches only)");
+}
+
 TEST_CASE("rungs::kv block tables and slot mappings feed the attention step as they are") {
   // The pool's tables keep one persistent row per sequence (rows padded with null_block);
   // write_decode_step gathers the step's sequences into batch order for the kernel.

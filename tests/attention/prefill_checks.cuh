@@ -19,14 +19,18 @@
 
 namespace rungs_test {
 
-template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}>
-void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale) {
+/// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
+/// `per_head_scales`).
+template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
+void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
+                   bool per_head_scales = false) {
   constexpr int kMaxBatch = prefill_case::max_batch;
   constexpr int max_total_q = prefill_case::max_total_q;
   const prefill_case c = make_prefill_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
   const paged_problem& p = c.problem;
   const ra::attention_shape& s = p.shape;
-  const auto pools = make_pools<HostT>(rng, p);
+  const auto pools = make_pools<HostKV>(rng, p);
+  const kv_scale_values scales = draw_kv_scales<HostKV>(rng, s.num_kv_heads, per_head_scales);
   const std::int64_t row = s.q_row_elements();
   const int total_q = p.total_q();
 
@@ -38,16 +42,20 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
   // A window shorter than the longest q_len: q tiles start at different keys.
   const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 29);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(total_q * row));
-  ra::reference::prefill<HostT, HostT, double>(s, pools.k, pools.v, q_dense, p.q_indptr, c.kv_lens,
-                                               {p.tables, p.table_stride}, sm_scale, want, {mod.values, mod.sinks});
+  ra::reference::prefill<HostKV, HostT, double>(s, pools.k, pools.v, q_dense, p.q_indptr, c.kv_lens,
+                                                {p.tables, p.table_stride}, sm_scale, want, {mod.values, mod.sinks},
+                                                {scales.k, scales.v});
   device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
+  device_buffer<float> k_scale(scales.k.empty() ? std::vector<float>(1) : scales.k),
+      v_scale(scales.v.empty() ? std::vector<float>(1) : scales.v);
 
-  device_buffer<HostT> k(pools.k), v(pools.v), q_dev(q_strided), q_dense_dev(q_dense);
+  device_buffer<HostKV> k(pools.k), v(pools.v);
+  device_buffer<HostT> q_dev(q_strided), q_dense_dev(q_dense);
   device_buffer<std::int32_t> indptr_dev(kMaxBatch + 1), kv_dev(kMaxBatch),
       tables_dev(static_cast<std::size_t>(kMaxBatch * c.table_stride));
   device_buffer<HostT> out(static_cast<std::size_t>(max_total_q * row));
 
-  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values};
+  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
   for (const gpu_run& r : c.runs) {
     const prefill_staged staged = stage_prefill(c, config, r, ra::query_device());
     const ra::prefill_plan& plan = staged.plan;
@@ -69,7 +77,9 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
                           .out = out.data(),
                           .workspace = workspace.data(),
                           .workspace_bytes = workspace.size(),
-                          .sinks = Mod.sinks ? sinks.data() : nullptr};
+                          .sinks = Mod.sinks ? sinks.data() : nullptr,
+                          .k_scale = scales.k.empty() ? nullptr : k_scale.data(),
+                          .v_scale = scales.v.empty() ? nullptr : v_scale.data()};
     ra::prefill<Set, Mod>(plan, args, nullptr);
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -110,6 +120,23 @@ void check_prefill_score_mods() {
     for (int group : {1, 8}) {
       INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", " << all_score_mods);
       check_prefill<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, group, 0.3);
+    }
+  }
+}
+
+/// The fp8-cache prefill of one (query type, cache type, head dim) instance: groups 1 and 8,
+/// every checked block size, per-head and per-tensor scales.
+template <ra::dtype Type, ra::dtype Kv, int HeadDim>
+void check_prefill_fp8_instance() {
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<HeadDim>, tested_set::block_sizes, ra::values<1>,
+                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<1>>>;
+  std::mt19937_64 rng(static_cast<std::uint64_t>(Kv) * 1000 + HeadDim + 7);
+  for (int block_size : checked_block_sizes) {
+    for (int group : {1, 8}) {
+      INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
+                             << block_size << ", group " << group);
+      check_prefill<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size, group,
+                                                                                 0.3, group == 8);
     }
   }
 }

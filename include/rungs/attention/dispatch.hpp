@@ -3,8 +3,9 @@
 //
 // Two layers of "supported":
 //  * the contract: what the kernels are written for (check_shape below): element types f16
-//    and bf16, head dims 64, 80, 96, 128, 256, block sizes 8, 16, 32, 64, 128, GQA groups
-//    1-8 and 16 for decode (any group for prefill, which flattens heads into rows);
+//    and bf16 (queries, outputs and the KV cache, or an fp8 E4M3/E5M2 KV cache), head dims 64,
+//    80, 96, 128, 256, block sizes 8, 16, 32, 64, 128, GQA groups 1-8 and 16 for decode (any
+//    group for prefill, which flattens heads into rows);
 //  * an instantiation set: which template instances a build compiles. rungs is header-only,
 //    so the set is a template argument of the launch API; the dispatcher rejects a value the
 //    set lacks with rungs::unsupported_value listing what the set has.
@@ -57,6 +58,8 @@ inline constexpr int dynamic_block_size = 0;
 
 // The contract.
 using supported_dtypes = dtypes<dtype::fp16, dtype::bf16>;
+/// KV cache types besides the queries' own.
+using supported_fp8_kv_dtypes = dtypes<dtype::fp8_e4m3, dtype::fp8_e5m2>;
 using supported_head_dims = values<64, 80, 96, 128, 256>;
 using supported_block_sizes = values<8, 16, 32, 64, 128>;
 using supported_decode_groups = values<1, 2, 3, 4, 5, 6, 7, 8, 16>;
@@ -83,16 +86,70 @@ constexpr bool groups_fit_all(values<D...>) {
 }
 }  // namespace detail
 
+/// The fp8-cache instances of an instantiation set: query (and output) types x fp8 cache
+/// types x head dims x decode groups, at the set's block sizes. Each is another decode,
+/// prefill and cache-write kernel per combination, so sets list few.
+template <class QueryDtypes, class KvDtypes, class HeadDims, class DecodeGroups>
+struct fp8_kv_instances {
+  using query_dtypes = QueryDtypes;
+  using kv_dtypes = KvDtypes;
+  using head_dims = HeadDims;
+  using decode_groups = DecodeGroups;
+  static constexpr bool empty = HeadDims::size == 0;
+
+  static_assert(detail::all_within<QueryDtypes, supported_dtypes>::value,
+                "rungs::attention::fp8_kv_instances: a query type is outside the supported f16, bf16");
+  static_assert(detail::all_within<KvDtypes, supported_fp8_kv_dtypes>::value,
+                "rungs::attention::fp8_kv_instances: a KV cache type is outside the supported fp8_e4m3, fp8_e5m2");
+  static_assert(detail::all_within<HeadDims, supported_head_dims>::value,
+                "rungs::attention::fp8_kv_instances: a head dim is outside the supported 64, 80, 96, 128, 256");
+  static_assert(detail::all_within<DecodeGroups, supported_decode_groups>::value,
+                "rungs::attention::fp8_kv_instances: a decode group size is outside the supported 1-8, 16");
+  static_assert(detail::groups_fit_all<DecodeGroups>(HeadDims{}),
+                "rungs::attention::fp8_kv_instances: a decode group size does not fit the kernel geometry");
+};
+/// No fp8-cache instances.
+using no_fp8_kv = fp8_kv_instances<dtypes<>, dtypes<>, values<>, values<>>;
+
+namespace detail {
+template <dtype Q, dtype Kv, int D, int... G, class F>
+void each_fp8_group(F& f, values<G...>) {
+  (f.template operator()<Q, Kv, D, G>(), ...);
+}
+template <dtype Q, dtype Kv, int... D, class F, class Groups>
+void each_fp8_head_dim(F& f, values<D...>, Groups groups) {
+  (each_fp8_group<Q, Kv, D>(f, groups), ...);
+}
+template <dtype Q, dtype... Kv, class F, class HeadDims, class Groups>
+void each_fp8_kv(F& f, dtypes<Kv...>, HeadDims dims, Groups groups) {
+  (each_fp8_head_dim<Q, Kv>(f, dims, groups), ...);
+}
+template <dtype... Q, class F, class Kvs, class HeadDims, class Groups>
+void each_fp8_query(F& f, dtypes<Q...>, Kvs kvs, HeadDims dims, Groups groups) {
+  (each_fp8_kv<Q>(f, kvs, dims, groups), ...);
+}
+}  // namespace detail
+
+/// Calls f.template operator()<QueryType, KvType, HeadDim, Group>() (dtypes and ints) for every
+/// combination an fp8_kv_instances lists, e.g. to run or precompile each.
+template <class Fp8, class F>
+void for_each_fp8_instance(F&& f) {
+  detail::each_fp8_query(f, typename Fp8::query_dtypes{}, typename Fp8::kv_dtypes{}, typename Fp8::head_dims{},
+                         typename Fp8::decode_groups{});
+}
+
 /// The template instances a build compiles: element types x head dims x block sizes (static
-/// values and/or dynamic_block_size) x decode group sizes. Prefill and cache writes do not
-/// depend on the group (prefill flattens it into rows), so they instantiate dtypes x head dims
-/// x block sizes and dtypes x head dims.
-template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups>
+/// values and/or dynamic_block_size) x decode group sizes, for caches of the queries' type,
+/// plus the fp8-cache instances Fp8Kv lists. Prefill and cache writes do not depend on the
+/// group (prefill flattens it into rows), so they instantiate dtypes x head dims x block sizes
+/// and dtypes x head dims.
+template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups, class Fp8Kv = no_fp8_kv>
 struct instantiation_set {
   using dtype_list = Dtypes;
   using head_dims = HeadDims;
   using block_sizes = BlockSizes;
   using decode_groups = DecodeGroups;
+  using fp8_kv = Fp8Kv;
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
                 "rungs::attention::instantiation_set: an element type is outside the supported f16, bf16");
@@ -107,18 +164,27 @@ struct instantiation_set {
                 "rungs::attention::instantiation_set: a decode group size does not fit the kernel geometry");
 };
 
+/// The fp8-cache instances of the default and full sets: an E4M3 cache under bf16 queries at
+/// head dim 128, decode group 4 (Llama-3-8B's 32/8 heads): one decode, one prefill and one
+/// cache-write kernel (the merge is the bf16 one). Other fp8 shapes need a set of their own.
+using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dtype::fp8_e4m3>, values<128>, values<4>>;
+
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
-/// whole contract with the dynamic block size. 2 x 5 x 9 = 90 decode kernels, 10 prefill,
-/// 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture).
+/// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
+/// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
+/// and the fp8 instances above.
 using default_instantiations = instantiation_set<supported_dtypes, supported_head_dims,
-                                                 values<dynamic_block_size>, supported_decode_groups>;
+                                                 values<dynamic_block_size>, supported_decode_groups,
+                                                 default_fp8_kv_instances>;
 
 /// The default set plus a static instance for every block size: 2 x 5 x 6 x 9 = 540 decode
-/// and 60 prefill kernels. Built by the cuda-full preset (-DRUNGS_KERNEL_INSTANTIATIONS=full)
-/// to measure what static block sizes buy and to keep them compiling.
+/// and 60 prefill kernels (and the fp8 instances at every block size). Built by the cuda-full
+/// preset (-DRUNGS_KERNEL_INSTANTIATIONS=full) to measure what static block sizes buy and to
+/// keep them compiling.
 using full_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims,
-                      values<8, 16, 32, 64, 128, dynamic_block_size>, supported_decode_groups>;
+                      values<8, 16, 32, 64, 128, dynamic_block_size>, supported_decode_groups,
+                      default_fp8_kv_instances>;
 
 namespace detail {
 
@@ -229,6 +295,75 @@ decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f)
   return detail::dispatch_dtype(typename Set::dtype_list{}, type, [&]<class T>() -> decltype(auto) {
     return detail::dispatch_in(typename Set::head_dims{}, "head_dim", s.head_dim,
                                [&]<int D>() -> decltype(auto) { return f.template operator()<T, D>(); });
+  });
+}
+
+namespace detail {
+
+// The fp8 instances' query and cache types, with messages that name both.
+template <class Fp8, class F>
+decltype(auto) dispatch_fp8_types(dtype type, dtype kv_type, F&& f) {
+  if constexpr (Fp8::empty) {
+    throw unsupported_value("kv cache dtype = " + std::string(name(kv_type)) +
+                            " is not supported by this build (its instantiation set has no fp8 instances)");
+  } else {
+    if (!supported_fp8_kv_dtypes::contains(kv_type)) {
+      throw unsupported_value("kv cache dtype = " + std::string(name(kv_type)) + " with queries " +
+                              std::string(name(type)) + ": a cache of another type than the queries' must be one of " +
+                              supported_fp8_kv_dtypes::list());
+    }
+    if (!Fp8::kv_dtypes::contains(kv_type) || !Fp8::query_dtypes::contains(type)) {
+      throw unsupported_value("dtype = " + std::string(name(type)) + " with kv cache dtype = " +
+                              std::string(name(kv_type)) + " is not supported by this build; supported: queries " +
+                              Fp8::query_dtypes::list() + " with caches " + Fp8::kv_dtypes::list());
+    }
+    return dispatch_dtype(typename Fp8::query_dtypes{}, type, [&]<class T>() -> decltype(auto) {
+      return dispatch_dtype(typename Fp8::kv_dtypes{}, kv_type,
+                            [&]<class KV>() -> decltype(auto) { return f.template operator()<T, KV>(); });
+    });
+  }
+}
+
+}  // namespace detail
+
+/// For a cache of another type than the queries' (fp8): calls
+/// f.template operator()<T, KV, HeadDim, BlockSize, Group>() with KV rungs::e4m3 or
+/// rungs::e5m2, from the set's fp8_kv instances (its block sizes).
+template <class Set, class F>
+void dispatch_fp8_decode(dtype type, dtype kv_type, const attention_shape& s, F&& f) {
+  check_decode_shape(s);
+  using fp8 = typename Set::fp8_kv;
+  detail::dispatch_fp8_types<fp8>(type, kv_type, [&]<class T, class KV>() {
+    detail::dispatch_in(typename fp8::head_dims{}, "head_dim", s.head_dim, [&]<int D>() {
+      detail::dispatch_block(typename Set::block_sizes{}, s.block_size, [&]<int B>() {
+        detail::dispatch_in(typename fp8::decode_groups{}, "group_size", s.group_size(),
+                            [&]<int G>() { f.template operator()<T, KV, D, B, G>(); });
+      });
+    });
+  });
+}
+
+/// Prefill over an fp8 cache: f.template operator()<T, KV, HeadDim, BlockSize>().
+template <class Set, class F>
+void dispatch_fp8_prefill(dtype type, dtype kv_type, const attention_shape& s, F&& f) {
+  check_shape(s);
+  using fp8 = typename Set::fp8_kv;
+  detail::dispatch_fp8_types<fp8>(type, kv_type, [&]<class T, class KV>() {
+    detail::dispatch_in(typename fp8::head_dims{}, "head_dim", s.head_dim, [&]<int D>() {
+      detail::dispatch_block(typename Set::block_sizes{}, s.block_size,
+                             [&]<int B>() { f.template operator()<T, KV, D, B>(); });
+    });
+  });
+}
+
+/// Cache write into an fp8 cache: f.template operator()<T, KV, HeadDim>().
+template <class Set, class F>
+void dispatch_fp8_cache_write(dtype type, dtype kv_type, const attention_shape& s, F&& f) {
+  check_shape(s);
+  using fp8 = typename Set::fp8_kv;
+  detail::dispatch_fp8_types<fp8>(type, kv_type, [&]<class T, class KV>() {
+    detail::dispatch_in(typename fp8::head_dims{}, "head_dim", s.head_dim,
+                        [&]<int D>() { f.template operator()<T, KV, D>(); });
   });
 }
 

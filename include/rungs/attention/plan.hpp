@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <span>
 #include <sstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/blocks.hpp>
@@ -33,14 +35,27 @@ struct device_info {
   int num_sms = 0;
 };
 
+/// How the KV cache is stored when not in the queries' type: an fp8 format (dtype::fp8_e4m3,
+/// dtype::fp8_e5m2) whose element x of KV head h stands for x * scale, with the scales one per
+/// tensor or one per KV head (float arrays in device memory: the args' k_scale and v_scale).
+struct kv_cache_format {
+  std::optional<dtype> type{};   ///< empty: the queries' type (a 16-bit cache, no scales)
+  bool per_head_scales = false;  ///< the scale arrays hold num_kv_heads values; else one
+};
+
 /// One attention layer's configuration.
 struct attention_config {
-  dtype type = dtype::bf16;
+  dtype type = dtype::bf16;  ///< queries and outputs (and the KV cache unless kv.type says otherwise)
   attention_shape shape{};
   float sm_scale = 0.0f;  ///< softmax scale; 0 means 1/sqrt(head_dim)
   score_values scores{};  ///< sliding window and soft-cap (score_mod.hpp); zeros: causal only
+  kv_cache_format kv{};   ///< an fp8 KV cache and its scales; default: the queries' type
 
   float scale() const { return sm_scale != 0.0f ? sm_scale : 1.0f / std::sqrt(static_cast<float>(shape.head_dim)); }
+  /// The KV cache's element type.
+  dtype cache_type() const { return kv.type.value_or(type); }
+  /// Whether the cache is stored in another type than the queries' (fp8: the fp8 instances run).
+  bool quantized_cache() const { return cache_type() != type; }
 };
 
 /// Planner knobs. The defaults are the heuristic; split_tokens forces a split size (tests use
@@ -109,6 +124,8 @@ struct decode_args {
   void* workspace = nullptr;             ///< plan.workspace.bytes (none when not split)
   std::size_t workspace_bytes = 0;
   const float* sinks = nullptr;          ///< [num_qo_heads] sink logits (score_mod::sinks); null: none
+  const float* k_scale = nullptr;        ///< fp8 cache: [1 or num_kv_heads] (kv_cache_format); null: 1
+  const float* v_scale = nullptr;
 };
 
 /// Device buffers of one prefill/extend run. The new tokens' K and V must already be in the
@@ -126,6 +143,8 @@ struct prefill_args {
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
   const float* sinks = nullptr;          ///< [num_qo_heads] sink logits (score_mod::sinks); null: none
+  const float* k_scale = nullptr;        ///< fp8 cache: [1 or num_kv_heads] (kv_cache_format); null: 1
+  const float* v_scale = nullptr;
 };
 
 /// Device buffers of one cache write: this step's keys and values go to the slots of
@@ -140,6 +159,8 @@ struct cache_write_args {
   std::int64_t num_tokens = 0;
   void* k_cache = nullptr;
   void* v_cache = nullptr;
+  const float* k_scale = nullptr;        ///< fp8 cache: the write stores fp8(x / scale); null: 1
+  const float* v_scale = nullptr;
 };
 
 namespace detail {
@@ -240,6 +261,23 @@ inline void check_config(const attention_config& c) {
   if (c.scores.window < 0) fail("scores.window = ", c.scores.window, " must be 0 (none) or positive");
   if (!(c.scores.logit_soft_cap >= 0.0f) || std::isinf(c.scores.logit_soft_cap)) {
     fail("scores.logit_soft_cap = ", c.scores.logit_soft_cap, " must be finite and non-negative (0: none)");
+  }
+  if (c.quantized_cache() && !is_fp8(c.cache_type())) {
+    fail("kv.type = ", name(c.cache_type()), " with dtype = ", name(c.type),
+         ": a KV cache in another type than the queries' must be fp8_e4m3 or fp8_e5m2");
+  }
+  if (c.kv.per_head_scales && !c.quantized_cache()) {
+    fail("kv.per_head_scales is set but the KV cache is ", name(c.cache_type()), " (scales apply to fp8 caches only)");
+  }
+}
+
+// Scales are for fp8 caches only: a scale given for a 16-bit cache would be silently unused.
+inline void check_scales(const attention_config& c, const float* k_scale, const float* v_scale, const std::string& args) {
+  if (c.quantized_cache()) return;
+  for (auto [p, field] : {std::pair{k_scale, ".k_scale"}, std::pair{v_scale, ".v_scale"}}) {
+    if (p != nullptr) {
+      fail(args, field, " is set but the KV cache is ", name(c.cache_type()), " (scales apply to fp8 caches only)");
+    }
   }
 }
 
@@ -406,6 +444,7 @@ inline void validate(const decode_plan& plan, const decode_args& a) {
   detail::check_row_stride(a.q_stride, plan.config.shape.q_row_elements(), "decode_args.q_stride");
   detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
   detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
+  detail::check_scales(plan.config, a.k_scale, a.v_scale, "decode_args");
 }
 
 inline void validate(const prefill_plan& plan, const prefill_args& a) {
@@ -415,10 +454,13 @@ inline void validate(const prefill_plan& plan, const prefill_args& a) {
   detail::check_row_stride(a.q_stride, plan.config.shape.q_row_elements(), "prefill_args.q_stride");
   detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
   detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
+  detail::check_scales(plan.config, a.k_scale, a.v_scale, "prefill_args");
 }
 
 inline void validate(const attention_config& config, const cache_write_args& a) {
   check_shape(config.shape);
+  detail::check_config(config);
+  detail::check_scales(config, a.k_scale, a.v_scale, "cache_write_args");
   const attention_shape& s = config.shape;
   if (a.num_tokens < 0) detail::fail("cache_write_args.num_tokens = ", a.num_tokens, " must not be negative");
   const bool any = a.num_tokens > 0;

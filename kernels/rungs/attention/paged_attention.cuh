@@ -50,14 +50,22 @@ inline device_info query_device(int device = -1) {
 
 namespace detail {
 
-template <class HostT, int HeadDim, int BlockSize>
+template <class HostT>
+constexpr dtype dtype_of() {
+  if constexpr (std::is_same_v<HostT, rungs::f16>) return dtype::fp16;
+  else if constexpr (std::is_same_v<HostT, rungs::bf16>) return dtype::bf16;
+  else if constexpr (std::is_same_v<HostT, rungs::e4m3>) return dtype::fp8_e4m3;
+  else return dtype::fp8_e5m2;
+}
+
+template <class HostT, int HeadDim, int BlockSize, class HostKV = HostT>
 void check_instance(const attention_config& c, const char* op) {
   const attention_shape& s = c.shape;
-  if (c.type != (std::is_same_v<HostT, rungs::f16> ? dtype::fp16 : dtype::bf16) || s.head_dim != HeadDim ||
+  if (c.type != dtype_of<HostT>() || c.cache_type() != dtype_of<HostKV>() || s.head_dim != HeadDim ||
       (BlockSize != dynamic_block_size && s.block_size != BlockSize)) {
-    rungs::attention::detail::fail(op, ": the instance <", std::is_same_v<HostT, rungs::f16> ? "f16" : "bf16", ", ",
-                                   HeadDim, ", ", BlockSize, "> cannot run dtype ", name(c.type), ", head_dim ",
-                                   s.head_dim, ", block_size ", s.block_size);
+    rungs::attention::detail::fail(op, ": the instance <", name(dtype_of<HostT>()), ", ", HeadDim, ", ", BlockSize,
+                                   ", kv ", name(dtype_of<HostKV>()), "> cannot run dtype ", name(c.type), ", head_dim ",
+                                   s.head_dim, ", block_size ", s.block_size, ", kv ", name(c.cache_type()));
   }
 }
 
@@ -71,22 +79,24 @@ void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, 
 
 /// Typed decode launcher of one instance: HostT rungs::f16 or rungs::bf16; BlockSize a static
 /// block size or dynamic_block_size; Group the GQA group size; Mod the score transforms
-/// (score_mod.hpp), which must be those the plan's config and the arguments ask for.
-template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}>
+/// (score_mod.hpp), which must be those the plan's config and the arguments ask for; HostKV
+/// the cache's element type (HostT, rungs::e4m3 or rungs::e5m2: the config's cache_type()).
+template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}, class HostKV = HostT>
 void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
+  using KV = detail::device_type_t<HostKV>;
   static_assert(geometry::decode_group_fits(HeadDim, Group), "this GQA group size does not fit the decode kernel");
   constexpr int kRows = geometry::decode_rows_per_thread(Group);
   constexpr int kRowGroups = geometry::decode_row_groups(Group);
   const attention_shape& s = plan.config.shape;
-  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "decode");
+  detail::check_instance<HostT, HeadDim, BlockSize, HostKV>(plan.config, "decode");
   if (s.group_size() != Group) {
     detail::fail("decode: the instance for group size ", Group, " cannot run group size ", s.group_size());
   }
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "decode");
 
-  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true, score_mod_bits(Mod)>,
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true, score_mod_bits(Mod), KV>,
                  detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
   if (plan.split()) {
     const detail::merge_params m = detail::decode_merge_params(plan, a);
@@ -96,17 +106,18 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
 }
 
 /// Typed prefill/extend launcher of one instance (the group size is a run-time value).
-template <class HostT, int HeadDim, int BlockSize, score_mod Mod = score_mod{}>
+template <class HostT, int HeadDim, int BlockSize, score_mod Mod = score_mod{}, class HostKV = HostT>
 void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
+  using KV = detail::device_type_t<HostKV>;
   using agent = detail::attention_agent<T, HeadDim, geometry::max_rows_per_thread, geometry::thread_rows(HeadDim)>;
   static_assert(agent::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
-  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "prefill");
+  detail::check_instance<HostT, HeadDim, BlockSize, HostKV>(plan.config, "prefill");
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "prefill");
 
   detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
-                                                geometry::thread_rows(HeadDim), false, score_mod_bits(Mod)>,
+                                                geometry::thread_rows(HeadDim), false, score_mod_bits(Mod), KV>,
                  detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
   if (plan.split()) {
     const detail::merge_params m = detail::prefill_merge_params(plan, a);
@@ -115,15 +126,17 @@ void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_
   }
 }
 
-/// Typed cache-write launcher of one instance.
-template <class HostT, int HeadDim>
+/// Typed cache-write launcher of one instance (HostKV: the cache's element type; an fp8 cache
+/// quantises HostT rows).
+template <class HostT, int HeadDim, class HostKV = HostT>
 void launch_cache_write(const attention_config& config, const cache_write_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
-  detail::check_instance<HostT, HeadDim, dynamic_block_size>(config, "cache_write");
+  using KV = detail::device_type_t<HostKV>;
+  detail::check_instance<HostT, HeadDim, dynamic_block_size, HostKV>(config, "cache_write");
   validate(config, a);
   if (a.num_tokens == 0) return;
   const detail::cache_write_params p = detail::make_cache_write_params(config, a);
-  detail::launch(detail::cache_write_kernel<T, HeadDim>, detail::cache_write_grid(p, HeadDim),
+  detail::launch(detail::cache_write_kernel<T, HeadDim, KV>, detail::cache_write_grid(p, HeadDim),
                  geometry::cache_write_threads, p, stream);
 }
 
@@ -132,7 +145,14 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 /// transforms `Mod` (score_mod.hpp; the default: none).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
-  dispatch_decode<Set>(plan.config.type, plan.config.shape, [&]<class HostT, int D, int B, int G>() {
+  const attention_config& c = plan.config;
+  if (c.quantized_cache()) {
+    dispatch_fp8_decode<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B, int G>() {
+      launch_decode<HostT, D, B, G, Mod, HostKV>(plan, args, stream);
+    });
+    return;
+  }
+  dispatch_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
     launch_decode<HostT, D, B, G, Mod>(plan, args, stream);
   });
 }
@@ -141,13 +161,27 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
 /// context (the new tokens' K and V must already be in the cache).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void prefill(const prefill_plan& plan, const prefill_args& args, cudaStream_t stream = nullptr) {
-  dispatch_prefill<Set>(plan.config.type, plan.config.shape,
+  const attention_config& c = plan.config;
+  if (c.quantized_cache()) {
+    dispatch_fp8_prefill<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B>() {
+      launch_prefill<HostT, D, B, Mod, HostKV>(plan, args, stream);
+    });
+    return;
+  }
+  dispatch_prefill<Set>(c.type, c.shape,
                         [&]<class HostT, int D, int B>() { launch_prefill<HostT, D, B, Mod>(plan, args, stream); });
 }
 
 /// Cache write: this step's K and V rows into the slots of slot_mapping (-1: padding).
 template <class Set = default_instantiations>
 void cache_write(const attention_config& config, const cache_write_args& args, cudaStream_t stream = nullptr) {
+  if (config.quantized_cache()) {
+    dispatch_fp8_cache_write<Set>(config.type, config.cache_type(), config.shape,
+                                  [&]<class HostT, class HostKV, int D>() {
+                                    launch_cache_write<HostT, D, HostKV>(config, args, stream);
+                                  });
+    return;
+  }
   dispatch_cache_write<Set>(config.type, config.shape,
                             [&]<class HostT, int D>() { launch_cache_write<HostT, D>(config, args, stream); });
 }

@@ -12,6 +12,11 @@
 // online softmax runs on ex2. At the end the token groups' states merge through shared
 // memory (log-sum-exp) and the epilogue functor writes each 8-dim output vector.
 //
+// The KV cache's element type KV is the queries' T or an fp8 format: the pipeline moves 16-byte
+// vectors of whatever the cache holds (8 elements of 2 bytes, 16 of fp8), and a lane widens its
+// 8 dims of a token with load_float8 (device.cuh), which returns fp8 values in units of
+// kv_unit<KV>; the caller's scales absorb that unit and the cache's dequantisation scales.
+//
 // Score transforms (score_mod.hpp) are compiled in by the Mod policy (as score_mod_bits): a sliding window masks
 // keys before each row's window (the kernel also starts the CTA's KV range at its first row's
 // window, so keys no row sees are never loaded), a soft-cap bends each summed score. Sinks
@@ -66,10 +71,10 @@ struct prefill_rows {
 };
 
 /// Where the agent reads the KV stream from.
-template <class T>
+template <class KV>
 struct kv_source {
-  const T* k_cache;
-  const T* v_cache;
+  const KV* k_cache;
+  const KV* v_cache;
   const std::int32_t* table;  ///< the sequence's block-table row
   int num_kv_heads;
   int kv_head;
@@ -83,10 +88,11 @@ struct score_transform {
   float two_over_cap;  ///< 2 / c
 };
 
-template <class T, int HeadDim, int Rows, int RowGroups, unsigned ModBits = 0>
+template <class T, int HeadDim, int Rows, int RowGroups, unsigned ModBits = 0, class KV = T>
 struct attention_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
-  static_assert(is_device_element<T>, "rungs attention kernels take __half or __nv_bfloat16");
+  static_assert(is_device_element<T>, "rungs attention kernels take __half or __nv_bfloat16 queries");
+  static_assert(is_kv_element<KV>, "rungs attention kernels take a 16-bit or fp8 KV cache");
   static_assert(HeadDim % geometry::vector_elements == 0 && HeadDim <= 256, "head dim: a multiple of 8, at most 256");
   static_assert(Rows >= 1 && Rows <= geometry::max_rows_per_thread, "at most 8 query rows per thread");
 
@@ -101,13 +107,17 @@ struct attention_agent {
   static constexpr int kChunk = geometry::chunk_tokens;
   static constexpr int kStages = geometry::stages;
   static constexpr int kCtaRows = Rows * RowGroups;
-  static constexpr int kTileVecs = kTile * kRowVecs;
+  // The pipeline's 16-byte copies: per cache row, and the cache elements in one.
+  static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
+  static constexpr int kCopyVecs = HeadDim / kCopyElems;
+  static_assert(HeadDim % kCopyElems == 0, "a cache row must be whole 16-byte vectors");
+  static constexpr int kTileVecs = kTile * kCopyVecs;
   static constexpr int kLoadsPerThread = (kTileVecs + kThreads - 1) / kThreads;
 
   static_assert(kThreadRows % RowGroups == 0, "row groups must divide the thread rows");
   static_assert(kGroupTokens % kChunk == 0, "a token group's share of a tile must be whole chunks");
 
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(T);
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(KV);
   static constexpr std::size_t kMergeFloats = std::size_t{kThreadRows} * Rows * (HeadDim + 2);
   static constexpr std::size_t kSmemBytes =
       kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
@@ -123,7 +133,7 @@ struct attention_agent {
   /// 8-dim vector, with o the unnormalised output (sum of 2^(s - m) v), m the row's max
   /// score (log2 units; -inf when it saw no key) and l the sum of 2^(s - m).
   template <class RowMap, class Epilogue>
-  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const RowMap& rows, int kv_begin,
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<KV>& src, const RowMap& rows, int kv_begin,
                                              int kv_end, const T* q, std::int64_t q_stride, float scale_log2,
                                              const score_transform& transform, Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
@@ -135,8 +145,8 @@ struct attention_agent {
     const bool lane_active = tx < kRowVecs;  // lanes past D/8 (D 80, 96) only pad the reduction
     const unsigned mask = lane_group_mask<kLanes>();
 
-    T* smem_k = reinterpret_cast<T*>(smem.bytes);
-    T* smem_v = smem_k + kStages * kTile * HeadDim;
+    KV* smem_k = reinterpret_cast<KV*>(smem.bytes);
+    KV* smem_v = smem_k + kStages * kTile * HeadDim;
 
     // This thread's rows: queries (scaled to log2 units), visible-key bounds.
     float qf[Rows][8];
@@ -182,7 +192,7 @@ struct attention_agent {
 #pragma unroll
       for (int k = 0; k < kLoadsPerThread; ++k) {
         const int v = tid + k * kThreads;
-        const int t = start + v / kRowVecs;
+        const int t = start + v / kCopyVecs;
         ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
       }
     };
@@ -193,18 +203,19 @@ struct attention_agent {
       for (int k = 0; k < kLoadsPerThread; ++k) {
         const int v = tid + k * kThreads;
         if (kTileVecs % kThreads == 0 || v < kTileVecs) {
-          const int token = v / kRowVecs;
-          const int c = v - token * kRowVecs;
+          const int token = v / kCopyVecs;
+          const int c = v - token * kCopyVecs;
           const int t = start + token;
           const bool in = t < kv_end;
-          // ((block * H + head) * B + position) * D + 8 c, in 64 bits: pools pass 2^31 elements.
+          // ((block * H + head) * B + position) * D + c kCopyElems, in 64 bits: pools pass 2^31
+          // elements.
           const std::int64_t offset =
               in ? ((((static_cast<std::int64_t>(ids[k]) * src.num_kv_heads + src.kv_head) << src.log2_block) +
                      (t & position_mask)) *
                         HeadDim +
-                    c * 8)
+                    c * kCopyElems)
                  : 0;
-          const int dst = (stage * kTile) * HeadDim + v * 8;
+          const int dst = (stage * kTile) * HeadDim + v * kCopyElems;
           cp_async_16(smem_k + dst, src.k_cache + offset, in);
           cp_async_16(smem_v + dst, src.v_cache + offset, in);
         }
@@ -232,8 +243,8 @@ struct attention_agent {
       cp_async_commit();
 
       const int tile_start = kv_begin + tile * kTile;
-      const T* ks = smem_k + (tile % kStages) * kTile * HeadDim;
-      const T* vs = smem_v + (tile % kStages) * kTile * HeadDim;
+      const KV* ks = smem_k + (tile % kStages) * kTile * HeadDim;
+      const KV* vs = smem_v + (tile % kStages) * kTile * HeadDim;
 #pragma unroll
       for (int chunk = 0; chunk < kGroupTokens / kChunk; ++chunk) {
         const int j0 = token_group * kGroupTokens + chunk * kChunk;
@@ -245,7 +256,7 @@ struct attention_agent {
         for (int i = 0; i < kChunk; ++i) {
           float kf[8];
           if (lane_active) {
-            to_float8<T>(*reinterpret_cast<const uint4*>(ks + (j0 + i) * HeadDim + tx * 8), kf);
+            load_float8<KV>(ks + (j0 + i) * HeadDim + tx * 8, kf);
           } else {
 #pragma unroll
             for (int e = 0; e < 8; ++e) kf[e] = 0.0f;
@@ -307,7 +318,7 @@ struct attention_agent {
 #pragma unroll
           for (int i = 0; i < kChunk; ++i) {
             float vf[8];
-            to_float8<T>(*reinterpret_cast<const uint4*>(vs + (j0 + i) * HeadDim + tx * 8), vf);
+            load_float8<KV>(vs + (j0 + i) * HeadDim + tx * 8, vf);
 #pragma unroll
             for (int r = 0; r < Rows; ++r) {
 #pragma unroll

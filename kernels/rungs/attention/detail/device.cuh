@@ -1,5 +1,6 @@
 // Device building blocks of rungs' paged-attention kernels: element types, 16-byte vectors,
-// cp.async, exp2, and the lane-group all-reduce. Needs sm_80 or newer (cp.async, bf16).
+// fp8 KV conversions, cp.async, exp2, and the lane-group all-reduce. Needs sm_80 or newer
+// (cp.async, bf16; fp8 is converted with integer operations, no fp8 hardware needed).
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -8,11 +9,13 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
 
 #include <rungs/numeric/float16.hpp>
+#include <rungs/numeric/float8.hpp>
 
 namespace rungs::attention::detail {
 
@@ -27,13 +30,33 @@ template <>
 struct device_type<rungs::bf16> {
   using type = __nv_bfloat16;
 };
+template <>
+struct device_type<rungs::e4m3> {
+  using type = __nv_fp8_e4m3;
+};
+template <>
+struct device_type<rungs::e5m2> {
+  using type = __nv_fp8_e5m2;
+};
 template <class HostT>
 using device_type_t = typename device_type<HostT>::type;
 
 static_assert(sizeof(__half) == sizeof(rungs::f16) && sizeof(__nv_bfloat16) == sizeof(rungs::bf16));
+static_assert(sizeof(__nv_fp8_e4m3) == 1 && sizeof(__nv_fp8_e5m2) == 1);
 
 template <class T>
 inline constexpr bool is_device_element = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <class KV>
+inline constexpr bool is_fp8_element = std::is_same_v<KV, __nv_fp8_e4m3> || std::is_same_v<KV, __nv_fp8_e5m2>;
+/// Element types of a KV cache: the 16-bit types and the fp8 formats.
+template <class KV>
+inline constexpr bool is_kv_element = is_device_element<KV> || is_fp8_element<KV>;
+
+/// What load_float8 returns for a cache element of value x is x / kv_unit<KV>: 2^8 for E4M3
+/// (its codes are read as binary16 with the exponent rebased, see fp8x8_to_float), 1 otherwise.
+/// The kernels fold it into their K and V scales (a power of two: exact).
+template <class KV>
+inline constexpr float kv_unit = std::is_same_v<KV, __nv_fp8_e4m3> ? 256.0f : 1.0f;
 
 /// 8 elements (16 bytes) of T widened to float.
 template <class T>
@@ -55,6 +78,64 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[8]) {
       out[2 * i + 1] = f.y;
     }
   }
+}
+
+/// 8 fp8 codes (8 bytes) widened to float, exactly, divided by kv_unit<KV>. An E5M2 code is
+/// the top byte of a binary16; an E4M3 code s.eeee.mmm becomes the binary16 s.0eeee.mmm0000000,
+/// its value times 2^-8 (the biases differ by 8), subnormals included, and its NaN (s.1111.111,
+/// read as 1.875) is restored. Integer operations and cvt.f32.f16: no fp8 hardware (sm_89+)
+/// needed, and the same code on every GPU.
+template <class KV>
+__device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]) {
+  static_assert(is_fp8_element<KV>);
+  const std::uint32_t words[2] = {raw.x, raw.y};
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+    const std::uint32_t x = words[w];
+    // Bytes b0..b3 into the high bytes of two binary16 pairs: (b0, b1) and (b2, b3).
+    const std::uint32_t pairs[2] = {((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u),
+                                    ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)};
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      std::uint32_t h = pairs[p];
+      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) h = (h & 0x80008000u) | ((h >> 1) & 0x3f803f80u);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      out[4 * w + 2 * p] = f.x;
+      out[4 * w + 2 * p + 1] = f.y;
+      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
+        if (fabsf(f.x) == 1.875f) out[4 * w + 2 * p] = __int_as_float(0x7fffffff);
+        if (fabsf(f.y) == 1.875f) out[4 * w + 2 * p + 1] = __int_as_float(0x7fffffff);
+      }
+    }
+  }
+}
+
+/// 8 consecutive cache elements widened to float, divided by kv_unit<KV>: 16 bytes of a
+/// 16-bit type or 8 bytes of fp8 (p aligned to its size).
+template <class KV>
+__device__ __forceinline__ void load_float8(const KV* p, float (&out)[8]) {
+  if constexpr (is_fp8_element<KV>) {
+    fp8x8_to_float<KV>(*reinterpret_cast<const uint2*>(p), out);
+  } else {
+    to_float8<KV>(*reinterpret_cast<const uint4*>(p), out);
+  }
+}
+
+/// 8 floats narrowed to 8 fp8 codes: round to nearest even with saturation, NaN -> 0x7f
+/// (cvt.rn.satfinite, with the host types' integer code, rungs/numeric/float8.hpp, so that the
+/// cache write stores exactly what the host reference stores).
+template <class KV>
+__device__ __forceinline__ uint2 float8_to_fp8x8(const float (&in)[8]) {
+  static_assert(is_fp8_element<KV>);
+  constexpr rungs::detail::fp8_format format =
+      std::is_same_v<KV, __nv_fp8_e4m3> ? rungs::detail::e4m3_format : rungs::detail::e5m2_format;
+  std::uint32_t words[2] = {0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    words[i / 4] |= static_cast<std::uint32_t>(rungs::detail::fp8_bits_from_float_bits<format>(__float_as_uint(in[i])))
+                    << (8 * (i % 4));
+  }
+  return make_uint2(words[0], words[1]);
 }
 
 /// 8 floats narrowed (round to nearest even) to 16 bytes of T.
@@ -112,6 +193,9 @@ __device__ __forceinline__ float exp2_approx(float x) {
 
 /// 1 / x, IEEE round to nearest (rcp.rn.f32; the soft-cap's tanh needs the full precision).
 __device__ __forceinline__ float rcp_rn(float x) { return __frcp_rn(x); }
+
+/// a / b, IEEE round to nearest (div.rn.f32, whatever -prec-div or --use_fast_math say).
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
 
 /// Sum over the `Lanes` consecutive lanes that share a head-dim row (a power of two); every
 /// lane of the group gets the sum. `mask` names exactly the group's lanes: groups of one warp

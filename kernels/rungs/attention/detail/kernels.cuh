@@ -30,9 +30,10 @@ constexpr int min_ctas_per_sm() {
 
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
 /// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
-template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0>
+/// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
+template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0, class KV = T>
 __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) paged_attention_kernel(const attention_params p) {
-  using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits>;  // agent::Mod: the score_mod
+  using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits, KV>;  // agent::Mod: the score_mod
   __shared__ typename agent::storage smem;
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
 
@@ -42,9 +43,9 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) pa
   const int seq = static_cast<int>(blockIdx.z);
   const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
 
-  kv_source<T> src;
-  src.k_cache = static_cast<const T*>(p.k_cache);
-  src.v_cache = static_cast<const T*>(p.v_cache);
+  kv_source<KV> src;
+  src.k_cache = static_cast<const KV*>(p.k_cache);
+  src.v_cache = static_cast<const KV*>(p.v_cache);
   src.table = p.block_tables + static_cast<std::int64_t>(seq) * p.block_table_stride;
   src.num_kv_heads = p.num_kv_heads;
   src.kv_head = kv_head;
@@ -54,6 +55,16 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) pa
   const int split_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);
   const score_transform transform{p.window, p.cap_log2, p.two_over_cap};
+  // An fp8 cache's element x of this KV head stands for x * scale: the K scale joins the
+  // queries' scale (scores are linear in K), the V scale the epilogue's normalisation, each
+  // times the unit load_float8 returns fp8 in. A 16-bit cache compiles none of it.
+  float scale_log2 = p.scale_log2;
+  [[maybe_unused]] float v_scale = 1.0f;
+  if constexpr (is_fp8_element<KV>) {
+    const int at = kv_head * p.scale_stride;
+    scale_log2 *= (p.k_scale != nullptr ? p.k_scale[at] : 1.0f) * kv_unit<KV>;
+    v_scale = (p.v_scale != nullptr ? p.v_scale[at] : 1.0f) * kv_unit<KV>;
+  }
 
   auto epilogue = [&](const row_info& info, int c, const float (&o)[8], float m, float l) {
     const std::int64_t row = static_cast<std::int64_t>(info.token) * p.num_qo_heads + info.head;
@@ -69,12 +80,14 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) pa
           inv = keep / fmaf(l, keep, exp2_approx(sink - top));
         }
       }
+      if constexpr (is_fp8_element<KV>) inv *= v_scale;
       float v[8];
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = o[e] * inv;
       *reinterpret_cast<uint4*>(static_cast<T*>(p.out) + row * HeadDim + c * 8) = from_float8<T>(v);
     } else {
       const std::int64_t slot = row * p.num_splits + split;
+      if constexpr (is_fp8_element<KV>) inv *= v_scale;
       if (l > 0.0f) {
         float4* dst = reinterpret_cast<float4*>(p.partial_out + slot * HeadDim + c * 8);
         dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
@@ -92,7 +105,7 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) pa
     // Under a window the query (position kv_len - 1) sees keys from kv_len - window on: the
     // CTA's range starts there, so a split wholly before it is empty and loads nothing.
     const int kv_begin = agent::Mod.sliding_window ? max(split_begin, kv_len - p.window) : split_begin;
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, transform, epilogue);
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, scale_log2, transform, epilogue);
   } else {
     const int q_begin = p.q_indptr[seq];
     const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);
@@ -107,7 +120,7 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) pa
     const int first_token = first_row / p.group_size;
     const int kv_begin =
         agent::Mod.sliding_window ? max(split_begin, kv_len - q_len + first_token + 1 - p.window) : split_begin;
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, p.scale_log2, transform, epilogue);
+    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, scale_log2, transform, epilogue);
   }
 }
 
@@ -174,8 +187,9 @@ __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kerne
 /// Copies token t's K and V rows into slot slot_mapping[t], one 16-byte vector per thread and
 /// step. Negative slots (padding) write nothing; so do slots past the pool, which
 /// cache_write's host checks cannot see (they live in device memory): the kernel never
-/// writes out of bounds.
-template <class T, int HeadDim>
+/// writes out of bounds. An fp8 cache (KV) stores fp8(x / scale of the head), rounded to
+/// nearest even and saturated, 8 bytes per 16-byte input vector.
+template <class T, int HeadDim, class KV = T>
 __global__ void __launch_bounds__(geometry::cache_write_threads) cache_write_kernel(const cache_write_params p) {
   constexpr int kRowVecs = HeadDim / geometry::vector_elements;
   const std::int64_t per_token = static_cast<std::int64_t>(p.num_kv_heads) * kRowVecs;
@@ -194,8 +208,24 @@ __global__ void __launch_bounds__(geometry::cache_write_threads) cache_write_ker
     const std::int64_t col = static_cast<std::int64_t>(head) * HeadDim + c * 8;
     const uint4 k = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.k) + token * p.k_stride + col);
     const uint4 v = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.v) + token * p.v_stride + col);
-    *reinterpret_cast<uint4*>(static_cast<T*>(p.k_cache) + dst) = k;
-    *reinterpret_cast<uint4*>(static_cast<T*>(p.v_cache) + dst) = v;
+    if constexpr (is_fp8_element<KV>) {
+      const int at = head * p.scale_stride;
+      const float k_scale = p.k_scale != nullptr ? p.k_scale[at] : 1.0f;
+      const float v_scale = p.v_scale != nullptr ? p.v_scale[at] : 1.0f;
+      float kf[8], vf[8];
+      to_float8<T>(k, kf);
+      to_float8<T>(v, vf);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        kf[e] = div_rn(kf[e], k_scale);  // IEEE division, as the host reference divides
+        vf[e] = div_rn(vf[e], v_scale);
+      }
+      *reinterpret_cast<uint2*>(static_cast<KV*>(p.k_cache) + dst) = float8_to_fp8x8<KV>(kf);
+      *reinterpret_cast<uint2*>(static_cast<KV*>(p.v_cache) + dst) = float8_to_fp8x8<KV>(vf);
+    } else {
+      *reinterpret_cast<uint4*>(static_cast<T*>(p.k_cache) + dst) = k;
+      *reinterpret_cast<uint4*>(static_cast<T*>(p.v_cache) + dst) = v;
+    }
   }
 }
 

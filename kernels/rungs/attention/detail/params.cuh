@@ -49,6 +49,10 @@ struct attention_params {
   float cap_log2;                       ///< soft cap c in log2 units: c * log2(e)
   float two_over_cap;                   ///< 2 / c (see agent.cuh's soft-cap)
   const float* sinks;                   ///< [num_qo_heads] sink logits, natural-log units
+  // fp8 caches (read only by the fp8 instances): element x of KV head h stands for x * scale.
+  const float* k_scale;                 ///< [1 or num_kv_heads]; null: 1
+  const float* v_scale;
+  int scale_stride;                     ///< 0: one scale per tensor; 1: one per KV head
 };
 
 struct merge_params {
@@ -75,6 +79,9 @@ struct cache_write_params {
   int num_kv_heads;
   int log2_block_size;
   std::int64_t num_slots;
+  const float* k_scale;                 ///< fp8 caches, as attention_params'
+  const float* v_scale;
+  int scale_stride;
 };
 
 /// A grid (x, y, z) in CTAs.
@@ -119,6 +126,9 @@ attention_params paged_params(const Plan& plan, const Args& a) {
   p.block_table_stride = a.block_table_stride != 0 ? a.block_table_stride : plan.max_blocks_per_seq;
   p.out = a.out;
   p.sinks = a.sinks;
+  p.k_scale = a.k_scale;
+  p.v_scale = a.v_scale;
+  p.scale_stride = plan.config.kv.per_head_scales ? 1 : 0;
   return p;
 }
 
@@ -198,6 +208,9 @@ inline cache_write_params make_cache_write_params(const attention_config& config
   p.num_kv_heads = s.num_kv_heads;
   p.log2_block_size = ilog2(s.block_size);
   p.num_slots = s.num_slots();
+  p.k_scale = a.k_scale;
+  p.v_scale = a.v_scale;
+  p.scale_stride = config.kv.per_head_scales ? 1 : 0;
   return p;
 }
 

@@ -48,6 +48,33 @@ void set_kernels(void**& out, ra::dtypes<Types...>) {
 // Writes the address of every instance to `out` (which holds at least 2 x 5 x 12 pointers).
 void rungs_sim_attention_instances(void** out) { set_kernels(out, set::dtype_list{}); }
 
+// The set's fp8-cache instances (fp8_kv_instances): per (query type, cache type, head dim,
+// group) the decode kernel, and per (query type, cache type, head dim) the prefill kernel and
+// the cache write (their merge is the 16-bit one above); and an E5M2 cache under f16 queries
+// at head dim 64, group 2, beside them (kernels_test.cpp runs both formats).
+namespace {
+template <class T, class KV, int D, int G>
+void fp8_kernels(void**& out) {
+  *out++ = reinterpret_cast<void*>(
+      &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true, 0, KV>);
+  *out++ = reinterpret_cast<void*>(
+      &rd::paged_attention_kernel<T, D, 0, geo::max_rows_per_thread, geo::thread_rows(D), false, 0, KV>);
+  *out++ = reinterpret_cast<void*>(&rd::cache_write_kernel<T, D, KV>);
+}
+struct fp8_instance {
+  void**& out;
+  template <ra::dtype Type, ra::dtype Kv, int D, int G>
+  void operator()() const {
+    fp8_kernels<device_t<Type>, device_t<Kv>, D, G>(out);
+  }
+};
+}  // namespace
+void rungs_sim_fp8_instances(void** out) {
+  ra::for_each_fp8_instance<set::fp8_kv>(fp8_instance{out});
+  fp8_kernels<__half, __nv_fp8_e5m2, 64, 2>(out);
+  *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 64>);
+}
+
 // The score transforms (score_mod.hpp), all three at once, on one decode and one prefill
 // instance, with the merges that add the sinks (not in the default set: kernels_test.cpp runs
 // them against the reference).

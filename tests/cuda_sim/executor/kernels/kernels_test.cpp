@@ -2,7 +2,8 @@
 // time), run by the executor under several adversarial schedules, against the host reference:
 // decode (with and without splits and the merge), prefill and the cache write, a few instances
 // under several seeds and every instance of the default set once, with its memory traffic; and
-// decode and prefill with every score transform (sliding window, soft-cap, sinks).
+// decode and prefill with every score transform (sliding window, soft-cap, sinks); and fp8 KV
+// caches (E4M3, E5M2) with per-head and per-tensor scales.
 // Needs nvcc to build (label cuda-sim), no GPU.
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/plan.hpp>
@@ -33,11 +34,17 @@ namespace {
 
 template <class T>
 std::string type_name() {
-  return std::is_same_v<T, rungs::f16> ? "__half" : "__nv_bfloat16";
+  if constexpr (std::is_same_v<T, rungs::f16>) return "__half";
+  else if constexpr (std::is_same_v<T, rungs::bf16>) return "__nv_bfloat16";
+  else if constexpr (std::is_same_v<T, rungs::e4m3>) return "__nv_fp8_e4m3";
+  else return "__nv_fp8_e5m2";
 }
 template <class T>
 ra::dtype type_of() {
-  return std::is_same_v<T, rungs::f16> ? ra::dtype::fp16 : ra::dtype::bf16;
+  if constexpr (std::is_same_v<T, rungs::f16>) return ra::dtype::fp16;
+  else if constexpr (std::is_same_v<T, rungs::bf16>) return ra::dtype::bf16;
+  else if constexpr (std::is_same_v<T, rungs::e4m3>) return ra::dtype::fp8_e4m3;
+  else return ra::dtype::fp8_e5m2;
 }
 
 // A kernel's score transforms as the demangler prints its template argument (score_mod_bits).
@@ -91,9 +98,11 @@ struct traffic_row {
 constexpr int kAllSplits = -1;
 
 // Decode over 3 sequences (the second of length 0) and a padded row, without and with splits
-// (`only_split`: one of them); returns each launch's traffic.
-template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}>
-std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int only_split = kAllSplits) {
+// (`only_split`: one of them), over a cache of KV (T, or fp8 with fresh scales, per head when
+// `per_head_scales`); returns each launch's traffic.
+template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int only_split = kAllSplits,
+                                      bool per_head_scales = true) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kKvHeads = 2;
   // Five tiles and more: the 3-stage pipeline reuses a stage (where an early issue would race).
@@ -102,28 +111,31 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
   lens.insert(lens.begin() + 1, 0);
   const paged_problem p = make_problem(
       rng, {.num_qo_heads = G * kKvHeads, .num_kv_heads = kKvHeads, .head_dim = D, .block_size = block_size}, lens);
-  const auto pools = make_pools<T>(rng, p);
+  const auto pools = make_pools<KV>(rng, p);
   const auto k_dev = to_device(pools.k), v_dev = to_device(pools.v);  // 256-byte aligned, as cudaMalloc's
+  const kv_scale_values scales = draw_kv_scales<KV>(rng, kKvHeads, per_head_scales);
+  const auto k_scale_dev = to_device(scales.k), v_scale_dev = to_device(scales.v);
   const std::int64_t row = p.shape.q_row_elements();
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(kMaxBatch * row));
   const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, 37);  // nothing drawn for the default
   std::vector<double> want(static_cast<std::size_t>(3 * row));
-  ra::reference::decode<T, T, double>(p.shape, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want,
-                                      {mod.values, mod.sinks});
+  ra::reference::decode<KV, T, double>(p.shape, pools.k, pools.v, q, lens, {p.tables, p.table_stride}, 0.3, want,
+                                       {mod.values, mod.sinks}, {scales.k, scales.v});
   // Under a window only the last `window` keys of a sequence are loaded.
   std::uint64_t kv_tokens = 0;
   for (std::int32_t len : lens) {
     kv_tokens += static_cast<std::uint64_t>(Mod.sliding_window ? std::min(len, mod.values.window) : len);
   }
-  const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(T);
+  const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(KV);
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::decode_rows_per_thread(G)) + ", " +
-                           std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ">";
+                           std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ", " +
+                           type_name<KV>() + ">";
   const auto sinks_dev = to_device(mod.sinks);
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 4, 0}) {  // none, 16 tokens, the planner's
     if (only_split != kAllSplits && split != only_split) continue;
-    const ra::attention_config config{type_of<T>(), p.shape, 0.3f, mod.values};
+    const ra::attention_config config{type_of<T>(), p.shape, 0.3f, mod.values, scales.format};
     const ra::decode_plan plan =
         ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4}, {.split_tokens = split});
     const std::int64_t stride = plan.max_blocks_per_seq;
@@ -135,22 +147,27 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
     add(mem, q), add(mem, k_dev), add(mem, v_dev), add(mem, tables), add(mem, lens_dev), add(mem, out);
     add(mem, workspace);
     if (Mod.sinks) add(mem, sinks_dev);
+    if (!scales.k.empty()) add(mem, k_scale_dev), add(mem, v_scale_dev);
     const ra::decode_args a{.q = q.data(), .k_cache = k_dev.data(), .v_cache = v_dev.data(),
                             .block_tables = tables.data(), .block_table_stride = stride, .seq_lens = lens_dev.data(),
                             .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4,
-                            .sinks = Mod.sinks ? sinks_dev.data() : nullptr};
+                            .sinks = Mod.sinks ? sinks_dev.data() : nullptr,
+                            .k_scale = scales.k.empty() ? nullptr : k_scale_dev.data(),
+                            .v_scale = scales.v.empty() ? nullptr : v_scale_dev.data()};
     ra::validate(plan, a);
     ra::check_score_mod(Mod, config, a.sinks, "decode");
     const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
     INFO(what);
     const auto r = launch(name, rd::decode_grid(plan), geo::threads, rd::decode_params(plan, a), mem, seed);
     // The KV stream (cp.async): each byte of the sequences' K and V read once, in full sectors
-    // (a D-element row is a whole number of sectors for D = 64, 96, 128 in 2-byte elements).
+    // (a D-element row is a whole number of sectors for D = 64, 96, 128 in 2-byte elements, and
+    // for every head dim in fp8).
     CHECK(r.global.async_bytes_read == kv_bytes);
     CHECK(r.global.async_sectors_read * 32 == kv_bytes);
     // Ideal: the KV bytes, the queries of the sequences with context, every output row
-    // (zeros included), the used block-table entries and the lengths.
+    // (zeros included), the used block-table entries, the lengths (and an fp8 cache's scales).
     const std::uint64_t e = sizeof(T), qo_row = static_cast<std::uint64_t>(row) * e;
+    const std::uint64_t scale_bytes = 4 * (scales.k.size() + scales.v.size());
     std::uint64_t used_blocks = 0, nonempty = 0, partials = 0;
     for (std::int32_t len : lens) {
       used_blocks += static_cast<std::uint64_t>(rungs::blocks_for(len, block_size));
@@ -162,7 +179,8 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
                               std::to_string(lens[1]) + "," + std::to_string(lens[2]) + ", block " +
                               std::to_string(block_size);
     if (!plan.split()) {
-      rows.push_back({name, shape, kv_bytes + nonempty * qo_row + kMaxBatch * qo_row + used_blocks * 4 + kMaxBatch * 4,
+      rows.push_back({name, shape,
+                      kv_bytes + nonempty * qo_row + kMaxBatch * qo_row + used_blocks * 4 + kMaxBatch * 4 + scale_bytes,
                       r.global});
     }
     if (plan.split()) {
@@ -185,9 +203,11 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
 }
 
 // Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row,
-// without and with splits (`only_split`: one of them); returns the unsplit launch's traffic.
-template <class T, int D, ra::score_mod Mod = ra::score_mod{}>
-std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits) {
+// without and with splits (`only_split`: one of them), over a cache of KV (T, or fp8 with
+// fresh scales); returns the unsplit launch's traffic.
+template <class T, int D, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits,
+                                       bool per_head_scales = true) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
   const int max_context = 5 * geo::tile_tokens(D) + 23;
@@ -195,7 +215,9 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   const std::vector<std::int32_t> q_lens = {kMaxQ, 9, 0};
   const paged_problem p = make_problem(
       rng, {.num_qo_heads = group, .num_kv_heads = 1, .head_dim = D, .block_size = block_size}, kv_lens, q_lens);
-  const auto pools = make_pools<T>(rng, p);
+  const auto pools = make_pools<KV>(rng, p);
+  const kv_scale_values scales = draw_kv_scales<KV>(rng, 1, per_head_scales);
+  const auto k_scale_dev = to_device(scales.k), v_scale_dev = to_device(scales.v);
   const std::int64_t row = p.shape.q_row_elements();
   const int max_total_q = kMaxBatch * kMaxQ;
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(max_total_q * row));
@@ -203,12 +225,12 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, 5);  // nothing drawn for the default
   const auto sinks_dev = to_device(mod.sinks);
   std::vector<double> want(static_cast<std::size_t>(p.total_q() * row));
-  ra::reference::prefill<T, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
-                                       0.0, want, {mod.values, mod.sinks});
+  ra::reference::prefill<KV, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
+                                        0.0, want, {mod.values, mod.sinks}, {scales.k, scales.v});
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                            std::to_string(geo::max_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
-                           ", false, " + mod_name(Mod) + ">";
-  const ra::attention_config config{type_of<T>(), p.shape, 0.0f, mod.values};
+                           ", false, " + mod_name(Mod) + ", " + type_name<KV>() + ">";
+  const ra::attention_config config{type_of<T>(), p.shape, 0.0f, mod.values, scales.format};
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 2}) {
   if (only_split != kAllSplits && split != only_split) continue;
@@ -224,10 +246,13 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   add(mem, q), add(mem, pools.k), add(mem, pools.v), add(mem, tables), add(mem, indptr), add(mem, lens);
   add(mem, out), add(mem, workspace);
   if (Mod.sinks) add(mem, sinks_dev);
+  if (!scales.k.empty()) add(mem, k_scale_dev), add(mem, v_scale_dev);
   const ra::prefill_args a{.q = q.data(), .k_cache = pools.k.data(), .v_cache = pools.v.data(),
                            .block_tables = tables.data(), .q_indptr = indptr.data(), .kv_lens = lens.data(),
                            .out = out.data(), .workspace = workspace.data(), .workspace_bytes = workspace.size() * 4,
-                           .sinks = Mod.sinks ? sinks_dev.data() : nullptr};
+                           .sinks = Mod.sinks ? sinks_dev.data() : nullptr,
+                           .k_scale = scales.k.empty() ? nullptr : k_scale_dev.data(),
+                           .v_scale = scales.v.empty() ? nullptr : v_scale_dev.data()};
   ra::validate(plan, a);
   ra::check_score_mod(Mod, config, a.sinks, "prefill");
   const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
@@ -239,6 +264,7 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
     // sequence's 4 x 12 rows fit one tile), the packed queries and outputs, those sequences'
     // block-table entries, q_indptr and the lengths.
     const std::uint64_t e = sizeof(T), qo_row = static_cast<std::uint64_t>(row) * e;
+    const std::uint64_t scale_bytes = 4 * (scales.k.size() + scales.v.size());
     std::uint64_t kv_tokens = 0, used_blocks = 0;
     for (std::size_t b = 0; b < kv_lens.size(); ++b) {
       if (q_lens[b] == 0) continue;
@@ -249,8 +275,8 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
                     "B=" + std::to_string(kMaxBatch) + " (3 real), " + std::to_string(group) +
                         "q/1kv, kv lens " + std::to_string(kv_lens[0]) + ",9,7, q lens 12,9,0, block " +
                         std::to_string(block_size),
-                    2 * kv_tokens * D * e + 2 * static_cast<std::uint64_t>(p.total_q()) * qo_row + used_blocks * 4 +
-                        (2 * kMaxBatch + 1) * 4,
+                    2 * kv_tokens * D * sizeof(KV) + 2 * static_cast<std::uint64_t>(p.total_q()) * qo_row +
+                        used_blocks * 4 + (2 * kMaxBatch + 1) * 4 + scale_bytes,
                     r.global});
   }
   if (plan.split()) {
@@ -286,49 +312,58 @@ TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial sc
 namespace {
 
 // Cache write of 19 tokens (one with slot -1) into a pool of 6 blocks of 16: every slot as the
-// reference, and each KV byte written once in full sectors; returns the launch's traffic.
-template <class T, int D>
+// reference, and each KV byte written once in full sectors; returns the launch's traffic. An
+// fp8 cache (KV) quantises with per-head scales in [1/500, 1/50], so some values saturate.
+template <class T, int D, class KV = T>
 traffic_row check_cache_write(std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const ra::attention_shape s{.num_qo_heads = 4, .num_kv_heads = 2, .head_dim = D, .block_size = 16, .num_blocks = 6};
-  const ra::attention_config config{type_of<T>(), s};
+  const kv_scale_values scales = draw_kv_scales<KV>(rng, s.num_kv_heads, true, 1.0f / 500, 1.0f / 50);
+  const auto k_scale_dev = to_device(scales.k), v_scale_dev = to_device(scales.v);
+  const ra::attention_config config{type_of<T>(), s, 0.0f, {}, scales.format};
   constexpr int kTokens = 19;
   const std::int64_t row = s.kv_row_elements();
-  auto k_cache = random_vector<T>(rng, static_cast<std::size_t>(s.pool_elements()));
-  auto v_cache = random_vector<T>(rng, static_cast<std::size_t>(s.pool_elements()));
+  auto k_cache = random_vector<KV>(rng, static_cast<std::size_t>(s.pool_elements()));
+  auto v_cache = random_vector<KV>(rng, static_cast<std::size_t>(s.pool_elements()));
   const auto k = random_vector<T>(rng, static_cast<std::size_t>(kTokens * row));
   const auto v = random_vector<T>(rng, static_cast<std::size_t>(kTokens * row));
   std::vector<std::int64_t> slots(kTokens);
   for (int t = 0; t < kTokens; ++t) slots[static_cast<std::size_t>(t)] = (t * 37) % s.num_slots();
   slots[4] = -1;
   auto want_k = k_cache, want_v = v_cache;
-  ra::reference::cache_write<T>(s, want_k, want_v, k, v, slots, 0, 0);
+  ra::reference::cache_write<KV, T>(s, want_k, want_v, k, v, slots, 0, 0, {scales.k, scales.v});
   auto kc = to_device(k_cache), vc = to_device(v_cache);
   const auto kd = to_device(k), vd = to_device(v);
   const auto slots_dev = to_device(slots);
   rungs_sim_test::host_memory mem;
   add(mem, kc), add(mem, vc), add(mem, kd), add(mem, vd), add(mem, slots_dev);
+  if (!scales.k.empty()) add(mem, k_scale_dev), add(mem, v_scale_dev);
   const ra::cache_write_args a{.k = kd.data(), .v = vd.data(), .slot_mapping = slots_dev.data(),
-                               .num_tokens = kTokens, .k_cache = kc.data(), .v_cache = vc.data()};
+                               .num_tokens = kTokens, .k_cache = kc.data(), .v_cache = vc.data(),
+                               .k_scale = scales.k.empty() ? nullptr : k_scale_dev.data(),
+                               .v_scale = scales.v.empty() ? nullptr : v_scale_dev.data()};
   ra::validate(config, a);
   const rd::cache_write_params p = rd::make_cache_write_params(config, a);
-  const std::string name = "cache_write_kernel<" + type_name<T>() + ", " + std::to_string(D) + ">";
+  const std::string name =
+      "cache_write_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", " + type_name<KV>() + ">";
   INFO(name);
   const auto r = launch(name, rd::cache_write_grid(p, D), geo::cache_write_threads, p, mem, seed);
   for (std::size_t i = 0; i < k_cache.size(); ++i) {
     REQUIRE(kc[i].bits == want_k[i].bits);
     REQUIRE(vc[i].bits == want_v[i].bits);
   }
-  // 18 real tokens x 2 heads x D dims x 2 bytes, for K and V: each byte read and written once,
-  // in full 32-byte sectors (a token's head row is a whole number of sectors, 2 D bytes, on
-  // 256-byte aligned buffers); the 19 slots (152 bytes, read by every thread of their token)
-  // are 5 more sectors.
-  const std::uint64_t kv_bytes = 2ull * 18 * static_cast<std::uint64_t>(row) * sizeof(T);
+  // 18 real tokens x 2 heads x D dims, for K and V: each byte read (sizeof(T) per element) and
+  // written (sizeof(KV)) once, in full 32-byte sectors (a token's head row is a whole number
+  // of sectors, 2 D or D bytes, on 256-byte aligned buffers); the 19 slots (152 bytes, read by
+  // every thread of their token) are 5 more sectors, an fp8 cache's two scale arrays 2 more.
+  const std::uint64_t read_bytes = 2ull * 18 * static_cast<std::uint64_t>(row) * sizeof(T);
+  const std::uint64_t kv_bytes = 2ull * 18 * static_cast<std::uint64_t>(row) * sizeof(KV);
   CHECK(r.global.bytes_written == kv_bytes);
   CHECK(r.global.sectors_written == kv_bytes / 32);
-  CHECK(r.global.sectors_read == kv_bytes / 32 + 5);
-  // Ideal: the new K/V read and written once, and the slots.
-  return {name, "19 tokens (one slot -1), 2 kv heads, block 16", 2 * kv_bytes + kTokens * 8, r.global};
+  CHECK(r.global.sectors_read == read_bytes / 32 + 5 + (scales.k.empty() ? 0 : 2));
+  // Ideal: the new K/V read and written once, the slots (and the scales).
+  return {name, "19 tokens (one slot -1), 2 kv heads, block 16",
+          read_bytes + kv_bytes + kTokens * 8 + 4 * (scales.k.size() + scales.v.size()), r.global};
 }
 
 // Every instance of the default set, once each (decode unsplit at every GQA group, the merge
@@ -353,6 +388,25 @@ void check_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
    ...);
 }
 
+// The fp8-cache instances of the set: decode unsplit and after a 16-token split (the merge),
+// prefill unsplit, the cache write.
+struct check_fp8_instance {
+  std::vector<traffic_row>& table;
+  template <ra::dtype Type, ra::dtype Kv, int D, int G>
+  void operator()() const {
+    using T = ra::host_type<Type>;
+    using KV = ra::host_type<Kv>;
+    const std::uint64_t seed = 300 + D + G;
+    std::ranges::move(check_decode<T, D, G, ra::score_mod{}, KV>(16, seed, 5 * geo::tile_tokens(D) + 30),
+                      std::back_inserter(table));
+    std::ranges::move(check_decode<T, D, G, ra::score_mod{}, KV>(16, seed, geo::chunk_tokens * 4),
+                      std::back_inserter(table));
+    std::ranges::move(check_prefill<T, D, ra::score_mod{}, KV>(16, 4, seed, 5 * geo::tile_tokens(D) + 23),
+                      std::back_inserter(table));
+    table.push_back(check_cache_write<T, D, KV>(seed));
+  }
+};
+
 std::string fixed(double x, int digits) {
   std::ostringstream o;
   o << std::fixed << std::setprecision(digits) << x;
@@ -366,6 +420,20 @@ TEST_CASE("cache write (nvcc's PTX): every slot as the reference; each KV byte w
   check_cache_write<rungs::f16, 128>(7);
 }
 
+TEST_CASE("fp8 KV caches (nvcc's PTX): decode, prefill and the quantising cache write match the reference",
+          "[cuda-sim]") {
+  // E4M3 under bf16 queries (the default set's instance), per-head and per-tensor scales, every
+  // split plan; E5M2 under f16 queries at head dim 64 (an instance outside the default set).
+  for (std::uint64_t seed : {21u, 22u}) {
+    check_decode<rungs::bf16, 128, 4, ra::score_mod{}, rungs::e4m3>(16, seed, kAllSplits, seed == 21u);
+    check_decode<rungs::f16, 64, 2, ra::score_mod{}, rungs::e5m2>(8, seed, kAllSplits, seed == 22u);
+  }
+  check_prefill<rungs::bf16, 128, ra::score_mod{}, rungs::e4m3>(8, 4, 23);
+  check_prefill<rungs::f16, 64, ra::score_mod{}, rungs::e5m2>(32, 8, 24, kAllSplits, false);
+  check_cache_write<rungs::bf16, 128, rungs::e4m3>(25);
+  check_cache_write<rungs::f16, 64, rungs::e5m2>(26);
+}
+
 // The traffic table of benchmarks/RESULTS.md ("Memory traffic per kernel instance"): run this
 // test's binary with "[traffic]" to print it. Read bytes per sector byte: bytes the threads
 // asked for over the bytes of the 32-byte sectors each warp instruction touched, summed over
@@ -377,6 +445,8 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   std::vector<traffic_row> table;
   check_set(table, ra::default_instantiations::dtype_list{});
   CHECK(table.size() == 2 * 5 * (9 + 3));
+  ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4);  // the default set's one fp8 shape
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";

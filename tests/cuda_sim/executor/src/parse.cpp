@@ -734,7 +734,7 @@ class parser {
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
         want = 3; break;
-      case op::mad: case op::fma: case op::selp: want = 4; break;
+      case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
       case op::bfi: case op::shfl: want = 5; break;
       case op::cp_async: want = 4; break;
       case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
@@ -819,7 +819,7 @@ class parser {
         {"mul", op::mul},   {"mad", op::mad},       {"fma", op::fma},     {"div", op::div},   {"rem", op::rem},
         {"min", op::min},   {"max", op::max},       {"neg", op::neg},     {"abs", op::abs},   {"and", op::and_},
         {"or", op::or_},    {"xor", op::xor_},      {"not", op::not_},    {"shl", op::shl},   {"shr", op::shr},
-        {"bfi", op::bfi},   {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
+        {"bfi", op::bfi},   {"prmt", op::prmt}, {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
         {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
         {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos}};
     if (name == "bar" || name == "barrier") {
@@ -934,6 +934,8 @@ class parser {
       in.type = types[0];
     }
     if ((in.code == op::shfl) && opcode.find(".sync") == std::string::npos) return unsupported("shfl without .sync");
+    // prmt's modes (.f4e, .b4e, .rc8, .ecl, .ecr, .rc16) are modifiers the loop above refuses.
+    if (in.code == op::prmt && in.type != vtype::b32) return unsupported("prmt type");
     if (in.code == op::shfl && in.type != vtype::b32) return unsupported("shfl type");
     (void)s;
   }

@@ -206,6 +206,27 @@ $L_end:
                                                        Catch::Contains("ld.shared.u32 %r5, [%r4]"));
 }
 
+TEST_CASE("two-word vectors: ld.shared.v2.u32, st.global.v2.u32", "[op:ld.shared.v2.u32][op:st.global.v2.u32]") {
+  const std::string decl = "  .shared .align 16 .b8 smem[256];\n";
+  const std::string body = R"(
+  mov.u32 %r1, smem;
+  shl.b32 %r2, %tid, 2;
+  add.s32 %r3, %r1, %r2;
+  st.shared.u32 [%r3], %tid;
+  bar.sync 0;
+  setp.ne.s32 %p1, %tid, 0;
+  @%p1 bra $L_end;
+  ld.shared.v2.u32 {%r4, %r5}, [smem+8];
+  st.global.v2.u32 [%rd_out+8], {%r5, %r4};
+$L_end:
+)";
+  buffers b(8);
+  b.run(kernel(decl, body), 32);
+  CHECK(b.out[2] == 3);
+  CHECK(b.out[3] == 2);
+  CHECK(b.out[4] == 0xdeadbeefu);
+}
+
 TEST_CASE("local memory is per thread", "[op:st.local.u32][op:ld.local.u32]") {
   const std::string text = kernel("  .local .align 4 .b8 depot[8];\n  .reg .b64 %SPL;\n", R"(
   mov.u64 %SPL, depot;

@@ -206,6 +206,37 @@ TEST_CASE("bit operations", "[op:and.b32][op:or.b32][op:xor.b32][op:not.b32][op:
   CHECK(eval64("bfi.b64 %ld, %la, %lb, 4, 0", 0xffull, 5) == 5);                        // len 0: b
 }
 
+TEST_CASE("prmt.b32 (default mode): each byte picked from {b, a} or its sign replicated", "[op:prmt.b32]") {
+  // a = 0x33221100 (bytes 0-3), b = 0xf7e6d5c4 (bytes 4-7).
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0x3210u) == 0x33221100u);  // identity
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0x7654u) == 0xf7e6d5c4u);  // b
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0x0123u) == 0x00112233u);  // reversed
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0x1404u) == 0x11c400c4u);  // fp8 pairs: b0, b1 high
+  // Sign replication: selector 8 + n gives 0xff when byte n's top bit is set, else 0.
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0xc8b4u) == 0xff0000c4u);
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0x000fu) == 0x000000ffu);  // byte 7's sign
+  // Only the low 16 bits of c select.
+  CHECK(eval32("prmt.b32 %d, %a, %b, %c", 0x33221100u, 0xf7e6d5c4u, 0xabcd3210u) == 0x33221100u);
+}
+
+TEST_CASE("16-bit logic and moves, u16/u32 conversions, unsigned min, setp and selp (the fp8 conversions' forms)",
+          "[op:and.b16][op:or.b16][op:mov.u16][op:cvt.u16.u32][op:cvt.u32.u16][op:min.u32][op:selp.u32]"
+          "[op:setp.gt.u32]") {
+  // cvt.u16.u32 keeps the low half; and/or.b16 act on 16 bits.
+  CHECK(eval32("cvt.u16.u32 %ha, %a; cvt.u16.u32 %hb, %b; and.b16 %hd, %ha, %hb; cvt.u32.u16 %d, %hd", 0x1234ff0fu,
+               0xf0f0u) == 0xf000u);
+  CHECK(eval32("cvt.u16.u32 %ha, %a; cvt.u16.u32 %hb, %b; or.b16 %hd, %ha, %hb; cvt.u32.u16 %d, %hd", 0xffff00ffu,
+               0x8000u) == 0x80ffu);
+  CHECK(eval32("cvt.u16.u32 %ha, %a; mov.u16 %hb, %ha; cvt.u32.u16 %d, %hb", 0xabcd1234u) == 0x1234u);
+  CHECK(eval32("mov.u16 %hb, 32512; cvt.u32.u16 %d, %hb", 0) == 0x7f00u);
+  // Unsigned: 0xffffffff is the largest u32, 0x80000000 above 1.
+  CHECK(eval32("min.u32 %d, %a, %b", 0xffffffffu, 5) == 5);
+  CHECK(eval32("min.u32 %d, %a, %b", 0x80000000u, 0x7fffffffu) == 0x7fffffffu);
+  CHECK(eval32("setp.gt.u32 %p, %a, %b; selp.u32 %d, 7, 9, %p", 0x80000000u, 1) == 7);
+  CHECK(eval32("setp.gt.u32 %p, %a, %b; selp.u32 %d, 7, 9, %p", 1, 0x80000000u) == 9);
+  CHECK(eval32("setp.gt.u32 %p, %a, %b; selp.u32 %d, %a, %b, %p", 4, 4) == 4);
+}
+
 TEST_CASE("setp: signed, unsigned and ordered/unordered float comparisons; predicate logic; selp",
           "[op:setp.lt.s32][op:setp.ge.s32][op:setp.gt.s32][op:setp.ne.s32][op:setp.eq.s32][op:setp.le.s32]"
           "[op:setp.lt.u32][op:setp.ge.u32][op:setp.eq.b32][op:setp.eq.s16][op:setp.eq.s64][op:setp.ge.s64]"

@@ -1,5 +1,6 @@
 // Emulation shim of rungs/attention/detail/device.cuh (see ../../../simt.hpp): the same
-// building blocks, for host element types (rungs::f16, rungs::bf16), on the SIMT emulator.
+// building blocks, for host element types (rungs::f16, rungs::bf16; fp8 caches as rungs::e4m3
+// and rungs::e5m2), on the SIMT emulator.
 // It shadows the real header through the include path of the emulation test only.
 #pragma once
 
@@ -16,6 +17,12 @@ namespace rungs::attention::detail {
 
 template <class T>
 inline constexpr bool is_device_element = std::is_same_v<T, rungs::f16> || std::is_same_v<T, rungs::bf16>;
+template <class KV>
+inline constexpr bool is_fp8_element = rungs::fp8_element<KV>;
+template <class KV>
+inline constexpr bool is_kv_element = is_device_element<KV> || is_fp8_element<KV>;
+template <class KV>
+inline constexpr float kv_unit = std::is_same_v<KV, rungs::e4m3> ? 256.0f : 1.0f;
 
 template <class T>
 void to_float8(const uint4& raw, float (&out)[8]) {
@@ -23,6 +30,23 @@ void to_float8(const uint4& raw, float (&out)[8]) {
   std::memcpy(bits, &raw, sizeof bits);
   for (int i = 0; i < 8; ++i) out[i] = static_cast<float>(T::from_bits(bits[i]));
 }
+
+// As the device's: x / kv_unit<KV> (exact).
+template <class KV>
+void load_float8(const KV* p, float (&out)[8]) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<float>(p[i]) / kv_unit<KV>;
+}
+
+template <class KV>
+uint2 float8_to_fp8x8(const float (&in)[8]) {
+  std::uint8_t bits[8];
+  for (int i = 0; i < 8; ++i) bits[i] = KV(in[i]).bits;
+  uint2 raw;
+  std::memcpy(&raw, bits, sizeof bits);
+  return raw;
+}
+
+inline float div_rn(float a, float b) { return a / b; }
 
 template <class T>
 uint4 from_float8(const float (&in)[8]) {
