@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <fstream>
 #include <initializer_list>
 #include <sstream>
 #include <string>
@@ -210,4 +211,61 @@ TEST_CASE("rungs-plan fit: a fitted grid is a Gaudi bucket file, a fitted ladder
   check_ok(plan({"range", "file", ladder_file}), "2 5 8\n");
   check_ok(plan({"lookup", "4", "file", ladder_file}), "5 (padding 1, 20.0%)\n");
   for (const std::string& f : {grid, grid_file, ladder_file}) std::remove(f.c_str());
+}
+
+TEST_CASE("rungs-plan simulate --dp: the lockstep against independent ranks, by hand (data_parallel_test's trace)") {
+  const std::string path = "plan_dp_test.csv";
+  {
+    std::ofstream f(path);
+    f << "arrival,prompt_tokens,output_tokens\n0,6,2\n0,3,4\n0,2,1\n";
+  }
+  const std::initializer_list<std::string_view> args = {"simulate", "--trace", path.c_str(), "--ladder", "explicit",
+                                                         "4,8,16", "--step-cost", "0.01,0.002,0,0.005", "--capture-cost",
+                                                         "0,0", "--graph-cost", "0,0", "--dp", "2"};
+  const result r = plan(args);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("; 2 data-parallel ranks in lockstep\n") != std::string::npos);
+  // 4 lockstep steps on 2 ranks; rank 0 runs 2 of them on padding only. Token rows: 8 4 4 4
+  // per rank in lockstep; 8 4 (rank 0) and 4 4 4 4 (rank 1) independently. 7 output tokens
+  // by 46 ms against 40 ms; request 2's first token at 16 ms against 10 (TTFT mean 16 against
+  // (16 + 10 + 16) / 3 = 14 ms).
+  CHECK(r.out.find("\ndata parallel: 2 ranks, 4 steps in lockstep (capture timing startup), against the same ranks "
+                   "stepping independently\n"
+                   "all ranks                            lockstep  independent      change\n"
+                   "rank-steps                                  8            6          +2\n"
+                   "  of which dummy (padding only)             2            0          +2\n"
+                   "token rows computed                        40           28         +12\n"
+                   "  of which padding (%)                  62.50        46.43      +16.07\n"
+                   "padded sequence rows in replays            33           21         +12\n"
+                   "last request done (s)                    0.05         0.04       +0.01\n"
+                   "output tokens / s                       152.2        175.0       -22.8\n"
+                   "TTFT mean (s)                           0.016        0.014      +0.002\n"
+                   "TTFT p99 (s)                            0.016        0.016       0.000\n"
+                   "ITL mean (ms)                           10.00        10.00        0.00\n"
+                   "ITL p99 (ms)                            10.00        10.00        0.00\n"
+                   "\nrank  requests  dummy steps  token rows  TTFT p99 (s)  ITL p99 (ms)  last done (s)\n"
+                   "   0         2            2          20         0.016         10.00           0.05\n"
+                   "   1         1            0          20         0.016         10.00           0.05\n") !=
+        std::string::npos);
+  std::vector<std::string_view> json_args(args);
+  json_args.push_back("--json");
+  std::ostringstream out, err;
+  const result j{rungs::plan::run(json_args, out, err), out.str(), err.str()};
+  REQUIRE(j.status == 0);
+  CHECK(j.out.find("\"data_parallel\": {\"ranks\": 2, \"steps\": 4, \"lockstep\": {\"rank_steps\": 8, \"dummy_steps\": 2, "
+                   "\"tokens_run\": 40, \"padded_percent\": 62.5, ") != std::string::npos);
+  CHECK(j.out.find("\"independent\": {\"rank_steps\": 6, \"dummy_steps\": 0, \"tokens_run\": 28, ") != std::string::npos);
+  CHECK(j.out.find("\"per_rank\": {\"requests\": [2, 1], \"dummy_steps\": [2, 0], \"tokens_run\": [20, 20], ") !=
+        std::string::npos);
+  CHECK(j.out.ends_with(", \"dp\": 2}\n"));
+  check_usage(plan({"simulate", "--chat", "2", "--dp", "0"}), "--dp = 0 must be positive");
+  check_usage(plan({"simulate", "--chat", "2", "--dp", "257"}), "--dp = 257 must be at most 256");
+  check_usage(plan({"simulate", "--chat", "2", "--dp", "2", "--replicas", "2"}),
+              "--dp N ranks share the trace as replicas do: give --dp or --replicas, not both");
+  check_usage(plan({"simulate", "--chat", "2", "--dp", "2", "--no-chunked-prefill"}),
+              "--dp: data-parallel ranks run one bucket per step in lockstep, which needs chunked prefill: leave out "
+              "--no-chunked-prefill");
+  check_usage(plan({"simulate", "--chat", "2", "--dp", "2", "--plot", "x.png"}),
+              "--plot draws one replica's steps: leave out --dp");
+  std::remove(path.c_str());
 }

@@ -4,6 +4,7 @@
 //
 //   rungs-plan simulate --chat 14                         the blog's experiment, 14 chats
 //   rungs-plan simulate --trace day.csv --timing all      the four capture timings side by side
+//   rungs-plan simulate --chat 14 --dp 2                  two data-parallel ranks in lockstep
 //
 // Output: a table with one column per timing; --json prints the same as one JSON object;
 // --plot FILE.png draws it with scripts/plot_simulation.py (writing FILE.json beside it);
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include <rungs/planning/data_parallel.hpp>
 #include <rungs/planning/fleet.hpp>
 
 #include "command.hpp"
@@ -42,6 +44,7 @@ struct simulate_args {
   std::size_t first = 10;
   std::optional<std::int32_t> replicas;
   router_args router;
+  std::optional<std::int32_t> dp;
 };
 
 // At most this many rejected requests are listed one by one in --json.
@@ -62,6 +65,10 @@ void add_options(CLI::App& app, simulate_args& a) {
         return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 4096));
       }, "serve the workload with N replicas, each with its own scheduler, KV pool and graphs")->group("Fleet");
   add_router_options(app, a.router);
+  cli::option(app, "--dp N", a.dp, [](std::string_view f, std::string_view v) {
+        return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 256));
+      }, "N data-parallel ranks in lockstep (vLLM's DP mode: every step every rank runs the agreed bucket, an idle "
+         "rank a dummy batch), against the same ranks stepping independently")->group("Data parallel");
 }
 
 std::string fixed(double v, int digits) {
@@ -205,6 +212,115 @@ void print_json(std::ostream& out, const std::string& description, const std::ve
   cli::write_json_line(out, all);
 }
 
+// What data-parallel lockstep costs against the same ranks stepping independently: the
+// lockstep and independent figures side by side (each over all ranks), and the difference.
+struct dp_row {
+  std::string name, key;
+  std::string lockstep, independent;
+  double change;  // lockstep - independent
+  int digits;
+};
+
+std::vector<dp_row> dp_report(const planning::data_parallel_result& d) {
+  const planning::simulation_result& l = d.lockstep.total;
+  const planning::simulation_result& i = d.independent.total;
+  std::vector<dp_row> rows;
+  auto add = [&](std::string name, std::string key, double lv, double iv, int digits) {
+    rows.push_back({std::move(name), std::move(key), fixed(lv, digits), fixed(iv, digits), lv - iv, digits});
+  };
+  auto count = [](std::int64_t v) { return static_cast<double>(v); };
+  auto padded = [](const planning::simulation_result& s) {
+    return s.tokens_run ? 100.0 * static_cast<double>(s.tokens_run - s.scheduler.computed_tokens) / static_cast<double>(s.tokens_run)
+                        : 0.0;
+  };
+  auto throughput = [](const planning::simulation_result& s) {
+    return s.end_seconds > 0 ? static_cast<double>(s.output_tokens) / s.end_seconds : 0.0;
+  };
+  add("rank-steps", "rank_steps", count(l.engine.steps), count(i.engine.steps), 0);
+  add("  of which dummy (padding only)", "dummy_steps", count(l.dummy_steps), count(i.dummy_steps), 0);
+  add("token rows computed", "tokens_run", count(l.tokens_run), count(i.tokens_run), 0);
+  add("  of which padding (%)", "padded_percent", padded(l), padded(i), 2);
+  add("padded sequence rows in replays", "padded_rows", count(l.engine.padded_rows), count(i.engine.padded_rows), 0);
+  add("last request done (s)", "end_seconds", l.end_seconds, i.end_seconds, 2);
+  add("output tokens / s", "output_tokens_per_second", throughput(l), throughput(i), 1);
+  add("TTFT mean (s)", "ttft_mean_seconds", l.ttft.mean, i.ttft.mean, 3);
+  add("TTFT p99 (s)", "ttft_p99_seconds", l.ttft.p99, i.ttft.p99, 3);
+  add("ITL mean (ms)", "itl_mean_ms", l.itl.mean * 1e3, i.itl.mean * 1e3, 2);
+  add("ITL p99 (ms)", "itl_p99_ms", l.itl.p99 * 1e3, i.itl.p99 * 1e3, 2);
+  for (const dp_row& r : rows)
+    if (!json::accept(r.lockstep) || !json::accept(r.independent))
+      throw usage_error("simulate: " + r.name + " is not a finite number: the cost model's values are too large");
+  return rows;
+}
+
+void print_dp_table(std::ostream& out, const std::string& timing, const planning::data_parallel_result& d,
+                    std::size_t first) {
+  const std::vector<dp_row> rows = dp_report(d);
+  const std::size_t ranks = d.lockstep.replicas.size();
+  out << "\ndata parallel: " << ranks << " ranks, " << d.steps << " steps in lockstep (capture timing " << timing
+      << "), against the same ranks stepping independently\n";
+  std::size_t name_width = 0;
+  for (const dp_row& r : rows) name_width = std::max(name_width, r.name.size());
+  out << std::left << std::setw(static_cast<int>(name_width) + 2) << "all ranks" << std::right << std::setw(12)
+      << "lockstep" << std::setw(13) << "independent" << std::setw(12) << "change" << "\n";
+  for (const dp_row& r : rows) {
+    const std::string change = (r.change > 0 ? "+" : "") + fixed(r.change, r.digits);
+    out << std::left << std::setw(static_cast<int>(name_width) + 2) << r.name << std::right << std::setw(12)
+        << r.lockstep << std::setw(13) << r.independent << std::setw(12) << change << "\n";
+  }
+  const std::vector<row> per = report(d.lockstep.replicas, first);
+  auto value = [&](std::string_view key, std::size_t k) {
+    for (const row& r : per)
+      if (r.key == key) return r.values[k];
+    return std::string("?");
+  };
+  out << "\nrank  requests  dummy steps  token rows  TTFT p99 (s)  ITL p99 (ms)  last done (s)\n";
+  for (std::size_t k = 0; k < ranks; ++k) {
+    const planning::simulation_result& s = d.lockstep.replicas[k];
+    out << std::setw(4) << k << std::setw(10) << s.requests.size() << std::setw(13) << s.dummy_steps << std::setw(12)
+        << s.tokens_run << std::setw(14) << value("ttft_p99_seconds", k) << std::setw(14) << value("itl_p99_ms", k)
+        << std::setw(15) << value("end_seconds", k) << "\n";
+  }
+}
+
+// --json with --dp: print_json's object (the lockstep totals as each run), and per run
+// "data_parallel": the ranks, steps, the comparison (lockstep and independent figures) and
+// every report key per rank.
+void print_dp_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
+                   const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs,
+                   const std::vector<planning::data_parallel_result>& dps, std::size_t first) {
+  std::ostringstream base;
+  print_json(base, description, timings, rows, runs, false);
+  json all = json::parse(base.str());
+  all["dp"] = dps.front().lockstep.replicas.size();
+  for (std::size_t k = 0; k < dps.size(); ++k) {
+    const planning::data_parallel_result& d = dps[k];
+    json lockstep = json::object(), independent = json::object();
+    for (const dp_row& r : dp_report(d)) {
+      lockstep[r.key] = number(r.lockstep);
+      independent[r.key] = number(r.independent);
+    }
+    json ranks = json::object();
+    ranks["requests"] = json::array();
+    ranks["dummy_steps"] = json::array();
+    ranks["tokens_run"] = json::array();
+    for (const planning::simulation_result& s : d.lockstep.replicas) {
+      ranks["requests"].push_back(s.requests.size());
+      ranks["dummy_steps"].push_back(s.dummy_steps);
+      ranks["tokens_run"].push_back(s.tokens_run);
+    }
+    for (const row& r : report(d.lockstep.replicas, first)) {
+      json values = json::array();
+      for (const std::string& v : r.values) values.push_back(number(v));
+      ranks[r.key] = std::move(values);
+    }
+    all["runs"][k]["data_parallel"] = {{"ranks", d.lockstep.replicas.size()}, {"steps", d.steps},
+                                       {"lockstep", std::move(lockstep)}, {"independent", std::move(independent)},
+                                       {"per_rank", std::move(ranks)}};
+  }
+  cli::write_json_line(out, all);
+}
+
 std::string plot_script() {
   if (const char* e = std::getenv("RUNGS_PLOT_SCRIPT")) return e;
   for (const char* p : {RUNGS_PLOT_SCRIPT, RUNGS_INSTALLED_PLOT_SCRIPT})
@@ -223,13 +339,24 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
   else timings = {a.sim.timing};
   if (a.replicas && !a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --replicas");
+  if (a.dp) {
+    if (a.replicas) throw usage_error("--dp N ranks share the trace as replicas do: give --dp or --replicas, not both");
+    if (!a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --dp");
+    if (!a.sim.config.scheduler.chunked_prefill)
+      throw usage_error("--dp: data-parallel ranks run one bucket per step in lockstep, which needs chunked prefill: "
+                        "leave out --no-chunked-prefill");
+  }
   std::vector<planning::simulation_result> runs;
   std::vector<planning::fleet_result> fleets;
+  std::vector<planning::data_parallel_result> dps;
   for (const std::string& t : timings) {
     planning::simulation_config c = a.sim.config;
     c.timing = timing_policy(a.sim, t);
     c.record_steps = !a.plot.empty();
-    if (a.replicas) {
+    if (a.dp) {
+      dps.push_back(planning::simulate_data_parallel(c, trace, *a.dp));
+      runs.push_back(dps.back().lockstep.total);
+    } else if (a.replicas) {
       fleets.push_back(planning::simulate_fleet(c, trace, *a.replicas, a.router.options));
       runs.push_back(fleets.back().total);
     } else {
@@ -240,7 +367,10 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   std::string description = describe(a.sim, trace.size(), runs.front().num_blocks);
   if (a.replicas)
     description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));
-  if (a.json) {
+  if (a.dp) description += "; " + std::to_string(*a.dp) + " data-parallel ranks in lockstep";
+  if (a.json && a.dp) {
+    print_dp_json(out, description, timings, rows, runs, dps, a.first);
+  } else if (a.json) {
     print_json(out, description, timings, rows, runs, false, fleets, a.first, planning::to_string(a.router.options.kind));
   } else {
     out << "simulate: " << description << "\n";
@@ -259,6 +389,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
             << value("itl_p99_ms", k) << std::setw(15) << value("end_seconds", k) << std::setw(7) << value("steps", k)
             << "\n";
     }
+    if (!dps.empty()) print_dp_table(out, timings.front(), dps.front(), a.first);
   }
   if (!a.write_steps.empty()) {
     std::ofstream f(a.write_steps);

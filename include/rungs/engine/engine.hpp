@@ -57,16 +57,18 @@ struct engine_options {
   std::optional<model_shape> model{};
 };
 
-/// One runner step inside an engine step.
+/// One runner step inside an engine step. A run of 0 sequences is a dummy: this rank had
+/// nothing in the phase while another rank did (synced ranks: graph_runner::dummy_step).
 struct engine_run {
   phase ph = phase::decode;                  ///< the bucket phase it looked up
-  std::int64_t seqs = 0;                     ///< sequences it ran
+  std::int64_t seqs = 0;                     ///< sequences it ran (0: a dummy run, padding only)
   std::int64_t decodes = 0;                  ///< of which decoding (the others prefill a chunk)
   std::int64_t tokens = 0;                   ///< new tokens it ran
   std::optional<std::size_t> bucket{};       ///< the bucket it padded to, if any
   run_kind run = run_kind::eager;            ///< replayed a graph, or ran eagerly
   std::optional<eager_reason> reason{};      ///< why it ran eagerly
   std::optional<std::size_t> captured{};     ///< a graph captured (and kept) during it
+  std::int64_t tokens_run = 0;               ///< token rows computed, padding included
 };
 
 /// What one engine step did.
@@ -129,6 +131,10 @@ class engine {
   /// One step: plan, run (one or two runner steps), sample through `hook`, commit. When the
   /// plan is empty nothing runs (result.ran() is false): nothing is queued, the head of the
   /// queue does not fit yet, or the only runnable request was preempted (plan->preempted).
+  /// Data parallel (the runner synced with other ranks, each with its own scheduler): every
+  /// rank must call step() in the same iterations, and a rank with nothing in a phase runs a
+  /// dummy step there (graph_runner::dummy_step; an engine_run of 0 sequences), so its
+  /// agreement matches the ranks that run; ran() is still false when its own plan is empty.
   template <class Hook>
   const engine_step& step(Hook& hook) {
     static_assert(step_sampler<Hook, rows_type>,
@@ -137,7 +143,14 @@ class engine {
     step_ = engine_step{};
     const serving::scheduled_step& plan = scheduler_.schedule();
     step_.plan = &plan;
-    if (plan.empty()) return step_;
+    if (plan.empty()) {
+      if (runner_.synced()) {  // dummy runs only
+        const double captured_before = runner_.stats().capture_seconds;
+        run_groups(plan, hook);
+        step_.capture_seconds = runner_.stats().capture_seconds - captured_before;
+      }
+      return step_;
+    }
     step_.running = scheduler_.running();
     step_.waiting = scheduler_.waiting();
     Allocator& blocks = scheduler_.blocks();
@@ -149,12 +162,7 @@ class engine {
     step_.kv = blocks.metrics();
     const double captured_before = runner_.stats().capture_seconds;
     tokens_.assign(plan.entries.size(), 0);
-    if (routing_ == step_routing::single) {
-      run_group(plan, hook, single_phase_, [](const serving::step_entry&) { return true; });
-    } else {
-      run_group(plan, hook, phase::prompt, [](const serving::step_entry& e) { return !e.decode; });
-      run_group(plan, hook, phase::decode, [](const serving::step_entry& e) { return e.decode; });
-    }
+    run_groups(plan, hook);
     sampled_.clear();
     for (std::size_t i = 0; i < plan.entries.size(); ++i)
       if (plan.entries[i].samples) sampled_.push_back(tokens_[i]);
@@ -188,6 +196,16 @@ class engine {
     return std::move(blocks);
   }
 
+  template <class Hook>
+  void run_groups(const serving::scheduled_step& plan, Hook& hook) {
+    if (routing_ == step_routing::single) {
+      run_group(plan, hook, single_phase_, [](const serving::step_entry&) { return true; });
+    } else {
+      run_group(plan, hook, phase::prompt, [](const serving::step_entry& e) { return !e.decode; });
+      run_group(plan, hook, phase::decode, [](const serving::step_entry& e) { return e.decode; });
+    }
+  }
+
   template <class Hook, class Pick>
   void run_group(const serving::scheduled_step& plan, Hook& hook, phase ph, Pick pick) {
     seqs_.clear();
@@ -201,13 +219,19 @@ class engine {
       index_.push_back(i);
       tokens += static_cast<std::int64_t>(s.tokens.size());
     }
-    if (seqs_.empty()) return;
+    if (seqs_.empty()) {
+      if (auto d = runner_.dummy_step(ph))
+        step_.runs.push_back({.ph = ph, .bucket = d->bucket, .run = d->run, .reason = d->reason,
+                              .captured = d->captured, .tokens_run = d->tokens_run});
+      return;
+    }
     auto r = runner_.step(seqs_, ph);
     picked_.resize(seqs_.size());
     hook.sample(plan, std::span<const std::size_t>(index_), r.rows, std::span<serving::token_id>(picked_));
     for (std::size_t k = 0; k < index_.size(); ++k) tokens_[index_[k]] = picked_[k];
     step_.runs.push_back({.ph = ph, .seqs = static_cast<std::int64_t>(seqs_.size()), .decodes = decodes, .tokens = tokens,
-                          .bucket = r.bucket, .run = r.run, .reason = r.reason, .captured = r.captured});
+                          .bucket = r.bucket, .run = r.run, .reason = r.reason, .captured = r.captured,
+                          .tokens_run = r.tokens_run});
   }
 
   step_routing routing_;

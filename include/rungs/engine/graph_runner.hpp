@@ -75,6 +75,7 @@ struct step_result {
   std::optional<eager_reason> reason{};    ///< why it ran eagerly
   std::optional<std::size_t> captured{};   ///< the bucket captured during this step, if any
   std::int64_t row_width = 0;              ///< values per row (run_shape::row_width)
+  std::int64_t tokens_run = 0;             ///< token rows the backend computed, padding included
 
   /// Sequence i's output row (for a decoder, the final hidden state of its last new token).
   /// Host rows only: a device backend's rows are copied out by the caller.
@@ -225,7 +226,30 @@ class graph_runner {
     batch_key key = key_of(ph, seqs, block_size());
     if constexpr (has_phase_of)
       if (keyed_on_batch()) key.ph = buckets_.phase_of(key);
-    key = agree(key);
+    return run(seqs, agree(key));
+  }
+
+  /// A data-parallel rank with no sequence in this step while another rank may have some
+  /// (vLLM's execute_dummy_batch): joins the step's agreement with an empty batch and, when
+  /// another rank brought sequences, runs the agreed bucket on padding only (every row a
+  /// padded one: slot -1, length 0), so that every rank replays the same graph and the
+  /// collectives inside it line up. Returns nothing, and runs nothing, when every rank was
+  /// empty, or when there is no other rank (no sync_with). Capture timing, statistics (all
+  /// rows padding) and the observer see the step as any other.
+  std::optional<result> dummy_step(phase ph = phase::decode) {
+    if (!sync_) return std::nullopt;
+    start();
+    const batch_key key = agree(batch_key{.ph = ph});
+    if (key.seqs == 0) return std::nullopt;
+    return run({}, key);
+  }
+
+  /// Whether steps agree with other ranks (sync_with was called).
+  bool synced() const { return static_cast<bool>(sync_); }
+
+ private:
+  // A step on the agreed key: `seqs` (possibly none, a dummy step) padded to its bucket.
+  result run(std::span<const sequence> seqs, const batch_key& key) {
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
                                   std::to_string(opts_.max_model_len));
@@ -266,6 +290,7 @@ class graph_runner {
     queue_.record_step();
     r.rows = backend_.rows(static_cast<std::int64_t>(seqs.size()));
     r.row_width = opts_.shape.row_width;
+    r.tokens_run = live_.tokens();
     if (observer_) {
       engine_event e{.what = engine_event::kind::step, .step = stats_.steps - 1, .index = b, .run = r.run,
                      .reason = r.reason, .real_rows = live_.real_seqs(), .rows = live_.seqs()};
@@ -275,6 +300,7 @@ class graph_runner {
     return r;
   }
 
+ public:
   /// The caller is idle: captures what the timing policy's when_idle picks, within `budget`.
   /// Returns the number of capture attempts (kept or failed; budget refusals cost nothing).
   std::int64_t idle(idle_budget budget = {}) {

@@ -14,9 +14,10 @@
 
 #include <algorithm>
 #include <array>
-#include <barrier>
+#include <bit>
 #include <chrono>
 #include <concepts>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -41,10 +42,12 @@ struct single_rank {
 
 /// Several ranks simulated by threads of one process (for tests and the planner): each
 /// rank's handle blocks in max_each until every rank has called it, like a collective.
+/// A rank that fails calls abort(): every rank waiting in max_each, and every later call,
+/// throws instead of waiting for a rank that will never come (what the MPI transport's
+/// deadline and MPI_Abort do for processes).
 class simulated_ranks {
  public:
-  explicit simulated_ranks(int ranks)
-      : ranks_(check(ranks)), contributions_(static_cast<std::size_t>(ranks)), barrier_(ranks) {}
+  explicit simulated_ranks(int ranks) : ranks_(check(ranks)), contributions_(static_cast<std::size_t>(ranks)) {}
 
   int size() const { return ranks_; }
 
@@ -52,6 +55,8 @@ class simulated_ranks {
    public:
     void max_each(std::span<std::int64_t> values) { group_->reduce(rank_, values); }
     int rank() const { return rank_; }
+    /// This rank stopped (`why`): the others stop too.
+    void abort(const std::string& why) { group_->abort(rank_, why); }
 
    private:
     friend class simulated_ranks;
@@ -73,9 +78,29 @@ class simulated_ranks {
     return ranks;
   }
 
+  // Waits until every rank has arrived at this phase (or a rank aborted: throws).
+  void arrive_and_wait(std::unique_lock<std::mutex>& lock) {
+    const std::uint64_t phase = phase_;
+    if (++arrived_ == ranks_) {
+      arrived_ = 0;
+      ++phase_;
+      all_in_.notify_all();
+    } else {
+      all_in_.wait(lock, [&] { return phase_ != phase || !aborted_.empty(); });
+    }
+    if (!aborted_.empty()) throw std::runtime_error(aborted_);
+  }
+
+  void abort(int r, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (aborted_.empty()) aborted_ = "simulated_ranks: rank " + std::to_string(r) + " stopped (" + why + ")";
+    all_in_.notify_all();
+  }
+
   void reduce(int r, std::span<std::int64_t> values) {
+    std::unique_lock<std::mutex> lock(mutex_);
     contributions_[static_cast<std::size_t>(r)].assign(values.begin(), values.end());
-    barrier_.arrive_and_wait();  // every contribution is in
+    arrive_and_wait(lock);  // every contribution is in
     bool mismatch = false;
     for (const auto& c : contributions_) {
       // Different lengths mean the ranks are not in the same collective: their engines
@@ -86,13 +111,17 @@ class simulated_ranks {
       }
       for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::max(values[i], c[i]);
     }
-    barrier_.arrive_and_wait();  // every rank has read before anyone writes again
+    arrive_and_wait(lock);  // every rank has read before anyone writes again
     if (mismatch) throw std::logic_error("simulated_ranks: ranks called max_each with different lengths");
   }
 
   int ranks_;
   std::vector<std::vector<std::int64_t>> contributions_;
-  std::barrier<> barrier_;
+  std::mutex mutex_;
+  std::condition_variable all_in_;
+  int arrived_ = 0;
+  std::uint64_t phase_ = 0;
+  std::string aborted_;  // why the ranks stopped; empty while they run
 };
 
 /// What a transport all-reduces (MAX) for one max_each: the values padded to `Capacity`, with
@@ -143,6 +172,17 @@ bool poll_until(std::chrono::milliseconds timeout, Done done) {
     }
   }
 }
+
+/// A time (any finite double >= 0) as one value of max_each, and back: the bits of
+/// non-negative doubles, read as int64, are ordered as the values, so the maximum of the bits
+/// is the bits of the maximum, exactly (every rank gets the same double, unrounded), and the
+/// maximum of the negated bits is the earliest time. Throws std::invalid_argument otherwise.
+inline std::int64_t time_bits(double seconds) {
+  if (!(seconds >= 0 && seconds <= std::numeric_limits<double>::max()))
+    throw std::invalid_argument("rank agreement: time " + std::to_string(seconds) + " must be finite and >= 0");
+  return std::bit_cast<std::int64_t>(seconds + 0.0);  // + 0.0: -0.0 becomes +0.0
+}
+inline double bits_time(std::int64_t bits) { return std::bit_cast<double>(bits); }
 
 static_assert(rank_sync<single_rank>);
 static_assert(rank_sync<simulated_ranks::handle>);

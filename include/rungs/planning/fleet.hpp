@@ -65,6 +65,20 @@ inline std::vector<std::int32_t> route_round_robin(const std::vector<serving::tr
 
 namespace detail {
 
+// First turns and standalone requests, by arrival (ties: trace order), as they reach a router.
+inline std::vector<std::size_t> routed_by_arrival(const std::vector<serving::trace_request>& trace,
+                                                  const serving::turn_arrivals& turns) {
+  std::vector<bool> later(trace.size(), false);
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    if (const auto n = turns.next_turn(i)) later[*n] = true;
+  std::vector<std::size_t> routed;
+  for (std::size_t i = 0; i < trace.size(); ++i)
+    if (!later[i]) routed.push_back(i);
+  std::stable_sort(routed.begin(), routed.end(),
+                   [&](std::size_t a, std::size_t b) { return trace[a].arrival < trace[b].arrival; });
+  return routed;
+}
+
 // The replicas in lockstep (see the header comment); fills f.replica_of and f.replicas.
 template <class Allocator>
 void run_fleet(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t replicas,
@@ -74,15 +88,7 @@ void run_fleet(const simulation_config& c, const std::vector<serving::trace_requ
   const serving::turn_arrivals turns(trace, true);
   const std::vector<std::int32_t> round_robin =
       r.kind == router::round_robin ? route_round_robin(trace, replicas) : std::vector<std::int32_t>{};
-  // First turns and standalone requests, by arrival (ties: trace order), as they reach the router.
-  std::vector<bool> later(trace.size(), false);
-  for (std::size_t i = 0; i < trace.size(); ++i)
-    if (const auto n = turns.next_turn(i)) later[*n] = true;
-  std::vector<std::size_t> routed;
-  for (std::size_t i = 0; i < trace.size(); ++i)
-    if (!later[i]) routed.push_back(i);
-  std::stable_sort(routed.begin(), routed.end(),
-                   [&](std::size_t a, std::size_t b) { return trace[a].arrival < trace[b].arrival; });
+  const std::vector<std::size_t> routed = routed_by_arrival(trace, turns);
   f.replica_of.assign(trace.size(), -1);
   std::vector<replica_view> views(sims.size());
   std::vector<kv::token_id> prompt;
@@ -110,26 +116,10 @@ void run_fleet(const simulation_config& c, const std::vector<serving::trace_requ
   }
 }
 
-}  // namespace detail
-
-/// Runs `trace` on `replicas` replicas of `config` behind `r`. Throws std::invalid_argument
-/// for a replica count outside [1, 4096], prefix_affinity without prefix caching (there would
-/// be no cache to route by), a negative max_imbalance, or anything simulate refuses.
-inline fleet_result simulate_fleet(const simulation_config& config, const std::vector<serving::trace_request>& trace,
-                                   std::int32_t replicas, const router_options& r = {}) {
-  if (replicas < 1 || replicas > 4096)
-    throw std::invalid_argument("fleet: replicas = " + std::to_string(replicas) + " must be in [1, 4096]");
-  if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
-  if (r.kind == router::prefix_affinity && !config.prefix_caching)
-    throw std::invalid_argument("fleet: the prefix-affinity router needs prefix caching (the replicas' caches are what it routes by)");
-  if (r.max_imbalance < 0)
-    throw std::invalid_argument("fleet: max_imbalance = " + std::to_string(r.max_imbalance) + " must not be negative");
-  fleet_result f;
-  simulation_config c = config;
-  c.keep_itl_samples = true;
-  if (c.prefix_caching) detail::run_fleet<kv::prefix_caching_allocator<>>(c, trace, replicas, r, f);
-  else detail::run_fleet<kv::free_list_allocator>(c, trace, replicas, r, f);
-  f.requests.resize(trace.size());
+// f.replicas (each replica's result, its itl_samples kept) into the fleet's figures and
+// f.total (see fleet_result::total).
+inline void combine_replicas(const simulation_config& config, std::size_t trace_size, fleet_result& f) {
+  f.requests.resize(trace_size);
   std::vector<double> ttft, itl;
   for (simulation_result& s : f.replicas) {
     for (const request_record& rec : s.requests) {
@@ -154,7 +144,7 @@ inline fleet_result simulate_fleet(const simulation_config& config, const std::v
   t.end_seconds = f.end_seconds;
   double blocked = 0;  // request-seconds waiting for KV
   for (const simulation_result& s : f.replicas) {
-    if (s.requests.empty()) continue;
+    if (s.requests.empty() && s.engine.steps == 0) continue;  // a replica that never served
     t.num_blocks = s.num_blocks;
     t.startup_seconds = std::max(t.startup_seconds, s.startup_seconds);
     engine::engine_stats& e = t.engine;
@@ -186,6 +176,8 @@ inline fleet_result simulate_fleet(const simulation_config& config, const std::v
     blocked += s.mean_waiting_for_blocks * s.seconds_waiting_for_blocks;
     t.peak_kv_usage = std::max(t.peak_kv_usage, s.peak_kv_usage);
     t.step_tokens.insert(t.step_tokens.end(), s.step_tokens.begin(), s.step_tokens.end());
+    t.tokens_run += s.tokens_run;
+    t.dummy_steps += s.dummy_steps;
   }
   if (t.seconds_waiting_for_blocks > 0) t.mean_waiting_for_blocks = blocked / t.seconds_waiting_for_blocks;
   t.requests = f.requests;
@@ -199,6 +191,28 @@ inline fleet_result simulate_fleet(const simulation_config& config, const std::v
   double sum = 0;
   for (std::size_t k = 0; k < n; ++k) sum += f.requests[order[k]].ttft();
   t.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
+}
+
+}  // namespace detail
+
+/// Runs `trace` on `replicas` replicas of `config` behind `r`. Throws std::invalid_argument
+/// for a replica count outside [1, 4096], prefix_affinity without prefix caching (there would
+/// be no cache to route by), a negative max_imbalance, or anything simulate refuses.
+inline fleet_result simulate_fleet(const simulation_config& config, const std::vector<serving::trace_request>& trace,
+                                   std::int32_t replicas, const router_options& r = {}) {
+  if (replicas < 1 || replicas > 4096)
+    throw std::invalid_argument("fleet: replicas = " + std::to_string(replicas) + " must be in [1, 4096]");
+  if (trace.empty()) throw std::invalid_argument("simulate: the trace has no requests");
+  if (r.kind == router::prefix_affinity && !config.prefix_caching)
+    throw std::invalid_argument("fleet: the prefix-affinity router needs prefix caching (the replicas' caches are what it routes by)");
+  if (r.max_imbalance < 0)
+    throw std::invalid_argument("fleet: max_imbalance = " + std::to_string(r.max_imbalance) + " must not be negative");
+  fleet_result f;
+  simulation_config c = config;
+  c.keep_itl_samples = true;
+  if (c.prefix_caching) detail::run_fleet<kv::prefix_caching_allocator<>>(c, trace, replicas, r, f);
+  else detail::run_fleet<kv::free_list_allocator>(c, trace, replicas, r, f);
+  detail::combine_replicas(config, trace.size(), f);
   return f;
 }
 

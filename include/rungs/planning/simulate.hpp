@@ -21,6 +21,7 @@
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/host_backend.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
+#include <rungs/engine/rank_sync.hpp>
 #include <rungs/kv/capacity.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/ladder/capture_sizes.hpp>
@@ -30,6 +31,7 @@
 #include <rungs/serving/workload.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -159,6 +161,12 @@ struct simulation_result {
   double peak_kv_usage = 0;         ///< live blocks / blocks
   /// Tokens per step of the steps that ran, as the ladder saw them (for fitting).
   std::vector<std::int64_t> step_tokens;
+  /// Token rows computed over every step, padding included (a replay computes its bucket; an
+  /// eager step its batch, or, data parallel, the batch agreed with the other ranks);
+  /// scheduler.computed_tokens of them were real.
+  std::int64_t tokens_run = 0;
+  /// Data parallel: steps this rank ran on padding only, because another rank had work.
+  std::int64_t dummy_steps = 0;
 };
 
 namespace detail {
@@ -173,7 +181,11 @@ class simulator {
  public:
   /// With `routed`, the simulator is one replica of a fleet (planning/fleet.hpp): no request
   /// arrives until route() sends it here, and the fleet advances every replica in lockstep.
-  simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace, bool routed = false)
+  /// With `rank`, it is one data-parallel rank (planning/data_parallel.hpp): its engine agrees
+  /// every step and capture with the other ranks through it, from startup on, and it runs by
+  /// lockstep() on its own thread.
+  simulator(const simulation_config& c, const std::vector<serving::trace_request>& trace, bool routed = false,
+            engine::simulated_ranks::handle* rank = nullptr)
       : cfg_(c), trace_(trace),
         // vLLM v1's piecewise graphs cover every step by its token count; without chunked
         // prefill (v0) only decode steps have graphs, and prefill steps (v0 never mixes
@@ -185,6 +197,7 @@ class simulator {
     result_.timing = std::string(cfg_.timing.name());
     result_.num_blocks = engine_.blocks().num_blocks();
     result_.requests.resize(trace_.size());
+    if (rank) engine_.runner().sync_with(*rank);
     engine_.start();
     result_.startup_seconds = engine_.stats().capture_seconds;
     t_ = result_.startup_seconds;
@@ -213,7 +226,54 @@ class simulator {
         t_ = idle_until(t_, *next);
         continue;
       }
-      t_ = record_step(step, t_);
+      t_ = record_step(step, t_, step_seconds(step));
+    }
+  }
+
+  /// Data parallel: runs this rank to the end of the trace in lockstep with the other ranks
+  /// (the engine synced to `sync` at construction). Per iteration, two agreements besides the
+  /// engine's own: whether any rank has queued work (if none, every rank idles until the
+  /// earliest next arrival of any rank), and, after the step, the step's time, which is the
+  /// slowest rank's (a collective waits for it), whether any rank ran or preempted, and the
+  /// earliest next arrival. A rank with nothing to run steps too: its engine runs a dummy
+  /// batch of the agreed bucket (engine::step). Times travel as the bits of non-negative
+  /// doubles (engine::time_bits), so every rank keeps the same clock exactly.
+  void lockstep(engine::simulated_ranks::handle& sync) {
+    constexpr std::int64_t none = std::numeric_limits<std::int64_t>::min();
+    auto earliest = [&] {  // the maximum over ranks of -bits is the earliest
+      const std::optional<double> next = arrivals_.next();
+      return next ? -engine::time_bits(*next) : none;
+    };
+    auto time_of = [](std::int64_t bits) { return engine::bits_time(bits); };
+    for (;;) {
+      submit_until(t_);
+      std::array<std::int64_t, 2> busy{engine_.idle_queues() ? 0 : 1, earliest()};
+      sync.max_each(busy);
+      if (busy[0] == 0) {
+        if (busy[1] == none) return;
+        t_ = idle_until(t_, time_of(-busy[1]));
+        continue;
+      }
+      const engine::engine_step& step = engine_.step(hook_);
+      std::array<std::int64_t, 3> after{step.runs.empty() ? -1 : engine::time_bits(step_seconds(step)),
+                                        step.plan->preempted.empty() ? 0 : 1, earliest()};
+      sync.max_each(after);
+      if (after[0] < 0) {  // nothing ran on any rank
+        if (after[1] != 0) continue;
+        if (after[2] == none)
+          throw std::logic_error("simulate: the waiting queues are stuck with nothing running on any rank");
+        t_ = idle_until(t_, time_of(-after[2]));
+        continue;
+      }
+      const double seconds = time_of(after[0]);
+      if (step.ran()) {
+        t_ = record_step(step, t_, seconds);
+      } else {
+        ++result_.dummy_steps;
+        result_.tokens_run += step.runs.front().tokens_run;
+        result_.capture_seconds_in_service += step.capture_seconds;
+        t_ += seconds;
+      }
     }
   }
 
@@ -343,19 +403,26 @@ class simulator {
     return std::max(t, next);
   }
 
-  // The engine ran `step`: its cost, and what the records keep of it.
-  double record_step(const engine::engine_step& step, double t) {
-    const serving::scheduled_step& plan = *step.plan;
+  // What the engine ran in `step` costs: its token rows (a replay's bucket, padding included)
+  // over the context of its sequences (none in a dummy run), and the captures made inside it.
+  double step_seconds(const engine::engine_step& step) const {
     if (step.runs.size() != 1)
       throw std::logic_error("simulate: a step ran as " + std::to_string(step.runs.size()) +
                              " runner steps; the cost model prices one");
     const engine::engine_run& r = step.runs.front();
     std::int64_t context = 0;
-    for (const serving::step_sequence& s : plan.sequences) context += s.context + static_cast<std::int64_t>(s.tokens.size());
+    for (const serving::step_sequence& s : step.plan->sequences) context += s.context + static_cast<std::int64_t>(s.tokens.size());
+    return cfg_.cost.step_seconds(r.tokens_run, context, r.run == engine::run_kind::replay) + step.capture_seconds;
+  }
+
+  // The engine ran `step`, taking `seconds`: what the records keep of it.
+  double record_step(const engine::engine_step& step, double t, double seconds) {
+    const serving::scheduled_step& plan = *step.plan;
+    const engine::engine_run& r = step.runs.front();
     result_.capture_seconds_in_service += step.capture_seconds;
+    result_.tokens_run += r.tokens_run;
     const bool replay = r.run == engine::run_kind::replay;
     const std::int64_t rung = r.bucket ? engine_.runner().at(*r.bucket).batch() : -1;
-    const double seconds = cfg_.cost.step_seconds(replay ? rung : plan.tokens, context, replay) + step.capture_seconds;
 
     const std::int32_t live = step.kv.live_blocks;
     result_.peak_kv_usage = std::max(result_.peak_kv_usage, static_cast<double>(live) / engine_.blocks().num_blocks());
