@@ -26,6 +26,9 @@ set(cases
   "--ladder explicit|--ladder,explicit"
   "--dispatch|--dispatch,--ladder,gaudi-linear"
   "--dispatch|--dispatch,--backend,host"
+  "--max-capture-size applies to --ladder vllm, sglang and trtllm only|--max-capture-size,64,--ladder,explicit,--rungs,8"
+  "--max-capture-size applies to --ladder vllm, sglang and trtllm only|--max-capture-size,64,--ladder,gaudi-exponential"
+  "the default gaudi-linear|--max-capture-size,64,--backend,host"
   # values that would wrap
   "--seed|--seed,-1"
   # a trace row longer than any max_model_len: refused before its prompt is built (8 GiB)

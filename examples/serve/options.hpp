@@ -128,7 +128,7 @@ inline void define_options(CLI::App& app, demo_options& o) {
     for (std::string_view item : split(v)) r.push_back(positive(f, item));
     return r;
   }, "the rungs of --ladder explicit, in tokens per step (rungs-plan fit --explicit prints them)");
-  option(app, "--max-capture-size N", o.max_capture_size, count, "top rung of a 1-D ladder, in tokens (default: min(2 x max-num-seqs, 512))");
+  option(app, "--max-capture-size N", o.max_capture_size, count, "top rung of the vllm, sglang and trtllm ladders, in tokens (default: min(2 x max-num-seqs, 512))");
   app.add_flag("--dispatch", o.dispatch,
                "key graphs on (tokens, uniform decode) as vLLM V1 does: steps where every sequence decodes one "
                "token replay full decode graphs (cuda: the decode kernel), other steps the ladder's token-count "
@@ -186,6 +186,8 @@ inline demo_options parse_options(const std::vector<std::string_view>& args) {
       throw usage_error("--rungs applies to --ladder explicit only");
     if (o.dispatch && o.ladder && is_gaudi(*o.ladder))
       throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit)");
+    if (o.max_capture_size && o.ladder && !rungs::engine::is_capture_size_preset(*o.ladder))
+      throw usage_error("--max-capture-size applies to --ladder vllm, sglang and trtllm only");
     if (o.ladder == ladder_kind::explicit_rungs && o.rungs.empty() == o.bucket_file.empty())
       throw usage_error("--ladder explicit needs one of --rungs R1,R2,... and --bucket-file PATH");
     return true;

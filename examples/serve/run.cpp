@@ -152,6 +152,9 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   s.buckets.kind = ladder;
   s.buckets.bucket_file = o.bucket_file;
   s.buckets.rungs.assign(o.rungs.begin(), o.rungs.end());
+  if (o.max_capture_size && !eng::is_capture_size_preset(ladder))  // a --ladder given was checked by parse_options
+    throw usage_error("--max-capture-size applies to --ladder vllm, sglang and trtllm only; this run's ladder is "
+                      "the default gaudi-linear");
   if (eng::is_capture_size_preset(ladder))
     s.buckets.max_capture_size = o.max_capture_size.value_or(
         std::min({2 * s.scheduler.max_num_seqs, 512, s.scheduler.max_num_batched_tokens}));
