@@ -6,6 +6,10 @@
 // 7 GiB of KV, vLLM's capture sizes to 512, startup capture), steps not recorded. The second
 // argument is the router: 0 round-robin, 1 least-loaded, 2 prefix-affinity (with prefix
 // caching, which it needs: each routed request asks every replica's cache).
+// BM_azure_hour_dp: the same hour on N data-parallel ranks in lockstep (simulate --dp N: one
+// thread per rank, agreeing through engine::simulated_ranks several times per step, plus the
+// independent round-robin comparison), in wall time, since the ranks run on threads.
+#include <rungs/planning/data_parallel.hpp>
 #include <rungs/planning/fleet.hpp>
 #include <rungs/serving/workload.hpp>
 
@@ -58,6 +62,25 @@ BENCHMARK(BM_azure_hour)
     ->Args({16, 1})
     ->Args({16, 2})
     ->Unit(benchmark::kMillisecond);
+
+void BM_azure_hour_dp(benchmark::State& state) {
+  const auto* trace = azure_hour();
+  if (!trace) {
+    state.SkipWithError("azure-llm-2023-conv.csv not found under RUNGS_TRACE_DATA_DIR");
+    return;
+  }
+  rungs::planning::simulation_config c;
+  c.record_steps = false;
+  const auto ranks = static_cast<std::int32_t>(state.range(0));
+  std::int64_t steps = 0;
+  for (auto _ : state) {
+    const rungs::planning::data_parallel_result d = rungs::planning::simulate_data_parallel(c, *trace, ranks);
+    steps = d.steps;
+    benchmark::DoNotOptimize(d.lockstep.ttft.p99);
+  }
+  state.counters["lockstep_steps"] = static_cast<double>(steps);
+}
+BENCHMARK(BM_azure_hour_dp)->ArgName("ranks")->Arg(2)->Arg(4)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
