@@ -25,21 +25,26 @@
 
 namespace {
 
-const std::vector<rungs::serving::trace_request>* azure_hour() {
+// The trace, or nullptr after marking `state` skipped when it is absent.
+const std::vector<rungs::serving::trace_request>* azure_hour(benchmark::State& state) {
   static const std::string path = std::string(RUNGS_TRACE_DATA_DIR) + "/azure-llm-2023-conv.csv";
   static const std::vector<rungs::serving::trace_request> rows =
       std::filesystem::exists(path) ? rungs::serving::read_trace(path) : std::vector<rungs::serving::trace_request>{};
+  if (rows.empty()) state.SkipWithError("azure-llm-2023-conv.csv not found under RUNGS_TRACE_DATA_DIR");
   return rows.empty() ? nullptr : &rows;
 }
 
-void BM_azure_hour(benchmark::State& state) {
-  const auto* trace = azure_hour();
-  if (!trace) {
-    state.SkipWithError("azure-llm-2023-conv.csv not found under RUNGS_TRACE_DATA_DIR");
-    return;
-  }
+// rungs-plan simulate's defaults, steps not recorded.
+rungs::planning::simulation_config bench_config() {
   rungs::planning::simulation_config c;
   c.record_steps = false;
+  return c;
+}
+
+void BM_azure_hour(benchmark::State& state) {
+  const auto* trace = azure_hour(state);
+  if (!trace) return;
+  rungs::planning::simulation_config c = bench_config();
   const auto replicas = static_cast<std::int32_t>(state.range(0));
   const rungs::planning::router router = std::array{rungs::planning::router::round_robin, rungs::planning::router::least_loaded,
                                                     rungs::planning::router::prefix_affinity}[static_cast<std::size_t>(state.range(1))];
@@ -64,13 +69,9 @@ BENCHMARK(BM_azure_hour)
     ->Unit(benchmark::kMillisecond);
 
 void BM_azure_hour_dp(benchmark::State& state) {
-  const auto* trace = azure_hour();
-  if (!trace) {
-    state.SkipWithError("azure-llm-2023-conv.csv not found under RUNGS_TRACE_DATA_DIR");
-    return;
-  }
-  rungs::planning::simulation_config c;
-  c.record_steps = false;
+  const auto* trace = azure_hour(state);
+  if (!trace) return;
+  rungs::planning::simulation_config c = bench_config();
   const auto ranks = static_cast<std::int32_t>(state.range(0));
   std::int64_t steps = 0;
   for (auto _ : state) {
