@@ -30,7 +30,7 @@ void decode_step(benchmark::State& state) {
   const ra::attention_shape s{.num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 128, .block_size = kBlock,
                               .num_blocks = kBatch * kLen / kBlock};
   const ra::attention_config config{ra::dtype::fp16, s, 0.1f};
-  const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kBatch, .max_context = kLen}, {4},
+  const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kBatch, .max_context = kLen}, {4, 90},
                                                {.split_tokens = kLen});  // one split: no merge
   std::mt19937_64 rng(1);
   std::vector<std::uint16_t> q(static_cast<std::size_t>(kBatch * s.q_row_elements())),

@@ -15,7 +15,7 @@ using namespace rungs_test;
 
 namespace {
 
-const ra::device_info devices[] = {{1}, {108}, {132}};
+const ra::device_info devices[] = {{1, 90}, {108, 80}, {132, 90}};
 
 // f(head_dim, block_size, group) over what the GPU tests cover; returns how many settings.
 template <class F>

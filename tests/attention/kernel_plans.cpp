@@ -64,7 +64,7 @@ std::string instance_json(const instance& i) {
 std::string plan_json(const char* role, ra::dtype t, int batch, int context, int qo, int kv, int d) {
   const ra::attention_config cfg{t, {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize,
                                      .num_blocks = 1}};
-  const ra::decode_plan p = ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms});
+  const ra::decode_plan p = ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms, .sm = 90});
   return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + std::string(name(t)) +
          "\", \"batch\": " + std::to_string(batch) + ", \"context\": " + std::to_string(context) +
          ", \"qo_heads\": " + std::to_string(qo) + ", \"kv_heads\": " + std::to_string(kv) +

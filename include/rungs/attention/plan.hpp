@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <span>
 #include <sstream>
 #include <optional>
@@ -33,6 +34,9 @@ namespace rungs::attention {
 /// What the planner needs to know about the GPU (rungs::attention::query_device fills it).
 struct device_info {
   int num_sms = 0;
+  /// Compute capability x 10 (80: A100, 90: H100 and H200): with the instance's query rows per
+  /// thread it gives the CTAs per SM the kernels are built for (geometry::ctas_per_sm).
+  int sm = 0;
 };
 
 /// How the KV cache is stored when not in the queries' type: an fp8 format (dtype::fp8_e4m3,
@@ -58,12 +62,13 @@ struct attention_config {
   bool quantized_cache() const { return cache_type() != type; }
 };
 
-/// Planner knobs. The defaults are the heuristic; split_tokens forces a split size (tests use
-/// it to exercise many and empty splits).
+/// Planner knobs. The defaults choose the split by the wave model (docs/kernels.md, "Choosing
+/// splits"); split_tokens forces a split size (tests use it to exercise many and empty splits),
+/// ctas_per_sm the occupancy the model counts on.
 struct plan_options {
-  int split_tokens = 0;        ///< KV tokens per split; 0: chosen from the SM count
-  int min_split_tokens = 256;  ///< smallest split the heuristic picks (amortises the merge)
-  int ctas_per_sm = 2;         ///< CTAs per SM the heuristic aims to keep busy
+  int split_tokens = 0;        ///< KV tokens per split; 0: chosen by the wave model
+  int min_split_tokens = 256;  ///< smallest split the model considers (amortises the merge)
+  int ctas_per_sm = 0;         ///< CTA slots per SM; 0: the instance's launch-bound occupancy on device_info.sm
 };
 
 /// A decode bucket: the largest batch and context one captured launch serves.
@@ -178,28 +183,84 @@ inline constexpr int max_context_limit = 1 << 30;
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 constexpr std::int64_t round_up(std::int64_t a, std::int64_t b) { return ceil_div(a, b) * b; }
 
-// Splits the heuristic would like so that ctas_without_split CTAs fill num_sms * ctas_per_sm.
-inline std::int64_t wanted_splits(std::int64_t ctas_without_split, const device_info& dev, const plan_options& opt) {
-  const std::int64_t target = static_cast<std::int64_t>(dev.num_sms) * opt.ctas_per_sm;
-  return ctas_without_split >= target ? 1 : ceil_div(target, ctas_without_split);
+// Architectures the kernels run on (sm_80 or later). geometry::ctas_per_sm knows the
+// occupancy of sm_80 and sm_90, which the default build compiles and scripts/sass-check
+// verifies; on the others it guarantees 1 CTA per SM, so plans there count 1 slot per SM
+// unless plan_options::ctas_per_sm says more.
+inline constexpr int known_sms[] = {80, 86, 87, 89, 90, 100, 103, 110, 120, 121};
+
+// The split-KV wave model may make a launch at most this many waves of CTA slots (unless the
+// unsplit launch already has more): it bounds the search and, independently of the context,
+// the workspace (decode_workspace_bound).
+inline constexpr int max_split_waves = 4;
+
+// What the wave model needs to know about one launch.
+struct split_problem {
+  std::int64_t ctas = 0;  // CTAs without a split: (query tiles x) sequences x KV heads
+  std::int64_t rows = 0;  // output rows the merge combines: query tokens x query heads
+  int context = 0;        // the bucket's longest KV length
+  int head_dim = 0;
+  int kv_bytes = 0;       // bytes per KV element
+  int rows_per_thread = 0;
+};
+
+inline int slots_per_sm(const split_problem& p, const device_info& dev, const plan_options& opt) {
+  return opt.ctas_per_sm > 0 ? opt.ctas_per_sm : geometry::ctas_per_sm(dev.sm, p.rows_per_thread);
 }
 
-inline void choose_splits(std::int64_t ctas_without_split, int max_context, const device_info& dev,
-                          const plan_options& opt, int& split_tokens, int& num_splits) {
+// Most splits the model considers for a launch of `ctas` unsplit CTAs on `slots` CTA slots.
+inline std::int64_t max_model_splits(std::int64_t ctas, std::int64_t slots, int context, int min_split_tokens) {
+  return std::max<std::int64_t>(1, std::min(ceil_div(context, min_split_tokens), max_split_waves * slots / ctas));
+}
+
+// Predicted time of a launch split into num_splits pieces of split_tokens KV tokens, in units
+// of the time one CTA slot takes to stream one token's K and V of one head while every slot
+// streams (so the unit hides the GPU's bandwidth and only ratios matter). A CTA costs its
+// split's tokens plus one pipeline tile, the tile it loads before anything overlaps it; the
+// n CTAs run in ceil(n / slots) waves, a partial last wave costing a whole one. A split adds
+// the merge: each split's partial output (head_dim floats and a log-sum-exp per row) written
+// and read back, over the whole GPU's bandwidth, plus one tile for the dependent launch.
+inline double split_time(const split_problem& p, std::int64_t slots, int split_tokens, int num_splits) {
+  const double tile = geometry::tile_tokens(p.head_dim);
+  const std::int64_t waves = ceil_div(p.ctas * num_splits, slots);
+  double t = static_cast<double>(waves) * (split_tokens + tile);
+  if (num_splits > 1) {
+    const double partial_bytes = 2.0 * static_cast<double>(p.rows) * num_splits * (p.head_dim * 4.0 + 4.0);
+    const double unit_bytes = static_cast<double>(slots) * 2.0 * p.head_dim * p.kv_bytes;
+    t += partial_bytes / unit_bytes + tile;
+  }
+  return t;
+}
+
+inline void choose_splits(const split_problem& prob, const device_info& dev, const plan_options& opt,
+                          int& split_tokens, int& num_splits) {
   if (opt.split_tokens < 0) fail("plan_options.split_tokens = ", opt.split_tokens, " must be 0 (choose) or positive");
+  if (opt.ctas_per_sm < 0) {
+    fail("plan_options.ctas_per_sm = ", opt.ctas_per_sm, " must be 0 (the instance's occupancy) or positive");
+  }
+  const int context = prob.context;
   if (opt.split_tokens > 0) {
     split_tokens = opt.split_tokens;
-  } else {
-    if (opt.ctas_per_sm < 1) fail("plan_options.ctas_per_sm = ", opt.ctas_per_sm, " must be at least 1");
-    if (opt.min_split_tokens < 1) fail("plan_options.min_split_tokens = ", opt.min_split_tokens, " must be at least 1");
-    const std::int64_t wanted = wanted_splits(ctas_without_split, dev, opt);
+    num_splits = static_cast<int>(ceil_div(context, split_tokens));
+    return;
+  }
+  if (opt.min_split_tokens < 1) fail("plan_options.min_split_tokens = ", opt.min_split_tokens, " must be at least 1");
+  const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * slots_per_sm(prob, dev, opt);
+  const std::int64_t most = max_model_splits(prob.ctas, slots, context, opt.min_split_tokens);
+  double best = 0.0;
+  for (std::int64_t wanted = 1; wanted <= most; ++wanted) {
     // Splits are whole multiples of 128 tokens: block-aligned for every block size and a
     // whole number of pipeline tiles for every head dim.
-    std::int64_t tokens = round_up(ceil_div(max_context, wanted), 128);
-    if (tokens < opt.min_split_tokens) tokens = opt.min_split_tokens;
-    split_tokens = static_cast<int>(tokens < max_context ? tokens : max_context);
+    std::int64_t tokens = std::max<std::int64_t>(round_up(ceil_div(context, wanted), 128), opt.min_split_tokens);
+    tokens = std::min<std::int64_t>(tokens, context);
+    const int n = static_cast<int>(ceil_div(context, tokens));
+    const double t = split_time(prob, slots, static_cast<int>(tokens), n);
+    if (wanted == 1 || t < best) {  // ties keep fewer splits: less workspace, no merge
+      best = t;
+      split_tokens = static_cast<int>(tokens);
+      num_splits = n;
+    }
   }
-  num_splits = static_cast<int>(ceil_div(max_context, split_tokens));
 }
 
 inline split_workspace make_split_workspace(std::int64_t rows, int num_splits, int head_dim) {
@@ -220,6 +281,12 @@ inline void check_max_batch(int max_batch, const char* bucket) {
 
 inline void check_device(const device_info& dev) {
   if (dev.num_sms < 1) fail("device_info.num_sms = ", dev.num_sms, " must be at least 1 (use query_device())");
+  if (std::find(std::begin(known_sms), std::end(known_sms), dev.sm) == std::end(known_sms)) {
+    std::ostringstream known;
+    for (const int sm : known_sms) known << (sm == known_sms[0] ? "" : ", ") << sm;
+    fail("device_info.sm = ", dev.sm, " is not an architecture the kernels run on (compute capability x 10: ",
+         known.str(), "; use query_device())");
+  }
 }
 
 inline void check_pointer(const void* p, const char* name, bool needed = true) {
@@ -311,6 +378,15 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
   }
 }
 
+inline split_problem decode_split_problem(const attention_config& c, std::int64_t batch, int context) {
+  return {.ctas = batch * c.shape.num_kv_heads,
+          .rows = batch * c.shape.num_qo_heads,
+          .context = context,
+          .head_dim = c.shape.head_dim,
+          .kv_bytes = bytes_per_element(c.cache_type()),
+          .rows_per_thread = geometry::decode_rows_per_thread(c.shape.group_size())};
+}
+
 }  // namespace detail
 
 /// Plans decode for a bucket. Throws std::invalid_argument / rungs::unsupported_value for
@@ -328,8 +404,8 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  detail::choose_splits(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_kv_heads, bucket.max_context,
-                        dev, options, p.split_tokens, p.num_splits);
+  detail::choose_splits(detail::decode_split_problem(config, bucket.max_batch, bucket.max_context), dev, options,
+                        p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
   return p;
@@ -339,10 +415,10 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
 /// every batch b <= limits.max_batch and context c <= limits.max_context: what an engine
 /// allocates once for steps whose plan is only known later (eager steps, buckets of any
 /// context). Planning at the largest context is not enough: split sizes are rounded up to
-/// 128 tokens, so a shorter context can split into more pieces (8/2 heads, head dim 64, 132
-/// SMs: 16 sequences of 4096 tokens take 8 splits, of 2100 tokens 9). The bound uses
-/// splits <= min(wanted, ceil(max_context / min_split_tokens)) for the heuristic, and
-/// ceil(max_context / split_tokens) for a forced split size.
+/// 128 tokens, so a shorter context can split into more pieces. The bound uses, per batch,
+/// the most splits the wave model considers (min(ceil(max_context / min_split_tokens),
+/// max_split_waves x CTA slots / unsplit CTAs), at least 1), and ceil(max_context /
+/// split_tokens) for a forced split size.
 inline std::size_t decode_workspace_bound(const attention_config& config, decode_bucket limits,
                                           const device_info& dev, const plan_options& options = {}) {
   (void)plan_decode(config, limits, dev, options);  // validates every argument
@@ -353,8 +429,9 @@ inline std::size_t decode_workspace_bound(const attention_config& config, decode
     if (options.split_tokens > 0) {
       splits = detail::ceil_div(limits.max_context, options.split_tokens);
     } else {
-      const std::int64_t wanted = detail::wanted_splits(b * s.num_kv_heads, dev, options);
-      splits = std::min(wanted, detail::ceil_div(limits.max_context, options.min_split_tokens));
+      const detail::split_problem prob = detail::decode_split_problem(config, b, limits.max_context);
+      const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * detail::slots_per_sm(prob, dev, options);
+      splits = detail::max_model_splits(prob.ctas, slots, limits.max_context, options.min_split_tokens);
     }
     const std::size_t bytes =
         detail::make_split_workspace(b * s.num_qo_heads, static_cast<int>(splits), s.head_dim).bytes;
@@ -394,8 +471,13 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   const std::int64_t rows = static_cast<std::int64_t>(bucket.max_q_len) * config.shape.group_size();
   if (rows > INT32_MAX) detail::fail("max_q_len * group_size = ", rows, " query rows per sequence exceed int32");
   p.q_tiles = static_cast<int>(detail::ceil_div(rows, geometry::prefill_rows_per_cta(config.shape.head_dim)));
-  detail::choose_splits(static_cast<std::int64_t>(p.q_tiles) * bucket.max_batch * config.shape.num_kv_heads,
-                        bucket.max_context, dev, options, p.split_tokens, p.num_splits);
+  detail::choose_splits({.ctas = static_cast<std::int64_t>(p.q_tiles) * bucket.max_batch * config.shape.num_kv_heads,
+                         .rows = static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
+                         .context = bucket.max_context,
+                         .head_dim = config.shape.head_dim,
+                         .kv_bytes = bytes_per_element(config.cache_type()),
+                         .rows_per_thread = geometry::max_rows_per_thread},
+                        dev, options, p.split_tokens, p.num_splits);
   if (static_cast<std::int64_t>(p.q_tiles) * p.num_splits > INT32_MAX) {
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
                  " exceeds the grid's x limit; use larger splits");

@@ -45,6 +45,10 @@ inline device_info query_device(int device = -1) {
   if (device < 0) RUNGS_CUDA_CHECK(cudaGetDevice(&device));
   device_info info;
   RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
+  int major = 0, minor = 0;
+  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  info.sm = major * 10 + minor;
   return info;
 }
 

@@ -107,7 +107,7 @@ void check_decode(int block_size, int kv_heads, std::initializer_list<int> split
 
   for (int split : split_sizes) {
     const ra::attention_config config{type_of<T>(), s, 0.3f, mod.values};
-    const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4},
+    const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4, 90},
                                                  {.split_tokens = split});
     std::vector<std::int32_t> lens_dev(kMaxBatch, -1), tables(static_cast<std::size_t>(kMaxBatch * stride), -1000000);
     const auto spans = p.block_spans();
@@ -158,7 +158,7 @@ void check_prefill(int block_size, int group, std::initializer_list<int> split_s
     const ra::attention_config config{type_of<T>(), s, 0.0f, mod.values};
     const ra::prefill_plan plan = ra::plan_prefill(
         config, {.max_batch = kMaxBatch, .max_q_len = kMaxQ, .max_total_q = max_total_q, .max_context = max_context},
-        {4}, {.split_tokens = split});
+        {4, 90}, {.split_tokens = split});
     std::vector<std::int32_t> indptr(kMaxBatch + 1), lens(kMaxBatch);
     std::vector<std::int32_t> tables(static_cast<std::size_t>(kMaxBatch * plan.max_blocks_per_seq), -1000000);
     const auto spans = p.block_spans();

@@ -137,7 +137,7 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
     if (only_split != kAllSplits && split != only_split) continue;
     const ra::attention_config config{type_of<T>(), p.shape, 0.3f, mod.values, scales.format};
     const ra::decode_plan plan =
-        ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4}, {.split_tokens = split});
+        ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = max_context}, {4, 90}, {.split_tokens = split});
     const std::int64_t stride = plan.max_blocks_per_seq;
     std::vector<std::int32_t> lens_dev(kMaxBatch, -1), tables(static_cast<std::size_t>(kMaxBatch * stride), -1000000);
     ra::write_decode_step(plan, lens, p.block_spans(), lens_dev, tables, stride);
@@ -236,7 +236,7 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   if (only_split != kAllSplits && split != only_split) continue;
   const ra::prefill_plan plan = ra::plan_prefill(
       config, {.max_batch = kMaxBatch, .max_q_len = kMaxQ, .max_total_q = max_total_q, .max_context = max_context},
-      {4}, {.split_tokens = split});
+      {4, 90}, {.split_tokens = split});
   std::vector<std::int32_t> indptr(kMaxBatch + 1), lens(kMaxBatch);
   std::vector<std::int32_t> tables(static_cast<std::size_t>(kMaxBatch * plan.max_blocks_per_seq), -1000000);
   ra::write_prefill_step(plan, q_lens, kv_lens, p.block_spans(), indptr, lens, tables);
