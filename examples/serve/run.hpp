@@ -11,8 +11,10 @@
 #include <rungs/kv/paged_allocator.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -55,6 +57,8 @@ struct run_setup {
   std::int64_t block_bytes = 0;   ///< one KV block, every layer
   eng::graph_budget graphs{};     ///< the graphs' share, split prompt/decode (--prompt-graph-ratio)
   std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
+  /// Data-parallel ranks (serve_demo_dp, dp_main.cpp): see serve_options::ranks. Empty: one rank.
+  std::function<void(std::span<std::int64_t>)> ranks{};
 };
 
 /// The engine configuration the run's flags resolved to, for a backend running `model`.
@@ -83,7 +87,15 @@ serve_result serve_engine(const run_setup& s, MakeBackend make_backend, Runtime&
   log << ", allocator " << eng::to_string(e->allocator()) << " (" << s.kv.num_blocks << " blocks, watermark "
       << s.kv.watermark_blocks << ")\n";
   e->runner().observe(eng::log_observer(log, terminal));
-  server<engine_t, Runtime> srv(*e, runtime, s.requests, serve_options{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every}, log);
+  struct ranks_link {  // the engine's rank_sync over run_setup::ranks
+    const std::function<void(std::span<std::int64_t>)>& agree;
+    void max_each(std::span<std::int64_t> v) { agree(v); }
+  } link{s.ranks};
+  if (s.ranks) e->runner().sync_with(link);
+  server<engine_t, Runtime> srv(*e, runtime, s.requests,
+                                serve_options{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every,
+                                              .ranks = s.ranks},
+                                log);
   return srv.run();
 }
 

@@ -25,14 +25,18 @@
 #include <rungs/engine/any_engine.hpp>
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/observer.hpp>
+#include <rungs/engine/rank_sync.hpp>
 #include <rungs/kv/metrics.hpp>
 #include <rungs/serving/scheduler.hpp>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <ostream>
@@ -99,6 +103,10 @@ struct serve_options {
   std::optional<virtual_costs> virtual_clock{};  ///< none: wall time
   double status_every = 0.5;                     ///< seconds of serving time between status lines
   std::int32_t preemption_lines = 8;             ///< preemption events printed (then only counted)
+  /// Data-parallel ranks (serve_demo_dp): the all-reduce MAX the engine is synced to, through
+  /// which the loop also agrees when to step, idle and stop, and each step's virtual time
+  /// (the slowest rank's). Empty: one rank.
+  std::function<void(std::span<std::int64_t>)> ranks{};
 };
 
 /// One engine step inside a scheduler step.
@@ -150,6 +158,7 @@ struct serve_result {
   double startup_seconds = 0, serving_seconds = 0, idle_seconds = 0;
   std::int64_t startup_captures = 0;  ///< graphs captured before the first step
   std::int64_t idle_periods = 0, idle_captures = 0;
+  std::int64_t dummy_steps = 0;       ///< data parallel: steps run on padding only for the other ranks
   std::size_t peak_waiting = 0;
   std::int32_t peak_live_blocks = 0;
 };
@@ -188,23 +197,40 @@ class server {
     clock_.start();
     result_.turns.resize(requests_.size());
     double next_status = 0;
-    while (arrivals_.remaining() > 0) {
-      for (std::size_t i : arrivals_.take(now())) submit(i);
-      if (engine_.idle_queues()) {
-        idle_until(arrivals_.next());
+    for (;;) {
+      // One rank: its own state. Data parallel: whether any rank has requests left or queued
+      // work, and the earliest next arrival of any rank (as times travel: rank_sync.hpp).
+      std::array<std::int64_t, 3> state{arrivals_.remaining() > 0 ? 1 : 0, 0, 0};
+      if (state[0]) {
+        for (std::size_t i : arrivals_.take(now())) submit(i);
+        const std::optional<double> next = arrivals_.next();
+        state[1] = engine_.idle_queues() ? 0 : 1;
+        state[2] = next ? -eng::time_bits(*next) : std::numeric_limits<std::int64_t>::min();
+      }
+      if (opts_.ranks) opts_.ranks(state);
+      if (state[0] == 0) break;
+      if (state[1] == 0) {
+        idle_until(state[2] == std::numeric_limits<std::int64_t>::min() ? std::nullopt
+                                                                         : std::optional(eng::bits_time(-state[2])));
         continue;
       }
       const double begin = now();
       const eng::engine_step& ran = engine_.step(hook_);
       const serving::scheduled_step& step = *ran.plan;
-      if (!ran.ran() && !step.preempted.empty()) {  // the only runnable request gave its blocks back
+      // The step's cost on the virtual clock: data parallel, every rank spends the slowest's.
+      std::array<std::int64_t, 1> spent{eng::time_bits(modeled_seconds(ran) + ran.capture_seconds)};
+      if (opts_.ranks) opts_.ranks(spent);
+      if (!ran.ran()) {
+        clock_.spend(eng::bits_time(spent[0]));
+        // The only runnable request gave its blocks back, or (data parallel) this rank ran a
+        // dummy batch for the others.
         for (serving::request_id id : step.preempted) note_preemption(id, begin);
-        continue;
-      }
-      if (!ran.ran())
+        if (!ran.runs.empty()) ++result_.dummy_steps;
+        if (!step.preempted.empty() || !ran.runs.empty()) continue;
         throw std::logic_error("serving loop: the scheduler has work but planned an empty step (running " +
                                std::to_string(engine_.running()) + ", waiting " +
                                std::to_string(engine_.waiting()) + ")");
+      }
       step_record rec;
       rec.step = static_cast<std::int64_t>(result_.steps.size());
       rec.phase = step.phase;
@@ -222,7 +248,7 @@ class server {
       rec.kv = ran.kv;
       for (const eng::engine_run& run : ran.runs) rec.runs.push_back(describe(run));
       const serving::step_events& ev = *ran.events;
-      clock_.spend(modeled_seconds(rec) + ran.capture_seconds);
+      clock_.spend(eng::bits_time(spent[0]));
       const double end = now();
       record_tokens(step, ev, end);
 
@@ -286,11 +312,12 @@ class server {
     result_.idle_seconds += now() - start;
   }
 
-  // The step's cost on the virtual clock (0 on the wall clock, where it passed for real).
-  double modeled_seconds(const step_record& rec) const {
+  // The step's cost on the virtual clock (0 on the wall clock, where it passed for real): the
+  // token rows each run computed (a replay's bucket, padding included; a dummy's bucket).
+  double modeled_seconds(const eng::engine_step& ran) const {
     if (!clock_.costs()) return 0;
     double s = 0;
-    for (const engine_run& run : rec.runs) s += clock_.costs()->step(run.tokens + run.padded_tokens);
+    for (const eng::engine_run& run : ran.runs) s += clock_.costs()->step(run.tokens_run);
     return s;
   }
 

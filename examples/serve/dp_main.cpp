@@ -1,0 +1,245 @@
+// serve_demo_dp: the serving demo on data-parallel ranks, one process each:
+//
+//   mpirun -np 2 serve_demo_dp [serve_demo's flags]
+//
+// Built only when rungs::mpi is found (Open MPI, MPICH). Each rank has its own scheduler, KV
+// pool and engine on the host backend. Conversations are split round-robin in trace order
+// (the k-th conversation or standalone request to rank k mod N: planning::route_round_robin,
+// the split of rungs-plan simulate --dp). Every step every rank runs the bucket agreed through
+// rungs::mpi::rank_sync (the largest batch of any rank; a rank with nothing to run runs a
+// dummy batch of it, all padding), and the loop agrees when to step, idle and stop (serve.hpp,
+// serve_options::ranks). A rank that exits or stalls stops the others within rank_sync's
+// timeout.
+//
+// Serving time is the virtual clock's (--clock wall is refused): the ranks' wall clocks
+// differ, and what reads time (arrivals, idle captures) must be the same on every rank.
+//
+// Rank 0 prints the configuration, its own status lines, then one line per rank and the
+// total. The total's token digest is over every request in trace order, so it equals
+// serve_demo's on the same flags: padding to other ranks' buckets and dummy batches change
+// no token. --verify N recomputes the first N chats of every rank with the plain loop.
+//
+// Exit status as serve_demo's: 0 served and verified, 1 a failure or a mismatch on any rank,
+// 2 a bad flag.
+#include <rungs/mpi/rank_sync.hpp>
+#include <rungs/planning/fleet.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "report.hpp"
+#include "run.hpp"
+
+namespace demo {
+namespace {
+
+// int64 words: what ranks send rank 0 (doubles as their bits, text as one byte a word).
+struct words {
+  std::vector<std::int64_t> v;
+  std::size_t at = 0;
+  void put(std::int64_t x) { v.push_back(x); }
+  void put(double x) { v.push_back(std::bit_cast<std::int64_t>(x)); }
+  void put(const std::string& s) {
+    put(static_cast<std::int64_t>(s.size()));
+    for (char c : s) put(static_cast<std::int64_t>(static_cast<unsigned char>(c)));
+  }
+  std::int64_t integer() { return v.at(at++); }
+  double real() { return std::bit_cast<double>(v.at(at++)); }
+  std::string text() {
+    std::string s(static_cast<std::size_t>(integer()), '\0');
+    for (char& c : s) c = static_cast<char>(integer());
+    return s;
+  }
+};
+
+// Every rank's words, on rank 0 (empty elsewhere).
+std::vector<words> gather(const words& mine, int rank, int ranks) {
+  const int n = static_cast<int>(mine.v.size());
+  std::vector<int> counts(static_cast<std::size_t>(ranks)), offsets(static_cast<std::size_t>(ranks));
+  MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<std::int64_t> all;
+  if (rank == 0) {
+    for (int r = 1; r < ranks; ++r) offsets[static_cast<std::size_t>(r)] = offsets[static_cast<std::size_t>(r - 1)] + counts[static_cast<std::size_t>(r - 1)];
+    all.resize(static_cast<std::size_t>(offsets.back() + counts.back()));
+  }
+  MPI_Gatherv(mine.v.data(), n, MPI_INT64_T, all.data(), counts.data(), offsets.data(), MPI_INT64_T, 0, MPI_COMM_WORLD);
+  std::vector<words> out;
+  if (rank == 0)
+    for (int r = 0; r < ranks; ++r) {
+      const auto from = all.begin() + offsets[static_cast<std::size_t>(r)];
+      out.push_back({std::vector<std::int64_t>(from, from + counts[static_cast<std::size_t>(r)])});
+    }
+  return out;
+}
+
+struct discard : std::streambuf {
+  int overflow(int c) override { return c; }
+};
+
+int serve(const demo_options& o, int rank, int ranks) {
+  if (o.backend == backend_kind::cuda) throw usage_error("--backend cuda: serve_demo_dp serves on the host backend");
+  if (!o.plot.empty() || !o.json.empty()) throw usage_error("--json and --plot: serve_demo_dp prints its report only");
+  const backend_info info = host_backend_info(o.seed);
+  const run_setup all = resolve(o, backend_kind::host, info);
+  discard nothing;
+  std::ostream quiet(&nothing);
+  std::ostream& log = rank == 0 ? std::cout : quiet;
+  print_setup(log, all, info);
+
+  // This rank's share; global[k] is the trace index of its k-th request.
+  std::vector<serving::trace_request> rows;
+  for (const demo_request& d : all.requests) rows.push_back(d.row);
+  const std::vector<std::int32_t> to = rungs::planning::route_round_robin(rows, ranks);
+  run_setup mine = all;
+  mine.requests.clear();
+  std::vector<std::size_t> global;
+  for (std::size_t i = 0; i < all.requests.size(); ++i)
+    if (to[i] == rank) {
+      mine.requests.push_back(all.requests[i]);
+      global.push_back(i);
+    }
+  log << "Data parallel: " << ranks << " ranks (MPI), each with its own scheduler, KV pool (" << all.kv.num_blocks
+      << " blocks) and graphs; conversations split round-robin in trace order; every step every rank runs the bucket "
+         "agreed through rungs::mpi::rank_sync (a rank with nothing to run: a dummy batch of it)\n";
+
+  rungs::mpi::rank_sync sync;
+  mine.ranks = [&sync](std::span<std::int64_t> v) { sync.max_each(v); };
+  const serve_result result = serve_host(mine, log, false);
+  std::ostringstream checked;
+  const std::int32_t n = o.verify.value_or(2);
+  const bool ok = n <= 0 || verify(mine, result, n, checked);
+
+  const report rep = make_report(result);
+  const eng::engine_stats& e = result.engine;
+  words w;
+  for (const std::int64_t x : {static_cast<std::int64_t>(result.turns.size()), e.steps, result.dummy_steps, e.replays,
+                               e.eager_steps(), e.real_tokens, e.padded_tokens, result.scheduler.preemptions,
+                               static_cast<std::int64_t>(ok)})
+    w.put(x);
+  w.put(rep.ttft.p99);
+  w.put(rep.itl.p99);
+  w.put(result.serving_seconds);
+  w.put(result.idle_seconds);
+  w.put(checked.str());
+  for (std::size_t k = 0; k < result.turns.size(); ++k) {  // what the total's report reads of each turn
+    const turn_record& t = result.turns[k];
+    w.put(static_cast<std::int64_t>(global[k]));
+    w.put(static_cast<std::int64_t>(t.conversation));
+    w.put(static_cast<std::int64_t>(t.turn));
+    w.put(static_cast<std::int64_t>(t.prompt_tokens));
+    w.put(static_cast<std::int64_t>(t.context_tokens));
+    w.put(t.available);
+    w.put(t.first_token);
+    w.put(static_cast<std::int64_t>(t.output.size()));
+    for (std::size_t i = 0; i < t.output.size(); ++i) {
+      w.put(static_cast<std::int64_t>(t.output[i]));
+      w.put(t.token_times[i]);
+    }
+  }
+  std::vector<words> from = gather(w, rank, ranks);
+  int failed = ok ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank != 0) return failed ? 1 : 0;
+
+  serve_result total;
+  total.turns.resize(all.requests.size());
+  log << "\nReport, per rank and in total (serving time is every rank's: they step together)\n"
+      << "  rank  requests  steps  dummy  replays  eager  padded tokens  preemptions  TTFT p99   ITL p99\n";
+  std::int64_t sums[8] = {};
+  std::string verified;
+  for (int r = 0; r < ranks; ++r) {
+    words& in = from[static_cast<std::size_t>(r)];
+    std::int64_t v[9];
+    for (std::int64_t& x : v) x = in.integer();
+    const double ttft = in.real(), itl = in.real();
+    total.serving_seconds = in.real();
+    total.idle_seconds = in.real();
+    const std::string text = in.text();
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      verified += "  rank " + std::to_string(r) + ": " + line.substr(line.find_first_not_of(' ')) + "\n";
+    for (int k = 0; k < 8; ++k) sums[k] += v[k];
+    const std::int64_t tokens = v[5] + v[6];
+    log << std::right << std::setw(6) << r << std::setw(10) << v[0] << std::setw(7) << v[1] << std::setw(7) << v[2]
+        << std::setw(9) << v[3] << std::setw(7) << v[4] << std::setw(8) << v[6] << std::setw(7)
+        << percent(tokens ? static_cast<double>(v[6]) / static_cast<double>(tokens) : 0.0) << std::setw(13) << v[7]
+        << std::setw(10) << ms(ttft) << std::setw(10) << ms(itl) << "\n";
+    for (std::int64_t k = 0; k < v[0]; ++k) {
+      const auto i = static_cast<std::size_t>(in.integer());
+      turn_record& t = total.turns.at(i);
+      t.id = i + 1;
+      t.conversation = static_cast<serving::session_id>(in.integer());
+      t.turn = static_cast<std::int32_t>(in.integer());
+      t.prompt_tokens = static_cast<std::int32_t>(in.integer());
+      t.context_tokens = static_cast<std::int32_t>(in.integer());
+      t.available = in.real();
+      t.first_token = in.real();
+      t.output.resize(static_cast<std::size_t>(in.integer()));
+      t.token_times.resize(t.output.size());
+      for (std::size_t j = 0; j < t.output.size(); ++j) {
+        t.output[j] = static_cast<token_id>(in.integer());
+        t.token_times[j] = in.real();
+      }
+    }
+  }
+  const report sum = make_report(total);
+  const std::int64_t tokens = sums[5] + sums[6];
+  log << std::setw(6) << "total" << std::setw(10) << sums[0] << std::setw(7) << sums[1] << std::setw(7) << sums[2]
+      << std::setw(9) << sums[3] << std::setw(7) << sums[4] << std::setw(8) << sums[6] << std::setw(7)
+      << percent(tokens ? static_cast<double>(sums[6]) / static_cast<double>(tokens) : 0.0) << std::setw(13) << sums[7]
+      << std::setw(10) << ms(sum.ttft.p99) << std::setw(10) << ms(sum.itl.p99) << "\n";
+  log << "  steps are rank-steps (each rank runs every step); dummy: steps a rank ran on padding only; padded tokens: "
+         "rows of replayed buckets that were padding\n";
+  log << "  served       " << sum.requests << " requests, " << sum.output_tokens << " output tokens in "
+      << std::fixed << std::setprecision(2) << total.serving_seconds << " s of serving time (" << total.idle_seconds
+      << " s idle)\n";
+  log << "  tokens out   digest " << std::hex << std::setw(16) << std::setfill('0') << sum.digest << std::dec
+      << std::setfill(' ') << " (every request in trace order: serve_demo's on the same flags)\n";
+  log << verified;
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace demo
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  int status = 0;
+  try {
+    demo::demo_options o = demo::parse_options(args);
+    // Every decision that reads serving time (arrivals, idle captures) must be the same on
+    // every rank, and the ranks' wall clocks differ: the virtual clock, always.
+    const bool clock_given = std::any_of(args.begin(), args.end(), [](std::string_view a) { return a.starts_with("--clock"); });
+    if (o.clock == demo::clock_kind::wall && clock_given)
+      throw demo::usage_error("--clock wall: serve_demo_dp runs on the virtual clock (every rank must see the same serving time)");
+    o.clock = demo::clock_kind::virtual_time;
+    if (o.help) {
+      if (rank == 0) demo::print_usage(std::cout, "serve_demo_dp");
+    } else {
+      status = demo::serve(o, rank, ranks);
+    }
+  } catch (const demo::usage_error& e) {  // the same on every rank: the flags are
+    if (rank == 0) std::cerr << "serve_demo_dp: error: " << e.what() << "\n";
+    status = 2;
+  } catch (const std::exception& e) {
+    // A failure on one rank: the others are, or will be, waiting in an agreement; end them all.
+    std::cerr << "serve_demo_dp: rank " << rank << " failed: " << e.what() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return status;
+}
