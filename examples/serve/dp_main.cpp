@@ -22,7 +22,6 @@
 // Exit status as serve_demo's: 0 served and verified, 1 a failure or a mismatch on any rank,
 // 2 a bad flag.
 #include <rungs/mpi/rank_sync.hpp>
-#include <rungs/planning/fleet.hpp>
 
 #include <mpi.h>
 
@@ -96,28 +95,17 @@ int serve(const demo_options& o, int rank, int ranks) {
   std::ostream& log = rank == 0 ? std::cout : quiet;
   print_setup(log, all, info);
 
-  // This rank's share; global[k] is the trace index of its k-th request.
-  std::vector<serving::trace_request> rows;
-  for (const demo_request& d : all.requests) rows.push_back(d.row);
-  const std::vector<std::int32_t> to = rungs::planning::route_round_robin(rows, ranks);
-  run_setup mine = all;
-  mine.requests.clear();
-  std::vector<std::size_t> global;
-  for (std::size_t i = 0; i < all.requests.size(); ++i)
-    if (to[i] == rank) {
-      mine.requests.push_back(all.requests[i]);
-      global.push_back(i);
-    }
+  rank_share mine = share_of(all, rank, ranks);
   log << "Data parallel: " << ranks << " ranks (MPI), each with its own scheduler, KV pool (" << all.kv.num_blocks
       << " blocks) and graphs; conversations split round-robin in trace order; every step every rank runs the bucket "
          "agreed through rungs::mpi::rank_sync (a rank with nothing to run: a dummy batch of it)\n";
 
   rungs::mpi::rank_sync sync;
-  mine.ranks = [&sync](std::span<std::int64_t> v) { sync.max_each(v); };
-  const serve_result result = serve_host(mine, log, false);
+  mine.setup.ranks = [&sync](std::span<std::int64_t> v) { sync.max_each(v); };
+  const serve_result result = serve_host(mine.setup, log, false);
   std::ostringstream checked;
   const std::int32_t n = o.verify.value_or(2);
-  const bool ok = n <= 0 || verify(mine, result, n, checked);
+  const bool ok = n <= 0 || verify(mine.setup, result, n, checked);
 
   const report rep = make_report(result);
   const eng::engine_stats& e = result.engine;
@@ -133,7 +121,7 @@ int serve(const demo_options& o, int rank, int ranks) {
   w.put(checked.str());
   for (std::size_t k = 0; k < result.turns.size(); ++k) {  // what the total's report reads of each turn
     const turn_record& t = result.turns[k];
-    w.put(static_cast<std::int64_t>(global[k]));
+    w.put(static_cast<std::int64_t>(mine.global[k]));
     w.put(static_cast<std::int64_t>(t.conversation));
     w.put(static_cast<std::int64_t>(t.turn));
     w.put(static_cast<std::int64_t>(t.prompt_tokens));

@@ -1,9 +1,11 @@
 // The demo's run, host side: defaults and memory plan (resolve), the configuration lines, the
-// host backend's serving (serve_host) and the check against the plain loop (verify). Compiled
-// once into an object library shared by serve_demo and the serving tests.
+// host backend's serving (serve_host), a data-parallel rank's share (share_of) and the check
+// against the plain loop (verify). Compiled once into an object library shared by serve_demo,
+// serve_demo_dp and the serving tests.
 #include "run.hpp"
 
 #include <rungs/engine/host_backend.hpp>
+#include <rungs/planning/fleet.hpp>
 #include <rungs/serving/workload.hpp>
 
 #include <algorithm>
@@ -211,6 +213,20 @@ void print_setup(std::ostream& log, const run_setup& s, const backend_info& info
   log << "Scheduler: max " << s.scheduler.max_num_seqs << " sequences, " << s.scheduler.max_num_batched_tokens
       << " tokens per step, " << (s.scheduler.chunked_prefill ? "chunked prefill (mixed steps)" : "separate prefill steps")
       << ", max_model_len " << s.kv.max_model_len << "\n";
+}
+
+rank_share share_of(const run_setup& all, int rank, int ranks) {
+  std::vector<serving::trace_request> rows;
+  for (const demo_request& d : all.requests) rows.push_back(d.row);
+  const std::vector<std::int32_t> to = rungs::planning::route_round_robin(rows, ranks);
+  rank_share mine{all, {}};
+  mine.setup.requests.clear();
+  for (std::size_t i = 0; i < all.requests.size(); ++i)
+    if (to[i] == rank) {
+      mine.setup.requests.push_back(all.requests[i]);
+      mine.global.push_back(i);
+    }
+  return mine;
 }
 
 bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostream& log) {

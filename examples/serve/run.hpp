@@ -115,6 +115,17 @@ std::string config_json(const run_setup& s, const backend_info& info);
 /// Serves the run on the host backend: the tiny model, rungs' host engine backend.
 serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal);
 
+/// Data parallel: one rank's share of a run.
+struct rank_share {
+  run_setup setup;                  ///< the run with this rank's requests only
+  std::vector<std::size_t> global;  ///< global[k]: the index in the whole run of its k-th request
+};
+
+/// Rank `rank` of `ranks`' share of `all`: the k-th conversation (or standalone request) in
+/// trace order goes to rank k mod `ranks` with all its turns (planning::route_round_robin, the
+/// split of rungs-plan simulate --dp).
+rank_share share_of(const run_setup& all, int rank, int ranks);
+
 /// Recomputes the first `chats` chats of the run with plain_generate and compares every turn's
 /// tokens; returns false (and says where) on the first difference.
 bool verify(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log);

@@ -6,9 +6,14 @@
 // depends on the machine's speed (a loaded machine once never idled under the wall clock).
 #include <catch2/catch.hpp>
 
+#include <rungs/engine/rank_sync.hpp>
+
+#include <algorithm>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "options.hpp"
@@ -153,6 +158,83 @@ TEST_CASE("the virtual clock: the same flags give the same times, idle periods i
   const std::vector<double> a = times();
   CHECK(a.back() > 0);  // idle captures happened
   CHECK(times() == a);
+}
+
+namespace {
+
+// The run of `args` on `ranks` data-parallel ranks, one thread each (serve_demo_dp's serving
+// with simulated_ranks in place of MPI): each rank serves its share (share_of) through
+// serve_host, its loop and engine synced through the group.
+std::vector<served> serve_ranks(std::vector<std::string_view> args, int ranks) {
+  args.insert(args.end(), {"--clock", "virtual", "--verify", "0"});
+  const demo_options o = parse_options(args);
+  const run_setup all = resolve(o, backend_kind::host, host_backend_info(o.seed));
+  eng::simulated_ranks group(ranks);
+  std::vector<served> out(static_cast<std::size_t>(ranks));
+  std::vector<std::string> errors(static_cast<std::size_t>(ranks));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      served& s = out[static_cast<std::size_t>(r)];
+      eng::simulated_ranks::handle h = group.rank(r);
+      s.setup = share_of(all, r, ranks).setup;
+      s.setup.ranks = [&h](std::span<std::int64_t> v) { h.max_each(v); };
+      std::ostringstream log;
+      try {
+        s.result = serve_host(s.setup, log, false);
+      } catch (const std::exception& e) {  // never leave the other ranks waiting
+        errors[static_cast<std::size_t>(r)] = e.what();
+        h.abort(e.what());
+      }
+      s.setup.ranks = {};  // h ends with this thread
+      s.log = log.str();
+    });
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) REQUIRE(e.empty());
+  return out;
+}
+
+std::vector<serving::session_id> chats_of(const served& s) {
+  std::vector<serving::session_id> c;
+  for (const demo_request& d : s.setup.requests)
+    if (c.empty() || c.back() != d.row.conversation) c.push_back(d.row.conversation);
+  std::sort(c.begin(), c.end());
+  c.erase(std::unique(c.begin(), c.end()), c.end());
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("data-parallel ranks (serve_options::ranks): lockstep, dummy batches, tokens as one rank's") {
+  // 3 chats of 2 turns on 4 ranks: chat k goes to rank k - 1, and rank 3, with no request at
+  // all, runs only dummy batches. The ranks' shares differ in length (--jitter 0.25), so ranks
+  // 0 to 2 also run dummies once their chat is done.
+  for (const std::string_view top : {"", "8"}) {
+    std::vector<std::string_view> flags = {"--chats", "3", "--turns", "2", "--input-tokens", "8", "--output-tokens", "10",
+                                           "--max-num-seqs", "2", "--max-model-len", "64"};
+    // Default: Gaudi's buckets. 8: a vLLM ladder up to 8 tokens, so prefills run eagerly (each
+    // rank in the agreed shape, dummies too).
+    if (!top.empty()) flags.insert(flags.end(), {"--ladder", "vllm", "--max-capture-size", top});
+    const std::vector<served> ranks = serve_ranks(flags, 4);
+    INFO("--max-capture-size " << top);
+    CHECK(chats_of(ranks[0]) == std::vector<serving::session_id>{1});
+    CHECK(chats_of(ranks[1]) == std::vector<serving::session_id>{2});
+    CHECK(chats_of(ranks[2]) == std::vector<serving::session_id>{3});
+    CHECK(ranks[3].setup.requests.empty());
+    for (const served& s : ranks) {
+      CHECK(s.result.scheduler.preemptions == 0);
+      // Every rank steps in every iteration: a step of its own, or a dummy for the others.
+      CHECK(s.result.engine.steps == ranks[0].result.engine.steps);
+      CHECK(s.result.steps.size() + static_cast<std::size_t>(s.result.dummy_steps) ==
+            ranks[0].result.steps.size() + static_cast<std::size_t>(ranks[0].result.dummy_steps));
+      CHECK(s.result.serving_seconds == ranks[0].result.serving_seconds);
+      if (!s.setup.requests.empty()) require_plain_loop_tokens(s);
+    }
+    CHECK(ranks[3].result.steps.empty());
+    CHECK(ranks[3].result.dummy_steps > 0);
+    CHECK(ranks[3].result.engine.real_tokens == 0);
+    if (!top.empty()) CHECK(ranks[3].result.engine.eager_steps() > 0);
+  }
 }
 
 TEST_CASE("the demo's verify() compares against the plain loop and catches a wrong token") {
