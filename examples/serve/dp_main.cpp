@@ -216,7 +216,13 @@ int main(int argc, char** argv) {
       throw demo::usage_error("--clock wall: serve_demo_dp runs on the virtual clock (every rank must see the same serving time)");
     o.clock = demo::clock_kind::virtual_time;
     if (o.help) {
-      if (rank == 0) demo::print_usage(std::cout, "serve_demo_dp");
+      if (rank == 0) {
+        std::cout << "serve_demo_dp: serve_demo on data-parallel ranks, one process each (docs/demo.md, \"Data-parallel\n"
+                     "ranks under mpirun\"): mpirun -np N serve_demo_dp [OPTIONS]. The options are serve_demo's, but\n"
+                     "serving time is always the virtual clock (--clock wall is refused), and --backend cuda, --json\n"
+                     "and --plot are refused.\n\n";
+        demo::print_usage(std::cout, "serve_demo_dp");
+      }
     } else {
       status = demo::serve(o, rank, ranks);
     }

@@ -1,7 +1,8 @@
-# serve_demo_dp's own refusals (dp_main.cpp), started without mpirun (an MPI singleton: one
-# rank; every rank decides from the same flags alike, and mpirun would add its own lines and
-# 2 s of teardown per case): exit status 2, nothing on stdout, one line on stderr naming the
-# flag. serve_demo's shared flags are checked by examples/serve/check_flags.cmake.
+# serve_demo_dp's own refusals (dp_main.cpp) and --help, started without mpirun (an MPI
+# singleton: one rank; every rank decides from the same flags alike, and mpirun would add its
+# own lines and 2 s of teardown per case). A refusal: exit status 2, nothing on stdout, one
+# line on stderr naming the flag. serve_demo's shared flags are checked by
+# examples/serve/check_flags.cmake.
 #   cmake -DDP_DEMO=... -P check_dp_flags.cmake
 set(cases "--clock wall|--clock,wall" "--backend cuda|--backend,cuda" "--json and --plot|--json,out.json")
 foreach(case IN LISTS cases)
@@ -15,3 +16,8 @@ foreach(case IN LISTS cases)
   endif()
   message(STATUS "serve_demo_dp ${args}: ${err}")
 endforeach()
+# --help: exit 0, what serve_demo_dp changes about serve_demo's flags, then their list.
+execute_process(COMMAND "${DP_DEMO}" --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "^serve_demo_dp: serve_demo on data-parallel ranks.*Usage: serve_demo_dp")
+  message(FATAL_ERROR "serve_demo_dp --help: exit ${rc}:\n${out}${err}")
+endif()
