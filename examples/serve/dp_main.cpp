@@ -209,12 +209,6 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     demo::demo_options o = demo::parse_options(args);
-    // Every decision that reads serving time (arrivals, idle captures) must be the same on
-    // every rank, and the ranks' wall clocks differ: the virtual clock, always.
-    const bool clock_given = std::any_of(args.begin(), args.end(), [](std::string_view a) { return a.starts_with("--clock"); });
-    if (o.clock == demo::clock_kind::wall && clock_given)
-      throw demo::usage_error("--clock wall: serve_demo_dp runs on the virtual clock (every rank must see the same serving time)");
-    o.clock = demo::clock_kind::virtual_time;
     if (o.help) {
       if (rank == 0) {
         std::cout << "serve_demo_dp: serve_demo on data-parallel ranks, one process each (docs/demo.md, \"Data-parallel\n"
@@ -224,6 +218,14 @@ int main(int argc, char** argv) {
         demo::print_usage(std::cout, "serve_demo_dp");
       }
     } else {
+      // Every decision that reads serving time (arrivals, idle captures) must be the same on
+      // every rank, and the ranks' wall clocks differ: the virtual clock, always.
+      const bool clock_given =
+          std::any_of(args.begin(), args.end(), [](std::string_view a) { return a.starts_with("--clock"); });
+      if (o.clock == demo::clock_kind::wall && clock_given)
+        throw demo::usage_error(
+            "--clock wall: serve_demo_dp runs on the virtual clock (every rank must see the same serving time)");
+      o.clock = demo::clock_kind::virtual_time;
       status = demo::serve(o, rank, ranks);
     }
   } catch (const demo::usage_error& e) {  // the same on every rank: the flags are

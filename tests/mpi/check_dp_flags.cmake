@@ -16,8 +16,11 @@ foreach(case IN LISTS cases)
   endif()
   message(STATUS "serve_demo_dp ${args}: ${err}")
 endforeach()
-# --help: exit 0, what serve_demo_dp changes about serve_demo's flags, then their list.
-execute_process(COMMAND "${DP_DEMO}" --help RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-if(NOT rc EQUAL 0 OR NOT out MATCHES "^serve_demo_dp: serve_demo on data-parallel ranks.*Usage: serve_demo_dp")
-  message(FATAL_ERROR "serve_demo_dp --help: exit ${rc}:\n${out}${err}")
-endif()
+# --help: exit 0, what serve_demo_dp changes about serve_demo's flags, then their list; also
+# beside a flag the run would refuse (help wins, as in serve_demo).
+foreach(args "--help" "--help;--clock;wall")
+  execute_process(COMMAND "${DP_DEMO}" ${args} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "^serve_demo_dp: serve_demo on data-parallel ranks.*Usage: serve_demo_dp")
+    message(FATAL_ERROR "serve_demo_dp ${args}: exit ${rc}:\n${out}${err}")
+  endif()
+endforeach()
