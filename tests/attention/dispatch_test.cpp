@@ -173,5 +173,5 @@ TEST_CASE("decode group sizes fit the kernel geometry for every head dim") {
   }
   CHECK(ra::geometry::lanes_per_row(80) == 16);
   CHECK(ra::geometry::tile_tokens(128) == 32);
-  CHECK(ra::geometry::prefill_rows_per_cta(64) == 128);
+  CHECK(ra::geometry::prefill_rows_per_cta(64) == 64);  // 4 rows x 16 thread rows
 }

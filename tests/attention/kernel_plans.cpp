@@ -1,16 +1,19 @@
 // What scripts/sass-check needs from the library itself, as JSON on stdout, so that the SASS
 // checks and the bandwidth model never restate a rule of the C++ code:
 //  * every kernel instance of default_instantiations (the kernels CI compiles for sm_80 and
-//    sm_90) with the CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm);
+//    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache), with the
+//    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm);
 //  * the launch geometry (threads, pipeline stages, tile tokens per head dim);
 //  * the decode plans (plan_decode, on a 132-SM H100/H200) of the shapes the model predicts:
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
-//    8 KV heads, its group, head dim and dtype) and the benchmark's shapes (benchmarks/RESULTS.md).
+//    8 KV heads, its group, head dim, dtype and cache type) and the benchmark's shapes
+//    (benchmarks/RESULTS.md).
 // Host-only; built with the cuda preset's targets (tests/attention/CMakeLists.txt).
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/plan.hpp>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +30,15 @@ struct instance {
   int head_dim;
   const char* kind;  // decode, prefill, merge, cache_write
   int group;         // decode only
+  std::optional<ra::dtype> kv{};  // an fp8 cache: its type
 };
+
+// "bf16", or "bf16/e4m3" for an fp8 cache (the names scripts/sass-check gives the kernels).
+std::string dtype_key(ra::dtype t, std::optional<ra::dtype> kv) {
+  std::string s(name(t));
+  if (kv) s += "/" + std::string(name(*kv)).substr(4);  // fp8_e4m3 -> e4m3
+  return s;
+}
 
 template <int... G>
 void add_instances(std::vector<instance>& out, ra::dtype t, int d, ra::values<G...>) {
@@ -44,28 +55,33 @@ std::vector<instance> default_instances(ra::values<D...>, ra::dtypes<T...>) {
   return out;
 }
 
-std::string ctas_json(int rows) {
-  return "{\"80\": " + std::to_string(geo::ctas_per_sm(80, rows)) + ", \"90\": " +
-         std::to_string(geo::ctas_per_sm(90, rows)) + "}";
+std::string ctas_json(int sm80, int sm90) {
+  return "{\"80\": " + std::to_string(sm80) + ", \"90\": " + std::to_string(sm90) + "}";
 }
 
 std::string instance_json(const instance& i) {
-  std::string s = "{\"dtype\": \"" + std::string(name(i.type)) + "\", \"head_dim\": " + std::to_string(i.head_dim) +
+  std::string s = "{\"dtype\": \"" + dtype_key(i.type, i.kv) + "\", \"head_dim\": " + std::to_string(i.head_dim) +
                   ", \"kind\": \"" + i.kind + "\"";
   const std::string kind = i.kind;
   if (kind == "decode") {
-    s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " + ctas_json(geo::decode_rows_per_thread(i.group));
+    s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " + ctas_json(geo::ctas_per_sm(80, geo::decode_rows_per_thread(i.group)),
+                                                        geo::ctas_per_sm(90, geo::decode_rows_per_thread(i.group)));
   } else if (kind == "prefill") {
-    s += ", \"ctas_per_sm\": " + ctas_json(geo::max_rows_per_thread);
+    s += ", \"ctas_per_sm\": " + ctas_json(geo::prefill_ctas_per_sm(80, false), geo::prefill_ctas_per_sm(90, false));
   }
   return s + "}";
 }
 
-std::string plan_json(const char* role, ra::dtype t, int batch, int context, int qo, int kv, int d) {
-  const ra::attention_config cfg{t, {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize,
-                                     .num_blocks = 1}};
+std::string plan_json(const char* role, ra::dtype t, int batch, int context, int qo, int kv, int d,
+                      std::optional<ra::dtype> cache = {}) {
+  const ra::attention_config cfg{t,
+                                 {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize,
+                                  .num_blocks = 1},
+                                 0.0f,
+                                 {},
+                                 {.type = cache}};
   const ra::decode_plan p = ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms, .sm = 90});
-  return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + std::string(name(t)) +
+  return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + dtype_key(t, cache) +
          "\", \"batch\": " + std::to_string(batch) + ", \"context\": " + std::to_string(context) +
          ", \"qo_heads\": " + std::to_string(qo) + ", \"kv_heads\": " + std::to_string(kv) +
          ", \"head_dim\": " + std::to_string(d) + ", \"block_size\": " + std::to_string(kBlockSize) +
@@ -91,13 +107,21 @@ void print_list(const char* key, const std::vector<std::string>& v, bool last) {
 
 int main() {
   using set = ra::default_instantiations;
-  const std::vector<instance> all = default_instances(set::head_dims{}, set::dtype_list{});
+  std::vector<instance> all = default_instances(set::head_dims{}, set::dtype_list{});
+  // The fp8-cache instances: decode, prefill and cache write each (the merge is the 16-bit one).
+  ra::for_each_fp8_instance<set::fp8_kv>([&]<ra::dtype Q, ra::dtype Kv, int D, int G>() {
+    for (const char* kind : {"decode", "prefill", "cache_write"}) {
+      all.push_back({Q, D, kind, std::string(kind) == "decode" ? G : 0, Kv});
+    }
+  });
   std::vector<std::string> instances;
   std::vector<std::string> shapes;
   for (const instance& i : all) {
     instances.push_back(instance_json(i));
     // Every decode instance at the reference shape (batch 64, context 4096) with 8 KV heads.
-    if (std::string(i.kind) == "decode") shapes.push_back(plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim));
+    if (std::string(i.kind) == "decode") {
+      shapes.push_back(plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv));
+    }
   }
   // The benchmark's shapes (bf16, head dim 128: 32/8 and 32/32 heads) and Llama-3-70B's 64/8.
   for (const int batch : {1, 16, 64, 256}) {

@@ -68,7 +68,7 @@ TEST_CASE("decode plan: splits by waves of the instance's CTA slots (H100, 32/8 
   // 5, 4 waves: 3712 + ...
   CHECK(splits(48) == 4);
   CHECK(ra::detail::split_time({.ctas = 384, .rows = 1536, .context = 4096, .head_dim = 128, .kv_bytes = 2,
-                                .rows_per_thread = 4},
+                                .ctas_per_sm = 4},
                                528, 1024, 4) == Approx(3168 + 32 + 2.0 * 1536 * 4 * 516 / (528 * 512)));
   // b = 63, 504 CTAs, n <= 4: unsplit, one wave: 4128; 2 splits, 2 waves: 4160 + ...; 3, 3
   // waves: 4320 + ...; 4, 4 waves: 4224 + ... b = 64 (512 CTAs) alike.
@@ -273,20 +273,27 @@ TEST_CASE("write_decode_step fills lengths and table rows, pads the batch, and r
 }
 
 TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max_total_q") {
-  // 512 tokens x 4 heads = 2048 rows; 64 rows per CTA for head dim 128 -> 32 tiles; 32 x 8 x 2
-  // = 512 CTAs of 8 rows per thread on 132 x 2 slots: 2 waves unsplit (8256); 2 splits, 4
-  // waves (8320 + merge): no split.
+  // 512 tokens x 4 heads = 2048 rows; 32 rows per CTA for head dim 128 (4 per thread row) ->
+  // 64 tiles; 64 x 8 x 2 = 1024 CTAs of 4 rows per thread on 132 x 4 slots: 2 waves unsplit
+  // (8256); 2 splits, 4 waves (8320 + merge): no split.
   const auto a = ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 512, .max_context = 4096}, h100);
-  CHECK(a.q_tiles == 32);
+  CHECK(a.q_tiles == 64);
   CHECK(a.num_splits == 1);
   CHECK(a.bucket.max_total_q == 1024);
-  // Extend of 4 tokens: 16 rows -> 1 tile; 1 x 8 x 1 CTAs on 264 slots: 32 splits of 512, one
-  // wave: 544 + 32 + 1.95 (merge, 128 rows) = 578; 64 of 256, 2 waves: 576 + 32 + 3.9 = 612.
+  // Extend of 4 tokens: 16 rows -> 1 tile; 1 x 8 x 1 CTAs on 528 slots: 64 splits of 256, 512
+  // CTAs, one wave: 288 + 32 + 31.3 (merge, 128 rows) = 351.3; 32 of 512: 544 + 32 + 15.6.
   const auto b = ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
   CHECK(b.q_tiles == 1);
-  CHECK(b.split_tokens == 512);
-  CHECK(b.num_splits == 32);
-  CHECK(b.workspace.bytes == 4 * 32 * 32 * 128 * 4 + 4 * 32 * 32 * 4);
+  CHECK(b.split_tokens == 256);
+  CHECK(b.num_splits == 64);
+  CHECK(b.workspace.bytes == 4 * 32 * 64 * 128 * 4 + 4 * 32 * 64 * 4);
+  // Under a sliding window prefill is built for 3 CTAs per SM on sm_90 (396 slots): 64 splits
+  // take 2 waves (576 + 32 + 41.7); 43 of 384 tokens fit one: 416 + 32 + 28.0 = 476.
+  auto windowed = config(32, 8, 128, 16);
+  windowed.scores.window = 1000;
+  const auto w = ra::plan_prefill(windowed, {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
+  CHECK(w.split_tokens == 384);
+  CHECK(w.num_splits == 43);
   CHECK(error_of([] { ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_context = 4}, h100); }) ==
         "prefill_bucket.max_context = 4 is smaller than max_q_len = 8 (the context includes the new tokens)");
   CHECK(error_of([] {

@@ -144,6 +144,11 @@ class SassCheckTest(unittest.TestCase):
         self.assertAlmostEqual(p["waves"], 1 / 16)
         self.assertAlmostEqual(p["slots_per_byte"], 4 * 26 / 2048)
 
+    def test_element_bytes(self):
+        # (query and output bytes, KV bytes) of a shape's dtype key; "bf16/e4m3": an fp8 cache.
+        self.assertEqual(sc.element_bytes("bf16"), (2, 2))
+        self.assertEqual(sc.element_bytes("fp16/e5m2"), (2, 1))
+
     def test_floors(self):
         self.assertAlmostEqual(sc.floor_of(0.995), 0.98)
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:

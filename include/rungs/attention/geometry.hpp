@@ -47,7 +47,7 @@ constexpr bool decode_group_fits(int head_dim, int group) {
 }
 
 /// CTAs per SM the attention kernel is built for on architecture sm (80, 90), by the query
-/// rows each thread holds (decode: min(group, 8); prefill: 8). It is the kernel's
+/// rows each thread holds (decode: min(group, 8); prefill: prefill_rows_per_thread). It is the kernel's
 /// __launch_bounds__ minimum, so ptxas keeps the registers within 65536 / (ctas x 128) (128 at
 /// 4 CTAs, 168 at 3, 255 at 2) or spills, which fails the build (RUNGS_CUDA_RESOURCE_CHECKS).
 /// Shared memory caps it first: a CTA's pipeline takes up to 49 KiB, so sm_90's 228 KiB hold
@@ -61,8 +61,21 @@ constexpr int ctas_per_sm(int sm, int rows_per_thread) {
 }
 
 /// Prefill: query rows are (token, head-in-group) pairs flattened; every thread row owns
-/// max_rows_per_thread of them, so a CTA covers this many rows of one (sequence, KV head).
-constexpr int prefill_rows_per_cta(int head_dim) { return max_rows_per_thread * thread_rows(head_dim); }
+/// prefill_rows_per_thread of them, so a CTA covers prefill_rows_per_cta rows of one
+/// (sequence, KV head). 4, not 8: with 8 rows (queries, accumulators and the chunk's scores
+/// of 8 rows: ~200 live values) ptxas needed all 255 registers of the 2-CTA budget; with 6 it
+/// spills at the 3-CTA budget (168) for head dims 64 and 256; with 4 it fits 128 on sm_90 (4
+/// CTAs per SM, twice the warps) and 168 on sm_80 (3), without spilling. The price: each K/V
+/// vector read from shared memory and widened serves 4 rows instead of 8 (docs/kernels.md).
+inline constexpr int prefill_rows_per_thread = 4;
+constexpr int prefill_rows_per_cta(int head_dim) { return prefill_rows_per_thread * thread_rows(head_dim); }
+/// CTAs per SM of a prefill instance: ctas_per_sm of its rows, but a sliding window's
+/// per-row first keys do not fit the 128 registers of 4 CTAs on sm_90 (ptxas spills 8 bytes
+/// at head dim 128), so windowed prefill is built for 3 there (168 registers).
+constexpr int prefill_ctas_per_sm(int sm, bool sliding_window) {
+  const int n = ctas_per_sm(sm, prefill_rows_per_thread);
+  return sliding_window && n > 3 ? 3 : n;
+}
 
 /// Warps per CTA of the split-merge kernel (one warp per output row).
 inline constexpr int merge_warps = 4;

@@ -201,11 +201,11 @@ struct split_problem {
   int context = 0;        // the bucket's longest KV length
   int head_dim = 0;
   int kv_bytes = 0;       // bytes per KV element
-  int rows_per_thread = 0;
+  int ctas_per_sm = 0;    // the instance's launch-bound occupancy on the device
 };
 
-inline int slots_per_sm(const split_problem& p, const device_info& dev, const plan_options& opt) {
-  return opt.ctas_per_sm > 0 ? opt.ctas_per_sm : geometry::ctas_per_sm(dev.sm, p.rows_per_thread);
+inline int slots_per_sm(const split_problem& p, const plan_options& opt) {
+  return opt.ctas_per_sm > 0 ? opt.ctas_per_sm : p.ctas_per_sm;
 }
 
 // Most splits the model considers for a launch of `ctas` unsplit CTAs on `slots` CTA slots.
@@ -245,7 +245,7 @@ inline void choose_splits(const split_problem& prob, const device_info& dev, con
     return;
   }
   if (opt.min_split_tokens < 1) fail("plan_options.min_split_tokens = ", opt.min_split_tokens, " must be at least 1");
-  const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * slots_per_sm(prob, dev, opt);
+  const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * slots_per_sm(prob, opt);
   const std::int64_t most = max_model_splits(prob.ctas, slots, context, opt.min_split_tokens);
   double best = 0.0;
   for (std::int64_t wanted = 1; wanted <= most; ++wanted) {
@@ -378,13 +378,14 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
   }
 }
 
-inline split_problem decode_split_problem(const attention_config& c, std::int64_t batch, int context) {
+inline split_problem decode_split_problem(const attention_config& c, std::int64_t batch, int context,
+                                          const device_info& dev) {
   return {.ctas = batch * c.shape.num_kv_heads,
           .rows = batch * c.shape.num_qo_heads,
           .context = context,
           .head_dim = c.shape.head_dim,
           .kv_bytes = bytes_per_element(c.cache_type()),
-          .rows_per_thread = geometry::decode_rows_per_thread(c.shape.group_size())};
+          .ctas_per_sm = geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
 }
 
 }  // namespace detail
@@ -404,7 +405,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  detail::choose_splits(detail::decode_split_problem(config, bucket.max_batch, bucket.max_context), dev, options,
+  detail::choose_splits(detail::decode_split_problem(config, bucket.max_batch, bucket.max_context, dev), dev, options,
                         p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
@@ -429,8 +430,8 @@ inline std::size_t decode_workspace_bound(const attention_config& config, decode
     if (options.split_tokens > 0) {
       splits = detail::ceil_div(limits.max_context, options.split_tokens);
     } else {
-      const detail::split_problem prob = detail::decode_split_problem(config, b, limits.max_context);
-      const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * detail::slots_per_sm(prob, dev, options);
+      const detail::split_problem prob = detail::decode_split_problem(config, b, limits.max_context, dev);
+      const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * detail::slots_per_sm(prob, options);
       splits = detail::max_model_splits(prob.ctas, slots, limits.max_context, options.min_split_tokens);
     }
     const std::size_t bytes =
@@ -476,7 +477,7 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
                          .context = bucket.max_context,
                          .head_dim = config.shape.head_dim,
                          .kv_bytes = bytes_per_element(config.cache_type()),
-                         .rows_per_thread = geometry::max_rows_per_thread},
+                         .ctas_per_sm = geometry::prefill_ctas_per_sm(dev.sm, config.scores.window > 0)},
                         dev, options, p.split_tokens, p.num_splits);
   if (static_cast<std::int64_t>(p.q_tiles) * p.num_splits > INT32_MAX) {
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,

@@ -114,13 +114,13 @@ template <class HostT, int HeadDim, int BlockSize, score_mod Mod = score_mod{}, 
 void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
   using KV = detail::device_type_t<HostKV>;
-  using agent = detail::attention_agent<T, HeadDim, geometry::max_rows_per_thread, geometry::thread_rows(HeadDim)>;
+  using agent = detail::attention_agent<T, HeadDim, geometry::prefill_rows_per_thread, geometry::thread_rows(HeadDim)>;
   static_assert(agent::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
   detail::check_instance<HostT, HeadDim, BlockSize, HostKV>(plan.config, "prefill");
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "prefill");
 
-  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::max_rows_per_thread,
+  detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, geometry::prefill_rows_per_thread,
                                                 geometry::thread_rows(HeadDim), false, score_mod_bits(Mod), KV>,
                  detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
   if (plan.split()) {

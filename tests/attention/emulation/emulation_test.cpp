@@ -59,7 +59,7 @@ template <class T, int D, int B, ra::score_mod Mod>
 void emulate_prefill(const ra::prefill_plan& plan, const ra::prefill_args& a) {
   ra::validate(plan, a);
   ra::check_score_mod(Mod, plan.config, a.sinks, "prefill");
-  emulate(&rd::paged_attention_kernel<T, D, B, geo::max_rows_per_thread, geo::thread_rows(D), false,
+  emulate(&rd::paged_attention_kernel<T, D, B, geo::prefill_rows_per_thread, geo::thread_rows(D), false,
                                       ra::score_mod_bits(Mod)>,
           rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a));
   if (plan.split()) {
@@ -224,7 +224,7 @@ TEST_CASE("emulated prefill: head dim 80, group 3, blocks of 8, split") {
   check_prefill<rungs::f16, 80, ra::dynamic_block_size>(8, 3, {40}, 7);
 }
 
-TEST_CASE("emulated prefill: head dim 64 (128 rows per CTA), group 8, static block size 32") {
+TEST_CASE("emulated prefill: head dim 64 (64 rows per CTA), group 8, static block size 32") {
   check_prefill<rungs::f16, 64, 32>(32, 8, {100000}, 8);
 }
 

@@ -18,11 +18,13 @@
 namespace rungs::attention::detail {
 
 /// __launch_bounds__'s minimum CTAs per SM for the architecture being compiled
-/// (geometry::ctas_per_sm); the host pass, which ignores launch bounds, sees 1.
-template <int Rows>
+/// (geometry::ctas_per_sm, geometry::prefill_ctas_per_sm); the host pass, which ignores
+/// launch bounds, sees 1.
+template <int Rows, bool Decode, unsigned ModBits>
 constexpr int min_ctas_per_sm() {
 #if defined(__CUDA_ARCH__)
-  return geometry::ctas_per_sm(__CUDA_ARCH__ / 10, Rows);
+  return Decode ? geometry::ctas_per_sm(__CUDA_ARCH__ / 10, Rows)
+                : geometry::prefill_ctas_per_sm(__CUDA_ARCH__ / 10, score_mod_from_bits(ModBits).sliding_window);
 #else
   return 1;
 #endif
@@ -32,7 +34,8 @@ constexpr int min_ctas_per_sm() {
 /// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
 /// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
 template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0, class KV = T>
-__global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows>()) paged_attention_kernel(const attention_params p) {
+__global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decode, ModBits>())
+    paged_attention_kernel(const attention_params p) {
   using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits, KV>;  // agent::Mod: the score_mod
   __shared__ typename agent::storage smem;
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();

@@ -28,7 +28,7 @@ void head_dim_kernels(void**& out, ra::values<G...>) {
         &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true>)),
    ...);
   *out++ = reinterpret_cast<void*>(
-      &rd::paged_attention_kernel<T, D, 0, geo::max_rows_per_thread, geo::thread_rows(D), false>);
+      &rd::paged_attention_kernel<T, D, 0, geo::prefill_rows_per_thread, geo::thread_rows(D), false>);
   *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<T, D>);
   *out++ = reinterpret_cast<void*>(&rd::cache_write_kernel<T, D>);
 }
@@ -58,7 +58,7 @@ void fp8_kernels(void**& out) {
   *out++ = reinterpret_cast<void*>(
       &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true, 0, KV>);
   *out++ = reinterpret_cast<void*>(
-      &rd::paged_attention_kernel<T, D, 0, geo::max_rows_per_thread, geo::thread_rows(D), false, 0, KV>);
+      &rd::paged_attention_kernel<T, D, 0, geo::prefill_rows_per_thread, geo::thread_rows(D), false, 0, KV>);
   *out++ = reinterpret_cast<void*>(&rd::cache_write_kernel<T, D, KV>);
 }
 struct fp8_instance {
@@ -85,7 +85,7 @@ extern void* const rungs_sim_score_mod_instances[];
 void* const rungs_sim_score_mod_instances[] = {
     reinterpret_cast<void*>(&rd::paged_attention_kernel<__half, 128, 0, geo::decode_rows_per_thread(4),
                                                         geo::decode_row_groups(4), true, all_mods>),
-    reinterpret_cast<void*>(&rd::paged_attention_kernel<__nv_bfloat16, 128, 0, geo::max_rows_per_thread,
+    reinterpret_cast<void*>(&rd::paged_attention_kernel<__nv_bfloat16, 128, 0, geo::prefill_rows_per_thread,
                                                         geo::thread_rows(128), false, all_mods>),
     reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 128, true>),
     reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 128, true>),

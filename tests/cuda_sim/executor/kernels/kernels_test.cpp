@@ -228,7 +228,7 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   ra::reference::prefill<KV, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
                                         0.0, want, {mod.values, mod.sinks}, {scales.k, scales.v});
   const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
-                           std::to_string(geo::max_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
+                           std::to_string(geo::prefill_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
                            ", false, " + mod_name(Mod) + ", " + type_name<KV>() + ">";
   const ra::attention_config config{type_of<T>(), p.shape, 0.0f, mod.values, scales.format};
   std::vector<traffic_row> rows;
