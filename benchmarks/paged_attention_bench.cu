@@ -268,6 +268,24 @@ int main(int argc, char** argv) {
     std::printf("# block size 16, batch 64, context 4096, 32q/8kv: static instance %.1f us, dynamic instance %.1f us "
                 "(static/dynamic time %.3f)\n",
                 stat.ms * 1e3, dyn.ms * 1e3, stat.ms / dyn.ms);
+
+    // The tensor-core decode against the SIMT decode on the same plan (docs/kernels.md,
+    // "Tensor-core decode"), at groups 4 (32q/8kv) and 8 (64q/8kv).
+    for (const int qo_heads : {32, 64}) {
+      const shape gqa{64, 4096, qo_heads, 8};
+      result simt, tc;
+      run_shape(gqa, runs, rng, simt, [qo_heads](const ra::decode_plan& plan, const ra::decode_args& args, cudaStream_t stream) {
+        if (qo_heads == 32) ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, stream);
+        else ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 8>(plan, args, stream);
+      });
+      run_shape(gqa, runs, rng, tc, [qo_heads](const ra::decode_plan& plan, const ra::decode_args& args, cudaStream_t stream) {
+        if (qo_heads == 32) ra::launch_tensor_core_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, stream);
+        else ra::launch_tensor_core_decode<rungs::bf16, 128, ra::dynamic_block_size, 8>(plan, args, stream);
+      });
+      std::printf("# bf16 D128, batch 64, context 4096, %dq/8kv: SIMT decode %.1f us, tensor-core decode %.1f us "
+                  "(tensor-core/SIMT time %.3f)\n",
+                  qo_heads, simt.ms * 1e3, tc.ms * 1e3, tc.ms / simt.ms);
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paged_attention_bench: %s\n", e.what());
     return 1;

@@ -7,6 +7,7 @@
 #include <rungs/attention/reference.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,10 +19,11 @@
 namespace rungs_test {
 
 /// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
-/// `per_head_scales`).
+/// `per_head_scales`). kernel: the decode kernel every run's plan is forced to (empty: the
+/// planner's choice).
 template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
 void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
-                  bool per_head_scales = false) {
+                  bool per_head_scales = false, std::optional<ra::decode_kernel> kernel = {}) {
   constexpr int kMaxBatch = decode_case::max_batch;
   const decode_case c = make_decode_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
   const paged_problem& p = c.problem;
@@ -55,7 +57,8 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
   device_buffer<HostT> out(static_cast<std::size_t>(kMaxBatch * row));
 
   const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
-  for (const gpu_run& r : c.runs) {
+  for (gpu_run r : c.runs) {
+    if (kernel) r.options.kernel = kernel;
     // The plan, and the per-step metadata through the host writer (gpu_cases.hpp); table
     // entries it does not write stay poison.
     const decode_staged staged = stage_decode(c, config, r, ra::query_device());
@@ -83,7 +86,8 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
     const auto got = out.download();
-    const std::string what = std::string(r.name) + ", " + std::to_string(plan.num_splits) + " splits";
+    const std::string what =
+        std::string(r.name) + ", " + std::to_string(plan.num_splits) + " splits, " + ra::name(plan.kernel) + " decode";
     require_close(got, want, row, 0, batch, what);
     require_zero_rows(got, row, 2, 3, what + ": the length-0 sequence");
     require_zero_rows(got, row, batch, kMaxBatch, what + ": padded batch rows");
@@ -102,6 +106,14 @@ void check_decode_set() {
         INFO(rungs::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group
                             << ", sm_scale " << scale);
         check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale);
+        // Shapes with a tensor-core instance: both kernels, whatever the planner picks here.
+        const ra::attention_shape shape{.num_qo_heads = group, .num_kv_heads = 1, .head_dim = head_dim,
+                                        .block_size = block_size};
+        if (ra::has_tensor_core_decode<set>(Type, shape)) {
+          for (ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
+            check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false, k);
+          }
+        }
       });
     }
   });

@@ -163,6 +163,42 @@ TEST_CASE("fp8 caches dispatch to the set's fp8 instances, and only those") {
   CHECK(visits == 2 * 2 * 2 * 3);
 }
 
+TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances, and only those") {
+  using set = ra::default_instantiations;
+  auto noop = []<class T, int D, int B, int G>() {};
+  // The default set: fp16 and bf16, head dim 128, groups 4 and 8, every block size (dynamic).
+  for (ra::dtype t : {ra::dtype::fp16, ra::dtype::bf16}) {
+    for (int b : {8, 16, 32, 64, 128}) {
+      CHECK(ra::has_tensor_core_decode<set>(t, shape(32, 8, 128, b)));
+      CHECK(ra::has_tensor_core_decode<set>(t, shape(64, 8, 128, b)));
+    }
+  }
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(16, 8, 128, 16)));  // group 2
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 64, 16)));   // head dim 64
+  std::string got;
+  ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(64, 8, 128, 32), [&]<class T, int D, int B, int G>() {
+    got = std::string(std::is_same_v<T, rungs::bf16> ? "bf16" : "f16") + " " + std::to_string(D) + " " +
+          std::to_string(B) + " " + std::to_string(G);
+  });
+  CHECK(got == "bf16 128 0 8");
+  CHECK(error_of([&] { ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 64, 16), noop); }) ==
+        "head_dim = 64 is not supported by this build; supported: 128");
+  CHECK(error_of([&] { ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(48, 8, 128, 16), noop); }) ==
+        "group_size = 6 is not supported by this build; supported: 4, 8");
+  // A set without tensor-core instances, and one with static block sizes only.
+  using plain = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16>, ra::values<4>>;
+  CHECK_FALSE(ra::has_tensor_core_decode<plain>(ra::dtype::bf16, shape(32, 8, 128, 16)));
+  CHECK(error_of([&] { ra::dispatch_tensor_core_decode<plain>(ra::dtype::bf16, shape(32, 8, 128, 16), noop); }) ==
+        "the tensor-core decode is not compiled in this build (its instantiation set lists no "
+        "tensor_core_decode_instances)");
+  using static16 = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16>, ra::values<4>,
+                                         ra::no_fp8_kv,
+                                         ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128>,
+                                                                          ra::values<4>>>;
+  CHECK(ra::has_tensor_core_decode<static16>(ra::dtype::bf16, shape(32, 8, 128, 16)));
+  CHECK_FALSE(ra::has_tensor_core_decode<static16>(ra::dtype::bf16, shape(32, 8, 128, 32)));
+}
+
 TEST_CASE("decode group sizes fit the kernel geometry for every head dim") {
   for (int d : {64, 80, 96, 128, 256}) {
     for (int g : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {

@@ -46,8 +46,10 @@ inline constexpr std::span<const int> checked_block_sizes =
 using tested_set = std::conditional_t<RUNGS_KERNEL_INSTANTIATIONS_FULL != 0, ra::full_instantiations,
                                       ra::default_instantiations>;
 template <ra::dtype D>
-using tested_set_of = ra::instantiation_set<ra::dtypes<D>, tested_set::head_dims, tested_set::block_sizes,
-                                            tested_set::decode_groups>;
+using tested_set_of = ra::instantiation_set<
+    ra::dtypes<D>, tested_set::head_dims, tested_set::block_sizes, tested_set::decode_groups, ra::no_fp8_kv,
+    ra::tensor_core_decode_instances<ra::dtypes<D>, tested_set::tensor_core_decode::head_dims,
+                                     tested_set::tensor_core_decode::decode_groups>>;
 
 template <auto... V, class F>
 void for_each_value(ra::values<V...>, F&& f) {

@@ -2,12 +2,14 @@
 // checks and the bandwidth model never restate a rule of the C++ code:
 //  * every kernel instance of default_instantiations (the kernels CI compiles for sm_80 and
 //    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache), with the
-//    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm);
+//    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm;
+//    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc");
 //  * the launch geometry (threads, pipeline stages, tile tokens per head dim);
 //  * the decode plans (plan_decode, on a 132-SM H100/H200) of the shapes the model predicts:
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
 //    8 KV heads, its group, head dim, dtype and cache type) and the benchmark's shapes
-//    (benchmarks/RESULTS.md).
+//    (benchmarks/RESULTS.md), each with its kernel ("kernel": simt or tensor_cores; the
+//    benchmark's GQA shapes with both).
 // Host-only; built with the cuda preset's targets (tests/attention/CMakeLists.txt).
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/plan.hpp>
@@ -28,7 +30,7 @@ constexpr int kBlockSize = 16;
 struct instance {
   ra::dtype type;
   int head_dim;
-  const char* kind;  // decode, prefill, merge, cache_write
+  const char* kind;  // decode, decode_tc, prefill, merge, cache_write
   int group;         // decode only
   std::optional<ra::dtype> kv{};  // an fp8 cache: its type
 };
@@ -55,6 +57,18 @@ std::vector<instance> default_instances(ra::values<D...>, ra::dtypes<T...>) {
   return out;
 }
 
+template <int... G>
+void add_tensor_core_instances(std::vector<instance>& out, ra::dtype t, int d, ra::values<G...>) {
+  (out.push_back({t, d, "decode_tc", G}), ...);
+}
+
+template <int... D, ra::dtype... T>
+void tensor_core_instances(std::vector<instance>& out, ra::values<D...>, ra::dtypes<T...>) {
+  for (const ra::dtype t : {T...}) {
+    (add_tensor_core_instances(out, t, D, ra::default_instantiations::tensor_core_decode::decode_groups{}), ...);
+  }
+}
+
 std::string ctas_json(int sm80, int sm90) {
   return "{\"80\": " + std::to_string(sm80) + ", \"90\": " + std::to_string(sm90) + "}";
 }
@@ -66,6 +80,9 @@ std::string instance_json(const instance& i) {
   if (kind == "decode") {
     s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " + ctas_json(geo::ctas_per_sm(80, geo::decode_rows_per_thread(i.group)),
                                                         geo::ctas_per_sm(90, geo::decode_rows_per_thread(i.group)));
+  } else if (kind == "decode_tc") {
+    s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " +
+         ctas_json(geo::tensor_core_decode_ctas_per_sm(80), geo::tensor_core_decode_ctas_per_sm(90));
   } else if (kind == "prefill") {
     s += ", \"ctas_per_sm\": " + ctas_json(geo::prefill_ctas_per_sm(80, false), geo::prefill_ctas_per_sm(90, false));
   }
@@ -73,20 +90,21 @@ std::string instance_json(const instance& i) {
 }
 
 std::string plan_json(const char* role, ra::dtype t, int batch, int context, int qo, int kv, int d,
-                      std::optional<ra::dtype> cache = {}) {
+                      std::optional<ra::dtype> cache = {}, ra::decode_kernel kernel = ra::decode_kernel::simt) {
   const ra::attention_config cfg{t,
                                  {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize,
                                   .num_blocks = 1},
                                  0.0f,
                                  {},
                                  {.type = cache}};
-  const ra::decode_plan p = ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms, .sm = 90});
+  const ra::decode_plan p =
+      ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms, .sm = 90}, {.kernel = kernel});
   return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + dtype_key(t, cache) +
          "\", \"batch\": " + std::to_string(batch) + ", \"context\": " + std::to_string(context) +
          ", \"qo_heads\": " + std::to_string(qo) + ", \"kv_heads\": " + std::to_string(kv) +
          ", \"head_dim\": " + std::to_string(d) + ", \"block_size\": " + std::to_string(kBlockSize) +
          ", \"sms\": " + std::to_string(kSms) + ", \"num_splits\": " + std::to_string(p.num_splits) +
-         ", \"split_tokens\": " + std::to_string(p.split_tokens) + "}";
+         ", \"split_tokens\": " + std::to_string(p.split_tokens) + ", \"kernel\": \"" + ra::name(p.kernel) + "\"}";
 }
 
 template <int... D>
@@ -114,6 +132,7 @@ int main() {
       all.push_back({Q, D, kind, std::string(kind) == "decode" ? G : 0, Kv});
     }
   });
+  tensor_core_instances(all, set::tensor_core_decode::head_dims{}, set::tensor_core_decode::dtype_list{});
   std::vector<std::string> instances;
   std::vector<std::string> shapes;
   for (const instance& i : all) {
@@ -122,11 +141,19 @@ int main() {
     if (std::string(i.kind) == "decode") {
       shapes.push_back(plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv));
     }
+    if (std::string(i.kind) == "decode_tc") {
+      shapes.push_back(
+          plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, {}, ra::decode_kernel::tensor_cores));
+    }
   }
   // The benchmark's shapes (bf16, head dim 128: 32/8 and 32/32 heads) and Llama-3-70B's 64/8.
   for (const int batch : {1, 16, 64, 256}) {
     for (const int context : {512, 4096, 16384}) {
-      for (const int qo : {32, 64}) shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, qo, 8, 128));
+      for (const int qo : {32, 64}) {
+        for (const ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
+          shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, qo, 8, 128, {}, k));
+        }
+      }
       shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, 32, 32, 128));
     }
   }

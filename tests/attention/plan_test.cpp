@@ -80,9 +80,15 @@ TEST_CASE("decode plan: splits by waves of the instance's CTA slots (H100, 32/8 
   // 16, 5, 1, 1, 1, 1, 1. Its occupancy, as an override: b = 33 fills the 264 slots unsplit
   // (4128); 2 splits take 2 waves (4160 + ...).
   CHECK(ra::plan_decode(cfg, {.max_batch = 33, .max_context = 4096}, h100, {.ctas_per_sm = 2}).num_splits == 1);
-  // Groups of 8 hold 8 rows per thread: 2 CTAs per SM on sm_90 (264 slots). b = 33, 264 CTAs:
-  // one wave unsplit (4128); 2 splits take 2 waves (4160 + ...).
-  CHECK(ra::plan_decode(config(64, 8, 128, 16), {.max_batch = 33, .max_context = 4096}, h100).num_splits == 1);
+  // The SIMT decode's groups of 8 hold 8 rows per thread: 2 CTAs per SM on sm_90 (264 slots).
+  // b = 33, 264 CTAs: one wave unsplit (4128); 2 splits take 2 waves (4160 + ...).
+  CHECK(ra::plan_decode(config(64, 8, 128, 16), {.max_batch = 33, .max_context = 4096}, h100,
+                        {.kernel = ra::decode_kernel::simt})
+            .num_splits == 1);
+  // The tensor-core decode (the planner's choice at group 8) is built for 4 CTAs per SM (528
+  // slots), as group 4: 2 splits, one wave: 2080 + 32 + 16.2 (rows = 64b) = 2128; 4 splits, 2
+  // waves: 2112 + 32 + 32.3; unsplit 4128.
+  CHECK(ra::plan_decode(config(64, 8, 128, 16), {.max_batch = 33, .max_context = 4096}, h100).num_splits == 2);
   // The 2 splits of b = 33 (group 4): 2048 tokens each.
   CHECK(ra::plan_decode(cfg, {.max_batch = 33, .max_context = 4096}, h100).split_tokens == 2048);
   // Short contexts stop at min_split_tokens: 1 x 1 CTA of 300 tokens (head dim 64: 64-token
@@ -212,6 +218,55 @@ TEST_CASE("score transforms: an instance runs exactly the transforms it compiles
   CHECK(error_of([&] { ra::check_score_mod({.sliding_window = true, .sinks = true}, c, sinks, "prefill"); }) ==
         "prefill: the instance compiles score_mod{.sliding_window = true, .sinks = true} but the configuration and "
         "arguments need score_mod{.sinks = true} (scores.window = 0, scores.logit_soft_cap = 0, sinks given)");
+}
+
+TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the SIMT decode otherwise") {
+  const ra::device_info a100{108, 80}, l40{142, 89};
+  const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
+  using enum ra::decode_kernel;
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 4
+  CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, a100).kernel == tensor_cores);  // group 8
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, l40).kernel == tensor_cores);   // sm_89
+  CHECK(ra::plan_decode(config(16, 1, 64, 8), bucket, h100).kernel == tensor_cores);    // group 16
+  CHECK(ra::plan_decode(config(24, 8, 128, 16), bucket, h100).kernel == simt);          // group 3
+  CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == simt);           // head dim 96
+  CHECK(ra::plan_decode(config(32, 8, 256, 16), bucket, h100).kernel == simt);          // head dim 256
+  ra::attention_config windowed = config(32, 8, 128, 16);
+  windowed.scores.window = 4096;
+  CHECK(ra::plan_decode(windowed, bucket, h100).kernel == simt);
+  ra::attention_config capped = config(32, 8, 128, 16);
+  capped.scores.logit_soft_cap = 50.0f;
+  CHECK(ra::plan_decode(capped, bucket, h100).kernel == simt);
+  ra::attention_config fp8 = config(32, 8, 128, 16);
+  fp8.kv.type = ra::dtype::fp8_e4m3;
+  CHECK(ra::plan_decode(fp8, bucket, h100).kernel == simt);
+  // The kernel's launch bound sets the CTA slots the split model counts on: at group 8 the
+  // SIMT decode has 2 per SM on sm_90, the tensor-core decode 4, so a plan for tensor cores
+  // splits as a SIMT plan told of 4 slots, and unlike the default SIMT plan at batch 33.
+  for (const int batch : {1, 8, 33, 64}) {
+    const ra::decode_bucket b{.max_batch = batch, .max_context = 4096};
+    const auto tc = ra::plan_decode(config(64, 8, 128, 16), b, h100);
+    const auto four = ra::plan_decode(config(64, 8, 128, 16), b, h100, {.ctas_per_sm = 4, .kernel = simt});
+    INFO("batch " << batch);
+    CHECK(tc.kernel == tensor_cores);
+    CHECK((tc.num_splits == four.num_splits && tc.split_tokens == four.split_tokens &&
+           tc.workspace.bytes == four.workspace.bytes));
+    CHECK(ra::decode_workspace_bound(config(64, 8, 128, 16), b, h100) >= tc.workspace.bytes);
+  }
+  CHECK(ra::plan_decode(config(64, 8, 128, 16), {33, 4096}, h100).num_splits !=
+        ra::plan_decode(config(64, 8, 128, 16), {33, 4096}, h100, {.kernel = simt}).num_splits);
+  // Forced: either way where the tensor-core decode fits; tensor cores elsewhere are refused.
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100, {.kernel = simt}).kernel == simt);
+  CHECK(ra::plan_decode(config(8, 8, 64, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
+  CHECK(error_of([&] { ra::plan_decode(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run head_dim = 96, group_size = 4 (the tensor-core decode takes "
+        "head dims 64, 128 and groups 1-8, 16)");
+  CHECK(error_of([&] { ra::plan_decode(windowed, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run scores.window = 4096, scores.logit_soft_cap = 0 (the "
+        "tensor-core decode compiles no score transforms)");
+  CHECK(error_of([&] { ra::plan_decode(fp8, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core decode takes 16-bit "
+        "caches)");
 }
 
 TEST_CASE("decode validate: null, misaligned and undersized buffers") {

@@ -78,7 +78,9 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(sc.opcode_class("IMAD.WIDE.U32"), "integer")
         self.assertEqual(sc.opcode_class("ULDC.64"), "uniform")
         self.assertEqual(sc.opcode_class("LDL.LU"), "local")
-        self.assertEqual(sc.opcode_class("HMMA.16816.F32"), "other")
+        self.assertEqual(sc.opcode_class("HMMA.16816.F32.BF16"), "tensor")
+        self.assertEqual(sc.opcode_class("LDSM.16.MT88.4"), "shared")
+        self.assertEqual(sc.opcode_class("BMMA.88128.AND.POPC"), "other")
 
     def test_instance_keys(self):
         k = "void rungs::attention::detail::"
@@ -91,6 +93,9 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(sc.instance_key(k + "cache_write_kernel<__half, 64>(p)"), ("cache_write", "fp16", 64, 0))
         self.assertIsNone(sc.instance_key(k + "paged_attention_kernel<__half, 128, 16, 4, 1, true, 0u>(p)"))  # static
         self.assertIsNone(sc.instance_key(k + "paged_attention_kernel<__half, 128, 0, 4, 1, true, 7u>(p)"))  # mods
+        self.assertEqual(sc.instance_key(k + "tensor_core_decode_kernel<__nv_bfloat16, 128, 0, 8>(p)"),
+                         ("decode_tc", "bf16", 128, 8))
+        self.assertIsNone(sc.instance_key(k + "tensor_core_decode_kernel<__half, 128, 16, 4>(p)"))  # static
         self.assertIsNone(sc.instance_key("tile_probe(float4 const*, float*, int)"))
 
     def test_local_memory_fails(self):
@@ -119,6 +124,26 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(list(found), [(("decode", "bf16", 128, 4), 90)])
         f.regs = 128
         f.instructions = tile.instructions
+        self.assertEqual(sc.check({(name, 90): f}, plans, [90])[0], [])
+
+    def test_tensor_core_decode_needs_hmma_and_ldsm(self):
+        # The probe's tile loop (no HMMA, no LDSM) under a tensor-core decode's name fails both;
+        # with an HMMA and an LDSM added to the loop body it passes.
+        name = "_ZN5rungs9attention6detail25tensor_core_decode_kernelI13__nv_bfloat16Li128ELi0ELi4EEEvNS1_16attention_paramsE"
+        tile = self.functions[(TILE, 90)]
+        f = sc.Function(name, 90)
+        f.regs, f.stack, f.shared, f.local = 128, 0, 50176, 0
+        f.instructions = tile.instructions
+        plans = dict(PLANS, instances=[{"kind": "decode_tc", "dtype": "bf16", "head_dim": 128, "group": 4,
+                                        "ctas_per_sm": {"90": 4}}])
+        label = "void rungs::attention::detail::tensor_core_decode_kernel<__nv_bfloat16, 128, 0, 4>" \
+                "(rungs::attention::detail::attention_params) (sm_90)"
+        errors, found = sc.check({(name, 90): f}, plans, [90])
+        self.assertEqual(errors, [f"{label}: no HMMA in the K/V tile loop", f"{label}: no LDSM in the K/V tile loop"])
+        self.assertEqual(list(found), [(("decode_tc", "bf16", 128, 4), 90)])
+        loop = sc.tile_loop(tile.instructions)
+        f.instructions = tile.instructions + [(loop[0], "HMMA.16816.F32.BF16", "HMMA.16816.F32.BF16 R4, R8, R12, R4"),
+                                              (loop[0], "LDSM.16.M88.4", "LDSM.16.M88.4 R8, [R2]")]
         self.assertEqual(sc.check({(name, 90): f}, plans, [90])[0], [])
 
     def test_missing_instance_fails(self):

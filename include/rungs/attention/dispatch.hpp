@@ -72,6 +72,12 @@ struct all_within<values<V...>, Within> : std::bool_constant<(Within::contains(V
 template <dtype... D, class Within>
 struct all_within<dtypes<D...>, Within> : std::bool_constant<(Within::contains(D) && ...)> {};
 
+// Whether dispatch_block finds an instance for block size b.
+template <auto... V>
+constexpr bool block_dispatchable(values<V...>, int b) {
+  return ((V == dynamic_block_size || V == b) || ...);
+}
+
 template <auto... V>
 constexpr bool block_entries_valid(values<V...>) {
   return ((V == dynamic_block_size || supported_block_sizes::contains(V)) && ...);
@@ -138,18 +144,45 @@ void for_each_fp8_instance(F&& f) {
                          typename Fp8::decode_groups{});
 }
 
+/// The tensor-core decode instances of an instantiation set (kernels/.../tensor_core.cuh):
+/// element types x head dims x decode groups, at the set's block sizes, beside the SIMT decode
+/// instances (which every shape keeps: the tensor-core decode is chosen by the plan).
+template <class Dtypes, class HeadDims, class DecodeGroups>
+struct tensor_core_decode_instances {
+  using dtype_list = Dtypes;
+  using head_dims = HeadDims;
+  using decode_groups = DecodeGroups;
+  static constexpr bool empty = HeadDims::size == 0;
+
+  static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
+                "rungs::attention::tensor_core_decode_instances: an element type is outside the supported f16, bf16");
+  static_assert(detail::all_within<HeadDims, values<64, 128>>::value,
+                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes head dims 64 and 128");
+  static_assert(detail::all_within<DecodeGroups, values<1, 2, 3, 4, 5, 6, 7, 8, 16>>::value,
+                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes groups 1-8 and 16");
+
+  /// Whether the list has an instance for (type, head dim, group) (the set's block sizes aside).
+  static constexpr bool contains(dtype type, int head_dim, int group) {
+    return Dtypes::contains(type) && HeadDims::contains(head_dim) && DecodeGroups::contains(group);
+  }
+};
+/// No tensor-core decode instances.
+using no_tensor_core_decode = tensor_core_decode_instances<dtypes<>, values<>, values<>>;
+
 /// The template instances a build compiles: element types x head dims x block sizes (static
 /// values and/or dynamic_block_size) x decode group sizes, for caches of the queries' type,
-/// plus the fp8-cache instances Fp8Kv lists. Prefill and cache writes do not depend on the
-/// group (prefill flattens it into rows), so they instantiate dtypes x head dims x block sizes
-/// and dtypes x head dims.
-template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups, class Fp8Kv = no_fp8_kv>
+/// plus the fp8-cache instances Fp8Kv lists and the tensor-core decode instances TensorCore
+/// lists. Prefill and cache writes do not depend on the group (prefill flattens it into rows),
+/// so they instantiate dtypes x head dims x block sizes and dtypes x head dims.
+template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups, class Fp8Kv = no_fp8_kv,
+          class TensorCore = no_tensor_core_decode>
 struct instantiation_set {
   using dtype_list = Dtypes;
   using head_dims = HeadDims;
   using block_sizes = BlockSizes;
   using decode_groups = DecodeGroups;
   using fp8_kv = Fp8Kv;
+  using tensor_core_decode = TensorCore;
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
                 "rungs::attention::instantiation_set: an element type is outside the supported f16, bf16");
@@ -169,13 +202,18 @@ struct instantiation_set {
 /// cache-write kernel (the merge is the bf16 one). Other fp8 shapes need a set of their own.
 using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dtype::fp8_e4m3>, values<128>, values<4>>;
 
+/// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dim
+/// 128, groups 4 (Llama-3-8B's 32/8 heads) and 8 (Llama-3-70B's 64/8), where the planner
+/// picks tensor cores; other shapes run the SIMT decode.
+using default_tensor_core_decode_instances = tensor_core_decode_instances<supported_dtypes, values<128>, values<4, 8>>;
+
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// and the fp8 instances above.
+/// the fp8 instances and the 4 tensor-core decode kernels above.
 using default_instantiations = instantiation_set<supported_dtypes, supported_head_dims,
                                                  values<dynamic_block_size>, supported_decode_groups,
-                                                 default_fp8_kv_instances>;
+                                                 default_fp8_kv_instances, default_tensor_core_decode_instances>;
 
 /// The default set plus a static instance for every block size: 2 x 5 x 6 x 9 = 540 decode
 /// and 60 prefill kernels (and the fp8 instances at every block size). Built by the cuda-full
@@ -184,7 +222,7 @@ using default_instantiations = instantiation_set<supported_dtypes, supported_hea
 using full_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims,
                       values<8, 16, 32, 64, 128, dynamic_block_size>, supported_decode_groups,
-                      default_fp8_kv_instances>;
+                      default_fp8_kv_instances, default_tensor_core_decode_instances>;
 
 namespace detail {
 
@@ -296,6 +334,34 @@ decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f)
     return detail::dispatch_in(typename Set::head_dims{}, "head_dim", s.head_dim,
                                [&]<int D>() -> decltype(auto) { return f.template operator()<T, D>(); });
   });
+}
+
+/// Whether Set has a tensor-core decode instance for (type, shape) at a block size it lists.
+template <class Set>
+bool has_tensor_core_decode(dtype type, const attention_shape& s) {
+  return Set::tensor_core_decode::contains(type, s.head_dim, s.group_size()) &&
+         detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
+}
+
+/// Calls f.template operator()<T, HeadDim, BlockSize, Group>() for the tensor-core decode
+/// instance of Set::tensor_core_decode; unsupported_value when the set lacks it.
+template <class Set, class F>
+void dispatch_tensor_core_decode(dtype type, const attention_shape& s, F&& f) {
+  check_decode_shape(s);
+  using tc = typename Set::tensor_core_decode;
+  if constexpr (tc::empty) {
+    throw unsupported_value("the tensor-core decode is not compiled in this build (its instantiation set lists no "
+                            "tensor_core_decode_instances)");
+  } else {
+    detail::dispatch_dtype(typename tc::dtype_list{}, type, [&]<class T>() {
+      detail::dispatch_in(typename tc::head_dims{}, "head_dim", s.head_dim, [&]<int D>() {
+        detail::dispatch_block(typename Set::block_sizes{}, s.block_size, [&]<int B>() {
+          detail::dispatch_in(typename tc::decode_groups{}, "group_size", s.group_size(),
+                              [&]<int G>() { f.template operator()<T, D, B, G>(); });
+        });
+      });
+    });
+  }
 }
 
 namespace detail {

@@ -60,6 +60,21 @@ constexpr int ctas_per_sm(int sm, int rows_per_thread) {
   return 1;
 }
 
+/// The tensor-core decode (kernels/.../tensor_core.cuh) holds per thread what fits the register
+/// budget of this many SIMT query rows at every group it takes (query fragments, 32
+/// accumulators of 64 output dims, a few softmax values).
+inline constexpr int tensor_core_decode_budget_rows = 4;
+/// CTAs per SM the tensor-core decode is built for, its __launch_bounds__ minimum (and the
+/// planner's CTA slots for it): ctas_per_sm(sm, 4), 4 on sm_90, 3 on sm_80.
+constexpr int tensor_core_decode_ctas_per_sm(int sm) { return ctas_per_sm(sm, tensor_core_decode_budget_rows); }
+
+/// Shapes the tensor-core decode takes: head dims 64 and 128 (its 16-byte chunks swizzled in
+/// groups of 8, and query fragments that fit the 4-CTA register budget) and the decode groups
+/// 1-8 and 16 (rows of a 16-row mma tile).
+constexpr bool tensor_core_decode_fits(int head_dim, int group) {
+  return (head_dim == 64 || head_dim == 128) && group >= 1 && (group <= 8 || group == 16);
+}
+
 /// Prefill: query rows are (token, head-in-group) pairs flattened; every thread row owns
 /// prefill_rows_per_thread of them, so a CTA covers prefill_rows_per_cta rows of one
 /// (sequence, KV head). 4, not 8: with 8 rows (queries, accumulators and the chunk's scores

@@ -35,9 +35,19 @@ namespace rungs::attention {
 struct device_info {
   int num_sms = 0;
   /// Compute capability x 10 (80: A100, 90: H100 and H200): with the instance's query rows per
-  /// thread it gives the CTAs per SM the kernels are built for (geometry::ctas_per_sm).
+  /// thread it gives the CTAs per SM the kernels are built for (geometry::ctas_per_sm), and the
+  /// planner picks the tensor-core decode on sm_80 and newer.
   int sm = 0;
 };
+
+/// The decode kernel a plan runs: the SIMT decode (every shape, transform and cache type) or
+/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit caches, no
+/// score transforms, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
+/// workspace layout and the merge; the kernel's launch bound sets the CTA slots the split model
+/// counts on (geometry::tensor_core_decode_ctas_per_sm for tensor cores).
+enum class decode_kernel { simt, tensor_cores };
+
+inline const char* name(decode_kernel k) { return k == decode_kernel::simt ? "simt" : "tensor_cores"; }
 
 /// How the KV cache is stored when not in the queries' type: an fp8 format (dtype::fp8_e4m3,
 /// dtype::fp8_e5m2) whose element x of KV head h stands for x * scale, with the scales one per
@@ -69,6 +79,7 @@ struct plan_options {
   int split_tokens = 0;        ///< KV tokens per split; 0: chosen by the wave model
   int min_split_tokens = 256;  ///< smallest split the model considers (amortises the merge)
   int ctas_per_sm = 0;         ///< CTA slots per SM; 0: the instance's launch-bound occupancy on device_info.sm
+  std::optional<decode_kernel> kernel{};  ///< decode: force a kernel; empty: the planner's choice
 };
 
 /// A decode bucket: the largest batch and context one captured launch serves.
@@ -101,6 +112,9 @@ struct decode_plan {
   int split_tokens = 0;        ///< KV tokens per split
   int num_splits = 1;          ///< splits per (sequence, KV head); 1: no merge pass
   split_workspace workspace{};
+  /// The planner's kernel. decode<Set, Mod> runs the tensor-core decode when this says so, Mod
+  /// is the default and Set has the instance (Set::tensor_core_decode), else the SIMT decode.
+  decode_kernel kernel = decode_kernel::simt;
   bool split() const { return num_splits > 1; }
 };
 
@@ -378,14 +392,47 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
   }
 }
 
-inline split_problem decode_split_problem(const attention_config& c, std::int64_t batch, int context,
-                                          const device_info& dev) {
+// Why the tensor-core decode cannot run a configuration; empty when it can.
+inline std::string tensor_core_decode_refusal(const attention_config& c) {
+  std::ostringstream os;
+  if (c.quantized_cache()) {
+    os << "kv cache dtype = " << name(c.cache_type()) << " (the tensor-core decode takes 16-bit caches)";
+  } else if (c.scores.window != 0 || c.scores.logit_soft_cap != 0.0f) {
+    os << "scores.window = " << c.scores.window << ", scores.logit_soft_cap = " << c.scores.logit_soft_cap
+       << " (the tensor-core decode compiles no score transforms)";
+  } else if (!geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
+    os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
+       << " (the tensor-core decode takes head dims 64, 128 and groups 1-8, 16)";
+  }
+  return os.str();
+}
+
+// The planner's kernel: tensor cores for GQA groups of 4 and more on sm_80 and newer, where
+// the SIMT decode's per-score shuffles bound it (docs/kernels.md, "Tensor-core decode").
+inline decode_kernel choose_decode_kernel(const attention_config& c, const device_info& dev,
+                                          const plan_options& opt) {
+  const std::string refusal = tensor_core_decode_refusal(c);
+  if (opt.kernel) {
+    if (*opt.kernel == decode_kernel::tensor_cores && !refusal.empty()) {
+      fail("plan_options.kernel = tensor_cores cannot run ", refusal);
+    }
+    return *opt.kernel;
+  }
+  return refusal.empty() && dev.sm >= 80 && c.shape.group_size() >= 4 ? decode_kernel::tensor_cores
+                                                                       : decode_kernel::simt;
+}
+
+// The split model's view of a decode: CTAs per SM from the chosen kernel's launch bound.
+inline split_problem decode_split_problem(const attention_config& c, decode_kernel kernel, std::int64_t batch,
+                                          int context, const device_info& dev) {
   return {.ctas = batch * c.shape.num_kv_heads,
           .rows = batch * c.shape.num_qo_heads,
           .context = context,
           .head_dim = c.shape.head_dim,
           .kv_bytes = bytes_per_element(c.cache_type()),
-          .ctas_per_sm = geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
+          .ctas_per_sm = kernel == decode_kernel::tensor_cores
+                             ? geometry::tensor_core_decode_ctas_per_sm(dev.sm)
+                             : geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
 }
 
 }  // namespace detail
@@ -405,8 +452,9 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  detail::choose_splits(detail::decode_split_problem(config, bucket.max_batch, bucket.max_context, dev), dev, options,
-                        p.split_tokens, p.num_splits);
+  p.kernel = detail::choose_decode_kernel(config, dev, options);
+  detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
+                        options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
   return p;
@@ -422,7 +470,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
 /// split_tokens) for a forced split size.
 inline std::size_t decode_workspace_bound(const attention_config& config, decode_bucket limits,
                                           const device_info& dev, const plan_options& options = {}) {
-  (void)plan_decode(config, limits, dev, options);  // validates every argument
+  const decode_kernel kernel = plan_decode(config, limits, dev, options).kernel;  // validates every argument
   const attention_shape& s = config.shape;
   std::size_t bound = 0;
   for (std::int64_t b = 1; b <= limits.max_batch; ++b) {
@@ -430,7 +478,7 @@ inline std::size_t decode_workspace_bound(const attention_config& config, decode
     if (options.split_tokens > 0) {
       splits = detail::ceil_div(limits.max_context, options.split_tokens);
     } else {
-      const detail::split_problem prob = detail::decode_split_problem(config, b, limits.max_context, dev);
+      const detail::split_problem prob = detail::decode_split_problem(config, kernel, b, limits.max_context, dev);
       const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * detail::slots_per_sm(prob, options);
       splits = detail::max_model_splits(prob.ctas, slots, limits.max_context, options.min_split_tokens);
     }

@@ -27,6 +27,7 @@
 #include <rungs/attention/detail/device.cuh>
 #include <rungs/attention/detail/kernels.cuh>
 #include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/detail/tensor_core.cuh>
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/plan.hpp>
@@ -79,6 +80,14 @@ void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, 
   RUNGS_CUDA_CHECK(cudaGetLastError());
 }
 
+// A split decode plan's merge of the partial outputs (either decode kernel writes them).
+template <class T, int HeadDim, bool Sinks>
+void launch_decode_merge(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
+  if (!plan.split()) return;
+  const merge_params m = decode_merge_params(plan, a);
+  launch(merge_splits_kernel<T, HeadDim, Sinks>, merge_grid(m), 32 * geometry::merge_warps, m, stream);
+}
+
 }  // namespace detail
 
 /// Typed decode launcher of one instance: HostT rungs::f16 or rungs::bf16; BlockSize a static
@@ -102,11 +111,26 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
 
   detail::launch(detail::paged_attention_kernel<T, HeadDim, BlockSize, kRows, kRowGroups, true, score_mod_bits(Mod), KV>,
                  detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
-  if (plan.split()) {
-    const detail::merge_params m = detail::decode_merge_params(plan, a);
-    detail::launch(detail::merge_splits_kernel<T, HeadDim, Mod.sinks>, detail::merge_grid(m),
-                   32 * geometry::merge_warps, m, stream);
+  detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
+}
+
+/// Typed launcher of one tensor-core decode instance (tensor_core.cuh): the same plan and
+/// arguments as launch_decode's (whatever plan.kernel says), 16-bit caches and no score
+/// transforms only.
+template <class HostT, int HeadDim, int BlockSize, int Group>
+void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
+  using T = detail::device_type_t<HostT>;
+  const attention_shape& s = plan.config.shape;
+  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "decode (tensor cores)");
+  if (s.group_size() != Group) {
+    detail::fail("decode (tensor cores): the instance for group size ", Group, " cannot run group size ",
+                 s.group_size());
   }
+  validate(plan, a);
+  check_score_mod(score_mod{}, plan.config, a.sinks, "decode (tensor cores)");
+  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group>, detail::decode_grid(plan),
+                 geometry::threads, detail::decode_params(plan, a), stream);
+  detail::launch_decode_merge<T, HeadDim, false>(plan, a, stream);
 }
 
 /// Typed prefill/extend launcher of one instance (the group size is a run-time value).
@@ -146,10 +170,20 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 
 /// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows
 /// have seq_len 0 and get zero outputs). Instances come from `Set`, compiled with the score
-/// transforms `Mod` (score_mod.hpp; the default: none).
+/// transforms `Mod` (score_mod.hpp; the default: none). The tensor-core decode runs when the
+/// plan chose it (plan.kernel), Mod is the default and Set has its instance; otherwise the
+/// SIMT decode, which computes the same attention (within the tolerances of docs/kernels.md).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
+  if constexpr (Mod == score_mod{} && !Set::tensor_core_decode::empty) {
+    if (plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache() && has_tensor_core_decode<Set>(c.type, c.shape)) {
+      dispatch_tensor_core_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
+        launch_tensor_core_decode<HostT, D, B, G>(plan, args, stream);
+      });
+      return;
+    }
+  }
   if (c.quantized_cache()) {
     dispatch_fp8_decode<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B, int G>() {
       launch_decode<HostT, D, B, G, Mod, HostKV>(plan, args, stream);

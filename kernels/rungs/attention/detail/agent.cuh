@@ -79,7 +79,151 @@ struct kv_source {
   int num_kv_heads;
   int kv_head;
   int log2_block;             ///< log2(block size); a constant after inlining for static sizes
+
+  /// Element offset of element `elem` of token t's row of head_dim elements in block `id`
+  /// (position_mask: block size - 1), ((block * H + head) * B + position) * D + elem, in 64
+  /// bits: pools pass 2^31 elements.
+  __device__ __forceinline__ std::int64_t offset(std::int32_t id, int t, int position_mask, int head_dim,
+                                                 int elem) const {
+    return ((((static_cast<std::int64_t>(id) * num_kv_heads + kv_head) << log2_block) + (t & position_mask)) *
+            head_dim) +
+           elem;
+  }
 };
+
+/// The KV stream's shared-memory pipeline: Stages stages of Tile tokens of K and V (KV
+/// elements, rows of HeadDim), moved by 16-byte cp.async vectors spread over the CTA's Threads,
+/// tokens past kv_end zero-filled, never read; the block ids of a tile are fetched one tile
+/// ahead, so the table lookup's latency hides behind compute. Swizzle: a token's 16-byte chunk
+/// c is stored at c ^ (token % 8) (the tensor-core decode's ldmatrix reads 8 rows at once);
+/// otherwise rows are plain.
+template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool Swizzle>
+struct kv_pipeline {
+  static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
+  static constexpr int kCopyVecs = HeadDim / kCopyElems;
+  static_assert(HeadDim % kCopyElems == 0, "a cache row must be whole 16-byte vectors");
+  static_assert(!Swizzle || kCopyVecs % 8 == 0, "the swizzle permutes groups of 8 chunks");
+  static constexpr int kTileVecs = Tile * kCopyVecs;
+  static constexpr int kLoadsPerThread = (kTileVecs + Threads - 1) / Threads;
+  static constexpr int kStageElems = Tile * HeadDim;
+
+  const kv_source<KV>& src;
+  KV* smem_k;  ///< [Stages][Tile][HeadDim]
+  KV* smem_v;
+  int kv_begin;
+  int kv_end;
+  int num_tiles;
+  int tid;
+  int position_mask;  ///< block size - 1
+  std::int32_t ids[kLoadsPerThread];
+
+  /// Element offset of chunk c of a stage's row `token` (copy vector v = token * kCopyVecs + c:
+  /// unswizzled, v itself, which spares the compiler recombining token and c).
+  __device__ __forceinline__ static int place(int v, int token, int c) {
+    if constexpr (Swizzle) {
+      return token * HeadDim + (c ^ (token & 7)) * kCopyElems;
+    } else {
+      return v * kCopyElems;
+    }
+  }
+
+  __device__ __forceinline__ void fetch_ids(int tile) {
+    const int start = kv_begin + tile * Tile;
+#pragma unroll
+    for (int k = 0; k < kLoadsPerThread; ++k) {
+      const int v = tid + k * Threads;
+      const int t = start + v / kCopyVecs;
+      ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
+    }
+  }
+
+  __device__ __forceinline__ void issue(int tile) {
+    const int start = kv_begin + tile * Tile;
+    const int stage = tile % Stages;
+#pragma unroll
+    for (int k = 0; k < kLoadsPerThread; ++k) {
+      const int v = tid + k * Threads;
+      if (kTileVecs % Threads == 0 || v < kTileVecs) {
+        const int token = v / kCopyVecs;
+        const int c = v - token * kCopyVecs;
+        const int t = start + token;
+        const bool in = t < kv_end;
+        const std::int64_t offset = in ? src.offset(ids[k], t, position_mask, HeadDim, c * kCopyElems) : 0;
+        const int dst = stage * kStageElems + place(v, token, c);
+        cp_async_16(smem_k + dst, src.k_cache + offset, in);
+        cp_async_16(smem_v + dst, src.v_cache + offset, in);
+      }
+    }
+  }
+
+  /// Issues the first Stages - 1 tiles (one commit group each, empty past the end).
+  __device__ __forceinline__ void start() {
+#pragma unroll
+    for (int s = 0; s < Stages - 1; ++s) {
+      if (s < num_tiles) {
+        fetch_ids(s);
+        issue(s);
+      }
+      cp_async_commit();
+    }
+    if (Stages - 1 < num_tiles) fetch_ids(Stages - 1);
+  }
+
+  /// Waits until `tile` is in shared memory for the whole CTA (which is then done with
+  /// tile - 1) and issues tile + Stages - 1 into tile - 1's stage.
+  __device__ __forceinline__ void advance(int tile) {
+    cp_async_wait<Stages - 2>();  // this thread's copies of `tile` have landed
+    __syncthreads();              // everyone's have, and everyone is done with tile - 1
+    const int next = tile + Stages - 1;
+    if (next < num_tiles) {
+      issue(next);
+      if (next + 1 < num_tiles) fetch_ids(next + 1);
+    }
+    cp_async_commit();
+  }
+
+  /// Drains the copies; the stages are free for other use after the barrier.
+  __device__ __forceinline__ void finish() {
+    cp_async_wait<0>();
+    __syncthreads();
+  }
+
+  __device__ __forceinline__ const KV* k_tile(int tile) const { return smem_k + (tile % Stages) * kStageElems; }
+  __device__ __forceinline__ const KV* v_tile(int tile) const { return smem_v + (tile % Stages) * kStageElems; }
+};
+
+/// The log-sum-exp merge of Parts partial states of one query row: part p's unnormalised
+/// output (8-dim vector c at acc + slot * HeadDim), max score ms[slot] and sum ls[slot], slot =
+/// first + p * stride. Gives the merged o, max and sum as the epilogue takes them (-inf, 0 and
+/// zeros when no part saw a key).
+template <int Parts, int HeadDim>
+__device__ __forceinline__ void merge_row_states(const float* acc, const float* ms, const float* ls, int first,
+                                                 int stride, int c, float (&o)[8], float& row_max, float& sum) {
+  row_max = -::cuda::std::numeric_limits<float>::infinity();
+#pragma unroll
+  for (int p = 0; p < Parts; ++p) row_max = fmaxf(row_max, ms[first + p * stride]);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o[e] = 0.0f;
+  sum = 0.0f;
+  if (row_max == -::cuda::std::numeric_limits<float>::infinity()) return;
+#pragma unroll
+  for (int p = 0; p < Parts; ++p) {
+    const int slot = first + p * stride;
+    const float w = exp2_approx(ms[slot] - row_max);
+    sum = fmaf(ls[slot], w, sum);
+    const float4* part = reinterpret_cast<const float4*>(acc + slot * HeadDim + c * 8);
+    const float4 a = part[0];
+    const float4 b = part[1];
+    o[0] = fmaf(w, a.x, o[0]);
+    o[1] = fmaf(w, a.y, o[1]);
+    o[2] = fmaf(w, a.z, o[2]);
+    o[3] = fmaf(w, a.w, o[3]);
+    o[4] = fmaf(w, b.x, o[4]);
+    o[5] = fmaf(w, b.y, o[5]);
+    o[6] = fmaf(w, b.z, o[6]);
+    o[7] = fmaf(w, b.w, o[7]);
+  }
+}
 
 /// Run-time values of the agent's score transforms, in the agent's log2 units.
 struct score_transform {
@@ -107,12 +251,7 @@ struct attention_agent {
   static constexpr int kChunk = geometry::chunk_tokens;
   static constexpr int kStages = geometry::stages;
   static constexpr int kCtaRows = Rows * RowGroups;
-  // The pipeline's 16-byte copies: per cache row, and the cache elements in one.
-  static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
-  static constexpr int kCopyVecs = HeadDim / kCopyElems;
-  static_assert(HeadDim % kCopyElems == 0, "a cache row must be whole 16-byte vectors");
-  static constexpr int kTileVecs = kTile * kCopyVecs;
-  static constexpr int kLoadsPerThread = (kTileVecs + kThreads - 1) / kThreads;
+  using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, kStages, false>;
 
   static_assert(kThreadRows % RowGroups == 0, "row groups must divide the thread rows");
   static_assert(kGroupTokens % kChunk == 0, "a token group's share of a tile must be whole chunks");
@@ -144,9 +283,6 @@ struct attention_agent {
     const int token_group = ty % kTokenGroups;
     const bool lane_active = tx < kRowVecs;  // lanes past D/8 (D 80, 96) only pad the reduction
     const unsigned mask = lane_group_mask<kLanes>();
-
-    KV* smem_k = reinterpret_cast<KV*>(smem.bytes);
-    KV* smem_v = smem_k + kStages * kTile * HeadDim;
 
     // This thread's rows: queries (scaled to log2 units), visible-key bounds.
     float qf[Rows][8];
@@ -184,67 +320,14 @@ struct attention_agent {
 
     // ---- KV pipeline ---------------------------------------------------------------------
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
-    const int position_mask = (1 << src.log2_block) - 1;
-    std::int32_t ids[kLoadsPerThread];
-
-    auto fetch_ids = [&](int tile) {
-      const int start = kv_begin + tile * kTile;
-#pragma unroll
-      for (int k = 0; k < kLoadsPerThread; ++k) {
-        const int v = tid + k * kThreads;
-        const int t = start + v / kCopyVecs;
-        ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
-      }
-    };
-    auto issue = [&](int tile) {
-      const int start = kv_begin + tile * kTile;
-      const int stage = tile % kStages;
-#pragma unroll
-      for (int k = 0; k < kLoadsPerThread; ++k) {
-        const int v = tid + k * kThreads;
-        if (kTileVecs % kThreads == 0 || v < kTileVecs) {
-          const int token = v / kCopyVecs;
-          const int c = v - token * kCopyVecs;
-          const int t = start + token;
-          const bool in = t < kv_end;
-          // ((block * H + head) * B + position) * D + c kCopyElems, in 64 bits: pools pass 2^31
-          // elements.
-          const std::int64_t offset =
-              in ? ((((static_cast<std::int64_t>(ids[k]) * src.num_kv_heads + src.kv_head) << src.log2_block) +
-                     (t & position_mask)) *
-                        HeadDim +
-                    c * kCopyElems)
-                 : 0;
-          const int dst = (stage * kTile) * HeadDim + v * kCopyElems;
-          cp_async_16(smem_k + dst, src.k_cache + offset, in);
-          cp_async_16(smem_v + dst, src.v_cache + offset, in);
-        }
-      }
-    };
-
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < num_tiles) {
-        fetch_ids(s);
-        issue(s);
-      }
-      cp_async_commit();
-    }
-    if (kStages - 1 < num_tiles) fetch_ids(kStages - 1);
-
+    pipeline pipe{src, reinterpret_cast<KV*>(smem.bytes), reinterpret_cast<KV*>(smem.bytes) + kStages * kTile * HeadDim,
+                  kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
+    pipe.start();
     for (int tile = 0; tile < num_tiles; ++tile) {
-      cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed
-      __syncthreads();               // everyone's have, and everyone is done with tile - 1
-      const int next = tile + kStages - 1;
-      if (next < num_tiles) {
-        issue(next);  // into tile - 1's stage
-        if (next + 1 < num_tiles) fetch_ids(next + 1);
-      }
-      cp_async_commit();
-
+      pipe.advance(tile);
       const int tile_start = kv_begin + tile * kTile;
-      const KV* ks = smem_k + (tile % kStages) * kTile * HeadDim;
-      const KV* vs = smem_v + (tile % kStages) * kTile * HeadDim;
+      const KV* ks = pipe.k_tile(tile);
+      const KV* vs = pipe.v_tile(tile);
 #pragma unroll
       for (int chunk = 0; chunk < kGroupTokens / kChunk; ++chunk) {
         const int j0 = token_group * kGroupTokens + chunk * kChunk;
@@ -328,8 +411,7 @@ struct attention_agent {
         }
       }
     }
-    cp_async_wait<0>();
-    __syncthreads();  // the pipeline's shared memory is free for the merge
+    pipe.finish();  // the pipeline's shared memory is free for the merge
 
     // ---- merge the token groups' states (log-sum-exp) and hand rows to the epilogue --------
     float* merge_acc = reinterpret_cast<float*>(smem.bytes);   // [kThreadRows][Rows][HeadDim]
@@ -357,30 +439,9 @@ struct attention_agent {
       if (!info.valid) continue;
       const int group = row / Rows;
       const int r = row - group * Rows;
-      float row_max = kNegInf;
-#pragma unroll
-      for (int g = 0; g < kTokenGroups; ++g) row_max = fmaxf(row_max, merge_m[(group * kTokenGroups + g) * Rows + r]);
-      float o[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-      float sum = 0.0f;
-      if (row_max != kNegInf) {
-#pragma unroll
-        for (int g = 0; g < kTokenGroups; ++g) {
-          const int slot = (group * kTokenGroups + g) * Rows + r;
-          const float w = exp2_approx(merge_m[slot] - row_max);
-          sum = fmaf(merge_l[slot], w, sum);
-          const float4* part = reinterpret_cast<const float4*>(merge_acc + slot * HeadDim + c * 8);
-          const float4 a = part[0];
-          const float4 b = part[1];
-          o[0] = fmaf(w, a.x, o[0]);
-          o[1] = fmaf(w, a.y, o[1]);
-          o[2] = fmaf(w, a.z, o[2]);
-          o[3] = fmaf(w, a.w, o[3]);
-          o[4] = fmaf(w, b.x, o[4]);
-          o[5] = fmaf(w, b.y, o[5]);
-          o[6] = fmaf(w, b.z, o[6]);
-          o[7] = fmaf(w, b.w, o[7]);
-        }
-      }
+      float o[8], row_max, sum;
+      merge_row_states<kTokenGroups, HeadDim>(merge_acc, merge_m, merge_l, group * kTokenGroups * Rows + r, Rows, c, o,
+                                              row_max, sum);
       epilogue(info, c, o, row_max, sum);
     }
   }

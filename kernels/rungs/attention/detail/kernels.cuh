@@ -30,22 +30,9 @@ constexpr int min_ctas_per_sm() {
 #endif
 }
 
-/// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
-/// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
-/// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
-template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0, class KV = T>
-__global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decode, ModBits>())
-    paged_attention_kernel(const attention_params p) {
-  using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits, KV>;  // agent::Mod: the score_mod
-  __shared__ typename agent::storage smem;
-  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-
-  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
-  const int q_tile = static_cast<int>(blockIdx.x) / p.num_splits;
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const int seq = static_cast<int>(blockIdx.z);
-  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
-
+/// The KV stream of sequence `seq` and KV head `kv_head` as the agents read it.
+template <class KV, int BlockSize>
+__device__ __forceinline__ kv_source<KV> make_kv_source(const attention_params& p, int seq, int kv_head) {
   kv_source<KV> src;
   src.k_cache = static_cast<const KV*>(p.k_cache);
   src.v_cache = static_cast<const KV*>(p.v_cache);
@@ -54,26 +41,28 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
   src.kv_head = kv_head;
   constexpr int kStaticLog2 = BlockSize > 0 ? ilog2(BlockSize) : 0;  // a constant for static block sizes
   src.log2_block = BlockSize > 0 ? kStaticLog2 : p.log2_block_size;
+  return src;
+}
 
-  const int split_begin = split * p.split_tokens;
-  const T* q = static_cast<const T*>(p.q);
-  const score_transform transform{p.window, p.cap_log2, p.two_over_cap};
-  // An fp8 cache's element x of this KV head stands for x * scale: the K scale joins the
-  // queries' scale (scores are linear in K), the V scale the epilogue's normalisation, each
-  // times the unit load_float8 returns fp8 in. A 16-bit cache compiles none of it.
-  float scale_log2 = p.scale_log2;
-  [[maybe_unused]] float v_scale = 1.0f;
-  if constexpr (is_fp8_element<KV>) {
-    const int at = kv_head * p.scale_stride;
-    scale_log2 *= (p.k_scale != nullptr ? p.k_scale[at] : 1.0f) * kv_unit<KV>;
-    v_scale = (p.v_scale != nullptr ? p.v_scale[at] : 1.0f) * kv_unit<KV>;
-  }
+/// The agents' epilogue: writes a row's 8-dim output vector c, normalised (no splits), or its
+/// partial output and log-sum-exp to the split workspace. o is unnormalised, m the row's max
+/// score (log2 units), l the sum of 2^(s - m); a row that saw no key writes zeros (no splits)
+/// or lse = -inf (the merge then never reads its partial output). v_scale: an fp8 cache's V
+/// scale times its unit (1 for a 16-bit cache).
+template <class T, int HeadDim, unsigned ModBits, class KV>
+struct attention_epilogue {
+  static constexpr score_mod Mod = score_mod_from_bits(ModBits);
+  const attention_params& p;
+  int split;
+  float v_scale;
 
-  auto epilogue = [&](const row_info& info, int c, const float (&o)[8], float m, float l) {
+  __device__ __forceinline__ void operator()(const row_info& info, int c, const float (&o)[8], float m,
+                                             float l) const {
+    constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const std::int64_t row = static_cast<std::int64_t>(info.token) * p.num_qo_heads + info.head;
     float inv = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key writes zeros
     if (p.num_splits == 1) {
-      if constexpr (agent::Mod.sinks) {
+      if constexpr (Mod.sinks) {
         // The sink joins the denominator: o 2^(m-M) / (l 2^(m-M) + 2^(sink-M)), M the larger
         // of m and the sink, so neither term overflows. (With splits the merge adds it once.)
         if (l > 0.0f) {
@@ -96,10 +85,41 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
         dst[0] = make_float4(o[0] * inv, o[1] * inv, o[2] * inv, o[3] * inv);
         dst[1] = make_float4(o[4] * inv, o[5] * inv, o[6] * inv, o[7] * inv);
       }
-      // An empty split says so with -inf; the merge then never reads its partial output.
       if (c == 0) p.partial_lse[slot] = l > 0.0f ? m + log2f(l) : kNegInf;
     }
-  };
+  }
+};
+
+/// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
+/// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
+/// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
+template <class T, int HeadDim, int BlockSize, int Rows, int RowGroups, bool Decode, unsigned ModBits = 0, class KV = T>
+__global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decode, ModBits>())
+    paged_attention_kernel(const attention_params p) {
+  using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits, KV>;  // agent::Mod: the score_mod
+  __shared__ typename agent::storage smem;
+
+  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
+  const int q_tile = static_cast<int>(blockIdx.x) / p.num_splits;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const int seq = static_cast<int>(blockIdx.z);
+  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
+  const kv_source<KV> src = make_kv_source<KV, BlockSize>(p, seq, kv_head);
+
+  const int split_begin = split * p.split_tokens;
+  const T* q = static_cast<const T*>(p.q);
+  const score_transform transform{p.window, p.cap_log2, p.two_over_cap};
+  // An fp8 cache's element x of this KV head stands for x * scale: the K scale joins the
+  // queries' scale (scores are linear in K), the V scale the epilogue's normalisation, each
+  // times the unit load_float8 returns fp8 in. A 16-bit cache compiles none of it.
+  float scale_log2 = p.scale_log2;
+  float v_scale = 1.0f;
+  if constexpr (is_fp8_element<KV>) {
+    const int at = kv_head * p.scale_stride;
+    scale_log2 *= (p.k_scale != nullptr ? p.k_scale[at] : 1.0f) * kv_unit<KV>;
+    v_scale = (p.v_scale != nullptr ? p.v_scale[at] : 1.0f) * kv_unit<KV>;
+  }
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, v_scale};
 
   if constexpr (Decode) {
     constexpr int kGroup = Rows * RowGroups;

@@ -90,3 +90,27 @@ void* const rungs_sim_score_mod_instances[] = {
     reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 128, true>),
     reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 128, true>),
 };
+
+// The tensor-core decode (tensor_core.cuh): the set's instances (tensor_core_decode_instances),
+// and beside them head dim 64 at groups 16 and 1 (kernels_test.cpp runs each against the
+// reference).
+#include <rungs/attention/detail/tensor_core.cuh>
+namespace {
+template <class T, int D, int... G>
+void tensor_core_groups(void**& out, ra::values<G...>) {
+  ((*out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<T, D, 0, G>)), ...);
+}
+template <class T, int... D>
+void tensor_core_dims(void**& out, ra::values<D...>) {
+  (tensor_core_groups<T, D>(out, set::tensor_core_decode::decode_groups{}), ...);
+}
+template <ra::dtype... Types>
+void tensor_core_set(void**& out, ra::dtypes<Types...>) {
+  (tensor_core_dims<device_t<Types>>(out, set::tensor_core_decode::head_dims{}), ...);
+}
+}  // namespace
+void rungs_sim_tensor_core_instances(void** out) {
+  tensor_core_set(out, set::tensor_core_decode::dtype_list{});
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__half, 64, 0, 16>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__nv_bfloat16, 64, 0, 1>);
+}

@@ -99,10 +99,11 @@ constexpr int kAllSplits = -1;
 
 // Decode over 3 sequences (the second of length 0) and a padded row, without and with splits
 // (`only_split`: one of them), over a cache of KV (T, or fp8 with fresh scales, per head when
-// `per_head_scales`); returns each launch's traffic.
-template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+// `per_head_scales`), with the SIMT decode or the tensor-core one (TensorCores); returns each
+// launch's traffic, and the largest error against the reference in *max_error when given.
+template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}, class KV = T, bool TensorCores = false>
 std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int only_split = kAllSplits,
-                                      bool per_head_scales = true) {
+                                      bool per_head_scales = true, double* max_error = nullptr) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kKvHeads = 2;
   // Five tiles and more: the 3-stage pipeline reuses a stage (where an early issue would race).
@@ -127,10 +128,13 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
     kv_tokens += static_cast<std::uint64_t>(Mod.sliding_window ? std::min(len, mod.values.window) : len);
   }
   const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(KV);
-  const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
-                           std::to_string(geo::decode_rows_per_thread(G)) + ", " +
-                           std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ", " +
-                           type_name<KV>() + ">";
+  const std::string name =
+      TensorCores ? "tensor_core_decode_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
+                        std::to_string(G) + ">"
+                  : "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
+                        std::to_string(geo::decode_rows_per_thread(G)) + ", " +
+                        std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ", " +
+                        type_name<KV>() + ">";
   const auto sinks_dev = to_device(mod.sinks);
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 4, 0}) {  // none, 16 tokens, the planner's
@@ -196,6 +200,11 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
                       mr.global});
     }
     require_close(out, want, row, 0, 3, what);
+    if (max_error != nullptr) {
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        *max_error = std::max(*max_error, std::abs(rungs::to_double(out[i]) - want[i]));
+      }
+    }
     require_zero_rows(out, row, 1, 2, what + ": the length-0 sequence");
     require_zero_rows(out, row, 3, kMaxBatch, what + ": the padded row");
   }
@@ -298,6 +307,30 @@ TEST_CASE("decode kernels (nvcc's PTX) match the reference under adversarial sch
   }
 }
 
+// The tensor-core decode (tensor_core.cuh) beside the SIMT decode on the same problems (every
+// split plan), printing both kernels' largest error against the float64 reference.
+template <class T, int D, int G>
+void check_tensor_core_decode(int block_size, std::uint64_t seed) {
+  double tc = 0, simt = 0;
+  check_decode<T, D, G, ra::score_mod{}, T, true>(block_size, seed, kAllSplits, true, &tc);
+  check_decode<T, D, G>(block_size, seed, kAllSplits, true, &simt);
+  std::cout << "decode " << type_name<T>() << " D " << D << " group " << G << " block " << block_size << " seed "
+            << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
+}
+
+TEST_CASE("tensor-core decode (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
+  // The default set's instances (also run once each with the whole set below), and head dim 64
+  // at groups 16 (every row of the mma tile) and 1, at block sizes 8 to 32.
+  for (std::uint64_t seed : {31u, 32u}) {
+    check_tensor_core_decode<rungs::bf16, 128, 4>(16, seed);
+    check_tensor_core_decode<rungs::f16, 128, 4>(32, seed);
+    check_tensor_core_decode<rungs::bf16, 128, 8>(16, seed);
+    check_tensor_core_decode<rungs::f16, 128, 8>(8, seed);
+    check_tensor_core_decode<rungs::f16, 64, 16>(32, seed);
+    check_tensor_core_decode<rungs::bf16, 64, 1>(16, seed);
+  }
+}
+
 TEST_CASE("decode and prefill with a sliding window, soft-cap and sinks (nvcc's PTX) match the reference",
           "[cuda-sim]") {
   for (std::uint64_t seed : {11u, 12u}) check_decode<rungs::f16, 128, 4, all_score_mods>(16, seed);
@@ -388,6 +421,28 @@ void check_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
    ...);
 }
 
+// The tensor-core decode instances of the set: unsplit and after a 16-token split (the merge).
+template <class T, int D, int... G>
+void check_tensor_core_groups(std::vector<traffic_row>& table, ra::values<G...>) {
+  const auto run = [&]<int Group>() {
+    const std::uint64_t seed = 400 + D + Group;
+    for (int split : {5 * geo::tile_tokens(D) + 30, geo::chunk_tokens * 4}) {
+      std::ranges::move(check_decode<T, D, Group, ra::score_mod{}, T, true>(16, seed, split),
+                        std::back_inserter(table));
+    }
+  };
+  (run.template operator()<G>(), ...);
+}
+template <class T, int... D>
+void check_tensor_core_dims(std::vector<traffic_row>& table, ra::values<D...>) {
+  (check_tensor_core_groups<T, D>(table, ra::default_instantiations::tensor_core_decode::decode_groups{}), ...);
+}
+template <ra::dtype... Types>
+void check_tensor_core_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
+  (check_tensor_core_dims<ra::host_type<Types>>(table, ra::default_instantiations::tensor_core_decode::head_dims{}),
+   ...);
+}
+
 // The fp8-cache instances of the set: decode unsplit and after a 16-token split (the merge),
 // prefill unsplit, the cache write.
 struct check_fp8_instance {
@@ -447,6 +502,8 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   CHECK(table.size() == 2 * 5 * (9 + 3));
   ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
   CHECK(table.size() == 2 * 5 * (9 + 3) + 4);  // the default set's one fp8 shape
+  check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";

@@ -1,0 +1,305 @@
+// Tensor-core GQA decode (FlashInfer's layout): the query heads of one KV head's GQA group are
+// the rows of mma.sync.m16n8k16 tiles (padded to 16), so a score is one element of an HMMA
+// accumulator instead of a 16-lane shuffle butterfly, and P V runs on tensor cores too.
+//
+// Same contract as the SIMT decode (paged_attention_kernel with Decode = true): the same
+// attention_params, grid (split, KV head, sequence), KV pipeline (3 stages of
+// geometry::tile_tokens(D) tokens, 16-byte cp.async, block ids fetched a tile ahead), and the
+// same epilogue (output rows, or the split workspace the merge kernel reads). It differs in:
+//
+//  * Warps. The 4 warps split a tile as token warps x dim warps: each token warp owns 16 keys
+//    (one k16 slice of P V) and computes their scores over the whole head dim (S = Q K^T:
+//    D/8 HMMA); each dim warp of it accumulates D/dim-warps = 64 output dims (P V: 8 HMMA).
+//    D 64: 4 x 1 warps and 64-key tiles; D 128: 2 x 2 and 32. Dim warps
+//    of one token warp compute the same scores (the tensor cores have the time; the scores
+//    never cross warps).
+//  * Fragments. Q is held as A fragments (unscaled, in T, loaded once); K comes from shared
+//    memory through ldmatrix.x4 (rows = keys: B of S, "col"), V through ldmatrix.x4.trans
+//    (B of P V). The score accumulator's layout (row = head g = lane/4, keys 2 (lane%4), +1)
+//    is the A fragment layout of P, so P goes from S to the second mma in registers, rounded
+//    to T (as FlashAttention-2 and FlashInfer do; the softmax sum l stays fp32).
+//  * Softmax. Scores are scaled by sm_scale log2(e) in fp32 after the mma; a row's max over
+//    a warp's 16 keys is 2 shuffles within the lane quad; each thread keeps a partial l, summed
+//    over the quad at the end.
+//  * Shared memory. A key's row of D/8 16-byte chunks is stored with chunk c at c ^ (key % 8),
+//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts).
+//
+// Groups up to 8 use rows 0-7 only (the upper 8 rows of A are zero registers, their
+// accumulators unused); group 16 fills the tile. Not compiled in here: score transforms
+// (window, soft-cap, sinks) and fp8 caches (static_asserts say so; the SIMT decode has them),
+// head dims 80 and 96 (whose rows are not a multiple of the 8-chunk swizzle) and 256 (its
+// query fragments alone take 64 registers: ptxas spills at the 4-CTA budget).
+#pragma once
+
+#include <rungs/attention/detail/agent.cuh>
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/kernels.cuh>
+#include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/geometry.hpp>
+
+#include <cuda/std/limits>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace rungs::attention::detail {
+
+__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+/// ldmatrix.x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j; lane l receives row
+/// l/4, columns 2 (l%4), +1 of each matrix (.trans: of each matrix transposed). The memory
+/// clobber keeps it after the barrier that publishes the tile.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(address)
+               : "memory");
+}
+
+/// d += A B, m16n8k16, fp32 accumulation, A and B in T (PTX ISA fragment layouts).
+template <class T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                             std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+/// Two floats rounded (to nearest even) to a pair of T, lo in the low half.
+template <class T>
+__device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  } else {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&h);
+  }
+}
+
+template <class T, int HeadDim, int Group>
+struct tensor_core_decode_agent {
+  static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 (fp8 caches: the SIMT decode)");
+  static_assert(HeadDim == 64 || HeadDim == 128,
+                "the tensor-core decode supports head dims 64 and 128 (80, 96, 256: the SIMT decode)");
+  static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the tensor-core decode takes GQA groups 1-8 and 16");
+
+  static constexpr int kThreads = geometry::threads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kTile = geometry::tile_tokens(HeadDim);
+  static constexpr int kTokenWarps = kTile / 16;
+  static constexpr int kDimWarps = kWarps / kTokenWarps;
+  static constexpr int kWarpDims = HeadDim / kDimWarps;
+  static constexpr int kKSteps = HeadDim / 16;
+  static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
+  static constexpr int kStages = geometry::stages;
+  using pipeline = kv_pipeline<T, HeadDim, kTile, kThreads, kStages, true>;
+  static constexpr bool kHighRows = Group > 8;         // rows 8-15 of the tiles hold heads
+  static constexpr int kHalves = kHighRows ? 2 : 1;    // accumulator row halves in use
+  static constexpr int kRowsKept = 8 * kHalves;
+  static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
+
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(T);
+  static constexpr std::size_t kMergeFloats = std::size_t{kTokenWarps} * kRowsKept * (HeadDim + 2);
+  static constexpr std::size_t kSmemBytes =
+      kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
+  static_assert(kSmemBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
+
+  struct storage {
+    alignas(128) unsigned char bytes[kSmemBytes];
+  };
+
+  /// Attends the group's rows over keys [kv_begin, kv_end) and calls epilogue(row_info, c,
+  /// float (&o)[8], m, l) per row and 8-dim vector, as attention_agent::run does.
+  template <class Epilogue>
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const decode_rows& rows,
+                                             int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
+                                             float scale_log2, Epilogue&& epilogue) {
+    constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+    const int tid = static_cast<int>(threadIdx.x);
+    const int warp = tid / 32;
+    const int lane = tid % 32;
+    const int g = lane / 4;  // accumulator row (head) g, and g + 8
+    const int t4 = lane % 4; // keys / dims 2 t4, 2 t4 + 1 of each 8-wide tile
+    const int token_warp = warp % kTokenWarps;
+    const int dim_warp = warp / kTokenWarps;
+    const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+
+    // Q as A fragments: register 0 row g, dims 16 ks + 2 t4 (+1); 1 row g + 8; 2 row g, dims + 8;
+    // 3 row g + 8, dims + 8. Rows past the group are zeros; so is everything of a CTA with no
+    // keys (its rows only write zeros or an empty split: the queries are not read).
+    std::uint32_t qa[kKSteps][4];
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) qa[ks][0] = qa[ks][1] = qa[ks][2] = qa[ks][3] = 0u;
+    if (num_tiles > 0) {
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        const int head = g + 8 * h;
+        if (head < Group) {
+          const T* row = q + static_cast<std::int64_t>(rows.seq) * q_stride +
+                         static_cast<std::int64_t>(rows.first_head + head) * HeadDim + 2 * t4;
+#pragma unroll
+          for (int ks = 0; ks < kKSteps; ++ks) {
+            qa[ks][h] = *reinterpret_cast<const std::uint32_t*>(row + 16 * ks);
+            qa[ks][h + 2] = *reinterpret_cast<const std::uint32_t*>(row + 16 * ks + 8);
+          }
+        }
+      }
+    }
+
+    float m[kHalves], l[kHalves];
+    float o[kWarpDims / 8][4];
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      m[h] = kNegInf;
+      l[h] = 0.0f;
+    }
+#pragma unroll
+    for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    // ---- KV pipeline (kv_pipeline, agent.cuh; swizzled rows) -------------------------------
+    pipeline pipe{src, reinterpret_cast<T*>(smem.bytes), reinterpret_cast<T*>(smem.bytes) + kStages * kTile * HeadDim,
+                  kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
+    pipe.start();
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      pipe.advance(tile);
+      const int first_key = kv_begin + tile * kTile + token_warp * 16;  // the warp's 16 keys
+      if (first_key >= kv_end) continue;                                // warp-uniform
+      const T* ks_tile = pipe.k_tile(tile);
+      const T* vs_tile = pipe.v_tile(tile);
+
+      // S = Q K^T over the warp's keys: s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1), g + 8 (2, 3).
+      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+      for (int ks = 0; ks < kKSteps; ks += 2) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7.
+          const int key = token_warp * 16 + 8 * j + (lane & 7);
+          std::uint32_t b[4];
+          ldmatrix_x4(b, shared_address(ks_tile + pipeline::place(0, key, 2 * ks + (lane >> 3))));
+          mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
+          mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
+        }
+      }
+
+      // Online softmax per row half: scale, mask keys past the range, max over the quad.
+      std::uint32_t pa[4] = {0u, 0u, 0u, 0u};  // P as an A fragment (rows g, g + 8; keys 2 t4, + 8)
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        float x[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = first_key + 8 * (e / 2) + 2 * t4 + (e % 2);
+          const float v = s[e / 2][2 * h + e % 2] * scale_log2;
+          x[e] = key < kv_end ? v : kNegInf;
+        }
+        float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(m[h], mx);
+        const float base = m_new == kNegInf ? 0.0f : m_new;  // avoids (-inf) - (-inf)
+        const float rescale = exp2_approx(m[h] - base);
+        m[h] = m_new;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[e] = exp2_approx(x[e] - base);
+        l[h] = fmaf(l[h], rescale, (x[0] + x[1]) + (x[2] + x[3]));
+#pragma unroll
+        for (int n = 0; n < kWarpDims / 8; ++n) {
+          o[n][2 * h] *= rescale;
+          o[n][2 * h + 1] *= rescale;
+        }
+        pa[h] = pack_pair<T>(x[0], x[1]);
+        pa[h + 2] = pack_pair<T>(x[2], x[3]);
+      }
+
+      // O += P V over the warp's dims: matrix lane/8 of the x4.trans is keys 8 (lane/8 % 2) + 0..7,
+      // chunk 2 n + lane/16 of the warp's dims.
+      const int key = token_warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
+#pragma unroll
+      for (int n = 0; n < kWarpDims / 16; ++n) {
+        std::uint32_t b[4];
+        ldmatrix_x4_trans(b, shared_address(vs_tile + pipeline::place(0, key, dim_warp * (kWarpDims / 8) + 2 * n + (lane >> 4))));
+        mma_m16n8k16<T>(o[2 * n], pa, b[0], b[1]);
+        mma_m16n8k16<T>(o[2 * n + 1], pa, b[2], b[3]);
+      }
+    }
+    pipe.finish();  // the pipeline's shared memory is free for the merge
+
+    // ---- merge the token warps' states (log-sum-exp) and hand rows to the epilogue ---------
+    float* merge_o = reinterpret_cast<float*>(smem.bytes);           // [token warp][row][HeadDim]
+    float* merge_m = merge_o + kTokenWarps * kRowsKept * HeadDim;    // [token warp][row]
+    float* merge_l = merge_m + kTokenWarps * kRowsKept;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+      const int slot = token_warp * kRowsKept + g + 8 * h;
+#pragma unroll
+      for (int n = 0; n < kWarpDims / 8; ++n) {
+        float2* dst = reinterpret_cast<float2*>(merge_o + slot * HeadDim + dim_warp * kWarpDims + 8 * n + 2 * t4);
+        *dst = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+      }
+      if (dim_warp == 0 && t4 == 0) {  // the dim warps of a token warp hold the same m and l
+        merge_m[slot] = m[h];
+        merge_l[slot] = l[h];
+      }
+    }
+    __syncthreads();
+
+    for (int item = tid; item < Group * kRowVecs; item += kThreads) {
+      const int row = item / kRowVecs;
+      const int c = item - row * kRowVecs;
+      float out[8], row_max, sum;
+      merge_row_states<kTokenWarps, HeadDim>(merge_o, merge_m, merge_l, row, kRowsKept, c, out, row_max, sum);
+      epilogue(rows.at(row), c, out, row_max, sum);
+    }
+  }
+};
+
+/// __launch_bounds__' minimum CTAs per SM of the tensor-core decode for the architecture being
+/// compiled (geometry::tensor_core_decode_ctas_per_sm; 1 in the host pass).
+constexpr int tensor_core_min_ctas_per_sm() {
+#if defined(__CUDA_ARCH__)
+  return geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10);
+#else
+  return 1;
+#endif
+}
+
+/// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
+/// the same workspace layout, so merge_splits_kernel<T, HeadDim> merges its splits.
+template <class T, int HeadDim, int BlockSize, int Group>
+__global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm())
+    tensor_core_decode_kernel(const attention_params p) {
+  using agent = tensor_core_decode_agent<T, HeadDim, Group>;
+  __shared__ typename agent::storage smem;
+  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
+  const int kv_head = static_cast<int>(blockIdx.y);
+  const int seq = static_cast<int>(blockIdx.z);
+  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
+  const int split_begin = split * p.split_tokens;
+  const int kv_end = min(split_begin + p.split_tokens, kv_len);
+  const attention_epilogue<T, HeadDim, 0u, T> epilogue{p, split, 1.0f};
+  agent::run(smem, make_kv_source<T, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+             split_begin, kv_end, static_cast<const T*>(p.q), p.q_stride, p.scale_log2, epilogue);
+}
+
+}  // namespace rungs::attention::detail
