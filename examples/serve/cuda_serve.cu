@@ -487,7 +487,9 @@ class gpu_decoder {
   // sequence): the split-KV heuristic over the shape's context.
   ra::decode_plan decode_plan(std::int64_t seqs, std::int64_t width) const {
     const auto context = static_cast<int>(std::max<std::int64_t>(width * gpu_model.block_size, 1));
-    return ra::plan_decode(config_, {.max_batch = static_cast<int>(seqs), .max_context = context}, device_);
+    // The demo launches the SIMT decode (launch_decode): plan for its CTA slots.
+    return ra::plan_decode(config_, {.max_batch = static_cast<int>(seqs), .max_context = context}, device_,
+                           {.kernel = ra::decode_kernel::simt});
   }
 
   model_config c_;

@@ -119,7 +119,7 @@ class attention_forward {
     const std::int64_t context = blocks_for(max_model_len_, Model.block_size) * Model.block_size;
     const std::size_t split = rungs::attention::decode_workspace_bound(
         config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
-        device_);
+        device_, decode_options);
     return static_cast<std::int64_t>(layout_of(seqs, tokens).split + split);
   }
 
@@ -196,8 +196,11 @@ class attention_forward {
   rungs::attention::decode_plan plan(std::int64_t seqs, std::int64_t context) const {
     return rungs::attention::plan_decode(
         config_, {.max_batch = static_cast<int>(seqs), .max_context = static_cast<int>(std::max<std::int64_t>(context, 1))},
-        device_);
+        device_, decode_options);
   }
+  // The forward launches the SIMT decode (launch_decode), so its plans count that kernel's CTA
+  // slots, whatever the planner would pick for tensor cores.
+  static constexpr rungs::attention::plan_options decode_options{.kernel = rungs::attention::decode_kernel::simt};
   // A plan per graph shape, made on first use (host arithmetic only, so also during capture).
   const rungs::attention::decode_plan& plan_for(std::int64_t seqs, std::int64_t context) {
     auto key = std::pair(seqs, context);
