@@ -160,7 +160,8 @@ $L_end:
 
 TEST_CASE("shared memory with bar.sync: every thread sees its neighbour's write",
           "[op:bar.sync][op:st.shared.u32][op:ld.shared.u32][op:st.shared.f32][op:ld.shared.f32]"
-          "[op:st.shared.v4.f32][op:ld.shared.v4.f32][op:ld.shared.v2.f32][op:ld.shared.v2.u16]") {
+          "[op:st.shared.v4.f32][op:ld.shared.v4.f32][op:ld.shared.v2.f32][op:ld.shared.v2.u16]"
+          "[op:st.shared.v2.f32]") {
   const std::string decl = "  .shared .align 16 .b8 smem[1024];\n  .reg .b16 %h<4>;\n";
   const std::string body = R"(
   mov.u32 %r1, smem;
@@ -187,6 +188,10 @@ TEST_CASE("shared memory with bar.sync: every thread sees its neighbour's write"
   ld.shared.v2.f32 {%f5, %f6}, [smem+512];
   cvt.rni.s32.f32 %r7, %f5;
   st.global.u32 [%rd_out+256], %r7;
+  st.shared.v2.f32 [smem+528], {%f6, %f5};
+  ld.shared.f32 %f7, [smem+532];
+  cvt.rni.s32.f32 %r9, %f7;
+  st.global.u32 [%rd_out+264], %r9;
   ld.shared.v2.u16 {%h1, %h2}, [smem+4];
   mov.b32 %r8, {%h2, %h1};
   st.global.u32 [%rd_out+260], %r8;
@@ -197,6 +202,7 @@ $L_end:
   for (unsigned t = 0; t < 64; ++t) CHECK(b.out[t] == 2 * ((t + 1) % 64));
   CHECK(b.out[64] == 3);
   CHECK(b.out[65] == 0x00010000u);
+  CHECK(b.out[66] == 3);  // st.shared.v2.f32 put %f5 (3.0) in its second element
   // The same kernel without the first barrier races; the detector names both instructions.
   std::string racy = body;
   racy.replace(racy.find("bar.sync 0;"), 11, "");

@@ -192,7 +192,7 @@ TEST_CASE("shifts clamp the amount at the register width", "[op:shl.b32][op:shr.
 }
 
 TEST_CASE("bit operations", "[op:and.b32][op:or.b32][op:xor.b32][op:not.b32][op:and.b64][op:or.b64][op:xor.b64]"
-          "[op:not.b64][op:bfi.b64]") {
+          "[op:not.b64][op:bfi.b64][op:bfi.b32]") {
   CHECK(eval32("and.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0x0f000f00u);
   CHECK(eval32("or.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0xfff0fff0u);
   CHECK(eval32("xor.b32 %d, %a, %b", 0xff00ff00u, 0x0ff00ff0u) == 0xf0f0f0f0u);
@@ -204,6 +204,10 @@ TEST_CASE("bit operations", "[op:and.b32][op:or.b32][op:xor.b32][op:not.b32][op:
   CHECK(eval64("bfi.b64 %ld, %la, %lb, 32, 32", 0x12345678ull, 0xffffffffaaaaaaaaull) == 0x12345678aaaaaaaaull);
   CHECK(eval64("bfi.b64 %ld, %la, %lb, 60, 8", 0xffull, 0) == 0xf000000000000000ull);  // clipped at bit 63
   CHECK(eval64("bfi.b64 %ld, %la, %lb, 4, 0", 0xffull, 5) == 5);                        // len 0: b
+  CHECK(eval32("bfi.b32 %d, %a, %b, 8, 8", 0x12345612u, 0xaaaaaaaau) == 0xaaaa12aau);     // a's low 8 bits
+  CHECK(eval32("bfi.b32 %d, %a, %b, 16, 16", 0xbeefu, 0x0000ffffu) == 0xbeefffffu);
+  CHECK(eval32("bfi.b32 %d, %a, %b, 28, 8", 0xffu, 0) == 0xf0000000u);                   // clipped at bit 31
+  CHECK(eval32("bfi.b32 %d, %a, %b, 4, 0", 0xffu, 5) == 5);                              // len 0: b
 }
 
 TEST_CASE("prmt.b32 (default mode): each byte picked from {b, a} or its sign replicated", "[op:prmt.b32]") {
