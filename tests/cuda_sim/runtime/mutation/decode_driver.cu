@@ -1,7 +1,7 @@
 // The decode mutants' driver: tests/attention/decode_checks.cuh's check, unchanged, on one
 // small instance set compiled against a mutated copy of kernels/ (CMakeLists.txt): f16, head
 // dim 128 (16-lane groups), group 4, block sizes 16 and 32; each check runs no split, 48-token
-// splits (the merge kernel) and the planner's splits, over partial last blocks.
+// splits (the merge kernel) and the planner's splits for the SIMT decode, over partial last blocks.
 #include "decode_checks.cuh"
 
 namespace ra = rungs::attention;
@@ -12,6 +12,9 @@ TEST_CASE("mutation driver: decode f16, head dim 128, group 4") {
   std::mt19937_64 rng(7);
   for (int block_size : {16, 32}) {
     INFO("block_size " << block_size);
-    rungs_test::check_decode<rungs::f16, set>(rng, ra::dtype::fp16, 128, block_size, 4, 0.3);
+    // The SIMT decode, planned as such: this set has no tensor-core instance, and the planner
+    // would otherwise choose tensor cores for group 4 (and size its splits for them).
+    rungs_test::check_decode<rungs::f16, set>(rng, ra::dtype::fp16, 128, block_size, 4, 0.3, false,
+                                              ra::decode_kernel::simt);
   }
 }
