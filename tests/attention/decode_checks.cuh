@@ -119,15 +119,19 @@ void check_decode_set() {
   });
 }
 
-/// The score transforms (window 37, soft-cap, sinks) on one instance: head dim 128, group 4
-/// (each transform policy is another set of kernels to compile), every checked block size.
+/// The score transforms (window 37, soft-cap, sinks) on one shape: head dim 128, group 4
+/// (each transform policy is another set of kernels to compile), every checked block size, on
+/// the SIMT and the tensor-core decode.
 template <ra::dtype Type>
 void check_decode_score_mods() {
-  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>>;
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>,
+                                    ra::no_fp8_kv, ra::tensor_core_decode_instances<ra::dtypes<Type>, ra::values<128>, ra::values<4>>>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 29);
   for (int block_size : checked_block_sizes) {
-    INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
-    check_decode<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, 4, 0.3);
+    for (ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
+      INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group 4, " << all_score_mods);
+      check_decode<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, 4, 0.3, false, k);
+    }
   }
 }
 

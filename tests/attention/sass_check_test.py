@@ -96,6 +96,9 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(sc.instance_key(k + "tensor_core_decode_kernel<__nv_bfloat16, 128, 0, 8>(p)"),
                          ("decode_tc", "bf16", 128, 8))
         self.assertIsNone(sc.instance_key(k + "tensor_core_decode_kernel<__half, 128, 16, 4>(p)"))  # static
+        self.assertEqual(sc.instance_key(k + "tensor_core_decode_kernel<__half, 128, 0, 4, 0u>(p)"),
+                         ("decode_tc", "fp16", 128, 4))
+        self.assertIsNone(sc.instance_key(k + "tensor_core_decode_kernel<__half, 128, 0, 4, 7u>(p)"))  # mods
         self.assertIsNone(sc.instance_key("tile_probe(float4 const*, float*, int)"))
 
     def test_local_memory_fails(self):

@@ -41,8 +41,8 @@ struct device_info {
 };
 
 /// The decode kernel a plan runs: the SIMT decode (every shape, transform and cache type) or
-/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit caches, no
-/// score transforms, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
+/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit caches, every
+/// score transform, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
 /// workspace layout and the merge; the kernel's launch bound sets the CTA slots the split model
 /// counts on (geometry::tensor_core_decode_ctas_per_sm for tensor cores).
 enum class decode_kernel { simt, tensor_cores };
@@ -112,8 +112,8 @@ struct decode_plan {
   int split_tokens = 0;        ///< KV tokens per split
   int num_splits = 1;          ///< splits per (sequence, KV head); 1: no merge pass
   split_workspace workspace{};
-  /// The planner's kernel. decode<Set, Mod> runs the tensor-core decode when this says so, Mod
-  /// is the default and Set has the instance (Set::tensor_core_decode), else the SIMT decode.
+  /// The planner's kernel. decode<Set, Mod> runs the tensor-core decode when this says so and
+  /// Set has the instance (Set::tensor_core_decode), else the SIMT decode.
   decode_kernel kernel = decode_kernel::simt;
   bool split() const { return num_splits > 1; }
 };
@@ -397,9 +397,6 @@ inline std::string tensor_core_decode_refusal(const attention_config& c) {
   std::ostringstream os;
   if (c.quantized_cache()) {
     os << "kv cache dtype = " << name(c.cache_type()) << " (the tensor-core decode takes 16-bit caches)";
-  } else if (c.scores.window != 0 || c.scores.logit_soft_cap != 0.0f) {
-    os << "scores.window = " << c.scores.window << ", scores.logit_soft_cap = " << c.scores.logit_soft_cap
-       << " (the tensor-core decode compiles no score transforms)";
   } else if (!geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
        << " (the tensor-core decode takes head dims 64, 128 and groups 1-8, 16)";

@@ -114,10 +114,10 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
   detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 
-/// Typed launcher of one tensor-core decode instance (tensor_core.cuh): the same plan and
-/// arguments as launch_decode's (whatever plan.kernel says), 16-bit caches and no score
-/// transforms only.
-template <class HostT, int HeadDim, int BlockSize, int Group>
+/// Typed launcher of one tensor-core decode instance (tensor_core.cuh): the same plan,
+/// arguments and score transforms Mod as launch_decode's (whatever plan.kernel says), 16-bit
+/// caches only.
+template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}>
 void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
   const attention_shape& s = plan.config.shape;
@@ -127,10 +127,10 @@ void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cu
                  s.group_size());
   }
   validate(plan, a);
-  check_score_mod(score_mod{}, plan.config, a.sinks, "decode (tensor cores)");
-  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group>, detail::decode_grid(plan),
-                 geometry::threads, detail::decode_params(plan, a), stream);
-  detail::launch_decode_merge<T, HeadDim, false>(plan, a, stream);
+  check_score_mod(Mod, plan.config, a.sinks, "decode (tensor cores)");
+  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod)>,
+                 detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
+  detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 
 /// Typed prefill/extend launcher of one instance (the group size is a run-time value).
@@ -171,15 +171,15 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 /// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows
 /// have seq_len 0 and get zero outputs). Instances come from `Set`, compiled with the score
 /// transforms `Mod` (score_mod.hpp; the default: none). The tensor-core decode runs when the
-/// plan chose it (plan.kernel), Mod is the default and Set has its instance; otherwise the
-/// SIMT decode, which computes the same attention (within the tolerances of docs/kernels.md).
+/// plan chose it (plan.kernel) and Set has its instance; otherwise the SIMT decode, which
+/// computes the same attention (within the tolerances of docs/kernels.md).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
-  if constexpr (Mod == score_mod{} && !Set::tensor_core_decode::empty) {
+  if constexpr (!Set::tensor_core_decode::empty) {
     if (plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache() && has_tensor_core_decode<Set>(c.type, c.shape)) {
       dispatch_tensor_core_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
-        launch_tensor_core_decode<HostT, D, B, G>(plan, args, stream);
+        launch_tensor_core_decode<HostT, D, B, G, Mod>(plan, args, stream);
       });
       return;
     }

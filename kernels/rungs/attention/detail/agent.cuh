@@ -225,11 +225,20 @@ __device__ __forceinline__ void merge_row_states(const float* acc, const float* 
   }
 }
 
-/// Run-time values of the agent's score transforms, in the agent's log2 units.
+/// Run-time values of the agents' score transforms, in the agents' log2 units.
 struct score_transform {
   int window;          ///< a row ending at key e sees keys [e - window, e) (Mod.sliding_window)
   float cap_log2;      ///< the cap c * log2(e) (Mod.soft_cap)
   float two_over_cap;  ///< 2 / c
+
+  /// The soft-cap c tanh(x / c) of a score in log2 units: with s = x log2(e) and C = c log2(e),
+  /// C tanh(s / C) = C (1 - 2 / (2^(2 s / c) + 1)). The SFU's ex2 (relative error ~2^-22)
+  /// keeps the absolute error near C * 2^-22; tanh.approx's 2^-11 relative error would not
+  /// (c = 50 gives 0.035 in the scores). Overflow to +inf gives C, 0 gives -C.
+  __device__ __forceinline__ float soft_cap(float s) const {
+    const float t = exp2_approx(s * two_over_cap);
+    return cap_log2 * (1.0f - 2.0f * rcp_rn(t + 1.0f));
+  }
 };
 
 template <class T, int HeadDim, int Rows, int RowGroups, unsigned ModBits = 0, class KV = T>
@@ -358,17 +367,10 @@ struct attention_agent {
           for (int i = 0; i < kChunk; ++i) s[r][i] = lane_group_sum<kLanes>(s[r][i], mask);
         }
         if constexpr (Mod.soft_cap) {
-          // c tanh(x / c) in log2 units: with s = x log2(e) and C = c log2(e), C tanh(s / C)
-          // = C (1 - 2 / (2^(2 s / c) + 1)). The SFU's ex2 (relative error ~2^-22) keeps the
-          // absolute error near C * 2^-22; tanh.approx's 2^-11 relative error would not
-          // (c = 50 gives 0.035 in the scores). Overflow to +inf gives C, 0 gives -C.
 #pragma unroll
           for (int r = 0; r < Rows; ++r) {
 #pragma unroll
-            for (int i = 0; i < kChunk; ++i) {
-              const float t = exp2_approx(s[r][i] * transform.two_over_cap);
-              s[r][i] = transform.cap_log2 * (1.0f - 2.0f * rcp_rn(t + 1.0f));
-            }
+            for (int i = 0; i < kChunk; ++i) s[r][i] = transform.soft_cap(s[r][i]);
           }
         }
 

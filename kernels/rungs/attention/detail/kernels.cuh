@@ -44,6 +44,19 @@ __device__ __forceinline__ kv_source<KV> make_kv_source(const attention_params& 
   return src;
 }
 
+/// The run-time values of the score transforms (score_mod.hpp) as the agents apply them.
+__device__ __forceinline__ score_transform make_score_transform(const attention_params& p) {
+  return {p.window, p.cap_log2, p.two_over_cap};
+}
+
+/// A decode CTA's first key: its split's first, or under a window (Mod) the first key the
+/// query (position kv_len - 1) sees, kv_len - window, if later: a split wholly before it is
+/// empty and loads nothing, and no key the CTA loads is outside the window.
+template <score_mod Mod>
+__device__ __forceinline__ int decode_kv_begin(const attention_params& p, int split_begin, int kv_len) {
+  return Mod.sliding_window ? max(split_begin, kv_len - p.window) : split_begin;
+}
+
 /// The agents' epilogue: writes a row's 8-dim output vector c, normalised (no splits), or its
 /// partial output and log-sum-exp to the split workspace. o is unnormalised, m the row's max
 /// score (log2 units), l the sum of 2^(s - m); a row that saw no key writes zeros (no splits)
@@ -108,7 +121,7 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
 
   const int split_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);
-  const score_transform transform{p.window, p.cap_log2, p.two_over_cap};
+  const score_transform transform = make_score_transform(p);
   // An fp8 cache's element x of this KV head stands for x * scale: the K scale joins the
   // queries' scale (scores are linear in K), the V scale the epilogue's normalisation, each
   // times the unit load_float8 returns fp8 in. A 16-bit cache compiles none of it.
@@ -125,10 +138,8 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
     constexpr int kGroup = Rows * RowGroups;
     const decode_rows rows{seq, kv_head * kGroup, kv_len};
     const int kv_end = min(split_begin + p.split_tokens, kv_len);
-    // Under a window the query (position kv_len - 1) sees keys from kv_len - window on: the
-    // CTA's range starts there, so a split wholly before it is empty and loads nothing.
-    const int kv_begin = agent::Mod.sliding_window ? max(split_begin, kv_len - p.window) : split_begin;
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, scale_log2, transform, epilogue);
+    agent::run(smem, src, rows, decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, q, p.q_stride, scale_log2,
+               transform, epilogue);
   } else {
     const int q_begin = p.q_indptr[seq];
     const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);

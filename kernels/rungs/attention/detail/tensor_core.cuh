@@ -25,10 +25,16 @@
 //    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts).
 //
 // Groups up to 8 use rows 0-7 only (the upper 8 rows of A are zero registers, their
-// accumulators unused); group 16 fills the tile. Not compiled in here: score transforms
-// (window, soft-cap, sinks) and fp8 caches (static_asserts say so; the SIMT decode has them),
-// head dims 80 and 96 (whose rows are not a multiple of the 8-chunk swizzle) and 256 (its
-// query fragments alone take 64 registers: ptxas spills at the 4-CTA budget).
+// accumulators unused); group 16 fills the tile.
+//
+// Score transforms (score_mod.hpp) are the SIMT decode's policies, compiled in by ModBits: a
+// sliding window starts the CTA's keys at the query's window (decode_kv_begin, as the SIMT
+// decode: exactly min(len, W) keys are loaded, and none needs a per-key mask), the soft-cap
+// bends each scaled score (score_transform::soft_cap), and sinks join the denominator in the
+// shared epilogue or split merge. Not compiled in here: fp8 caches (a static_assert says so;
+// the SIMT decode has them), head dims 80 and 96 (whose rows are not a multiple of the
+// 8-chunk swizzle) and 256 (its query fragments alone take 64 registers: ptxas spills at the
+// 4-CTA budget).
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -94,8 +100,9 @@ __device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
   }
 }
 
-template <class T, int HeadDim, int Group>
+template <class T, int HeadDim, int Group, unsigned ModBits = 0>
 struct tensor_core_decode_agent {
+  static constexpr score_mod Mod = score_mod_from_bits(ModBits);
   static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 (fp8 caches: the SIMT decode)");
   static_assert(HeadDim == 64 || HeadDim == 128,
                 "the tensor-core decode supports head dims 64 and 128 (80, 96, 256: the SIMT decode)");
@@ -126,12 +133,14 @@ struct tensor_core_decode_agent {
     alignas(128) unsigned char bytes[kSmemBytes];
   };
 
-  /// Attends the group's rows over keys [kv_begin, kv_end) and calls epilogue(row_info, c,
-  /// float (&o)[8], m, l) per row and 8-dim vector, as attention_agent::run does.
+  /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
+  /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
+  /// 8-dim vector, as attention_agent::run does.
   template <class Epilogue>
   __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const decode_rows& rows,
                                              int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
-                                             float scale_log2, Epilogue&& epilogue) {
+                                             float scale_log2, const score_transform& transform,
+                                             Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const int tid = static_cast<int>(threadIdx.x);
     const int warp = tid / 32;
@@ -200,7 +209,8 @@ struct tensor_core_decode_agent {
         }
       }
 
-      // Online softmax per row half: scale, mask keys past the range, max over the quad.
+      // Online softmax per row half: scale (and soft-cap), mask keys past the range, max over
+      // the quad.
       std::uint32_t pa[4] = {0u, 0u, 0u, 0u};  // P as an A fragment (rows g, g + 8; keys 2 t4, + 8)
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
@@ -208,7 +218,8 @@ struct tensor_core_decode_agent {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int key = first_key + 8 * (e / 2) + 2 * t4 + (e % 2);
-          const float v = s[e / 2][2 * h + e % 2] * scale_log2;
+          float v = s[e / 2][2 * h + e % 2] * scale_log2;
+          if constexpr (Mod.soft_cap) v = transform.soft_cap(v);
           x[e] = key < kv_end ? v : kNegInf;
         }
         float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
@@ -285,11 +296,12 @@ constexpr int tensor_core_min_ctas_per_sm() {
 }
 
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
-/// the same workspace layout, so merge_splits_kernel<T, HeadDim> merges its splits.
-template <class T, int HeadDim, int BlockSize, int Group>
+/// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
+/// ModBits: the score transforms compiled in (score_mod_bits), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0>
 __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm())
     tensor_core_decode_kernel(const attention_params p) {
-  using agent = tensor_core_decode_agent<T, HeadDim, Group>;
+  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits>;
   __shared__ typename agent::storage smem;
   const int split = static_cast<int>(blockIdx.x) % p.num_splits;
   const int kv_head = static_cast<int>(blockIdx.y);
@@ -297,9 +309,10 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
   const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
   const int split_begin = split * p.split_tokens;
   const int kv_end = min(split_begin + p.split_tokens, kv_len);
-  const attention_epilogue<T, HeadDim, 0u, T> epilogue{p, split, 1.0f};
+  const attention_epilogue<T, HeadDim, ModBits, T> epilogue{p, split, 1.0f};
   agent::run(smem, make_kv_source<T, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
-             split_begin, kv_end, static_cast<const T*>(p.q), p.q_stride, p.scale_log2, epilogue);
+             decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             p.scale_log2, make_score_transform(p), epilogue);
 }
 
 }  // namespace rungs::attention::detail

@@ -92,8 +92,9 @@ void* const rungs_sim_score_mod_instances[] = {
 };
 
 // The tensor-core decode (tensor_core.cuh): the set's instances (tensor_core_decode_instances),
-// and beside them head dim 64 at groups 16 and 1 (kernels_test.cpp runs each against the
-// reference).
+// and beside them head dim 64 at groups 16 and 1, and every score transform at Mistral's shape
+// (f16, D 128, group 4) and gpt-oss's (bf16, D 64, group 8), with the SIMT decode of the
+// latter and the sinks merge at D 64 (kernels_test.cpp runs each against the reference).
 #include <rungs/attention/detail/tensor_core.cuh>
 namespace {
 template <class T, int D, int... G>
@@ -113,4 +114,9 @@ void rungs_sim_tensor_core_instances(void** out) {
   tensor_core_set(out, set::tensor_core_decode::dtype_list{});
   *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__half, 64, 0, 16>);
   *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__nv_bfloat16, 64, 0, 1>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__half, 128, 0, 4, all_mods>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<__nv_bfloat16, 64, 0, 8, all_mods>);
+  *out++ = reinterpret_cast<void*>(&rd::paged_attention_kernel<__nv_bfloat16, 64, 0, geo::decode_rows_per_thread(8),
+                                                               geo::decode_row_groups(8), true, all_mods>);
+  *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 64, true>);
 }

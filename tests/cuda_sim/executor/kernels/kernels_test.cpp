@@ -130,7 +130,7 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
   const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(KV);
   const std::string name =
       TensorCores ? "tensor_core_decode_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
-                        std::to_string(G) + ">"
+                        std::to_string(G) + ", " + mod_name(Mod) + ">"
                   : "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                         std::to_string(geo::decode_rows_per_thread(G)) + ", " +
                         std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ", " +
@@ -309,13 +309,13 @@ TEST_CASE("decode kernels (nvcc's PTX) match the reference under adversarial sch
 
 // The tensor-core decode (tensor_core.cuh) beside the SIMT decode on the same problems (every
 // split plan), printing both kernels' largest error against the float64 reference.
-template <class T, int D, int G>
+template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}>
 void check_tensor_core_decode(int block_size, std::uint64_t seed) {
   double tc = 0, simt = 0;
-  check_decode<T, D, G, ra::score_mod{}, T, true>(block_size, seed, kAllSplits, true, &tc);
-  check_decode<T, D, G>(block_size, seed, kAllSplits, true, &simt);
-  std::cout << "decode " << type_name<T>() << " D " << D << " group " << G << " block " << block_size << " seed "
-            << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
+  check_decode<T, D, G, Mod, T, true>(block_size, seed, kAllSplits, true, &tc);
+  check_decode<T, D, G, Mod>(block_size, seed, kAllSplits, true, &simt);
+  std::cout << "decode " << type_name<T>() << " D " << D << " group " << G << " " << Mod << " block " << block_size
+            << " seed " << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
 }
 
 TEST_CASE("tensor-core decode (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
@@ -335,6 +335,17 @@ TEST_CASE("decode and prefill with a sliding window, soft-cap and sinks (nvcc's 
           "[cuda-sim]") {
   for (std::uint64_t seed : {11u, 12u}) check_decode<rungs::f16, 128, 4, all_score_mods>(16, seed);
   check_prefill<rungs::bf16, 128, all_score_mods>(8, 8, 13);
+}
+
+TEST_CASE("tensor-core decode with a sliding window, soft-cap and sinks (nvcc's PTX) matches the reference",
+          "[cuda-sim]") {
+  // Mistral's shape (f16, D 128, group 4) and gpt-oss's (bf16, D 64, group 8), with every
+  // transform: a window of 37 keys (check_decode loads exactly min(len, 37) of each sequence),
+  // a soft-cap and sinks, beside the SIMT decode with the same transforms.
+  for (std::uint64_t seed : {41u, 42u}) {
+    check_tensor_core_decode<rungs::f16, 128, 4, all_score_mods>(16, seed);
+    check_tensor_core_decode<rungs::bf16, 64, 8, all_score_mods>(32, seed);
+  }
 }
 
 TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial schedules", "[cuda-sim]") {
