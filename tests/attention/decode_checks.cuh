@@ -61,7 +61,7 @@ void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_
     if (kernel) r.options.kernel = kernel;
     // The plan, and the per-step metadata through the host writer (gpu_cases.hpp); table
     // entries it does not write stay poison.
-    const decode_staged staged = stage_decode(c, config, r, ra::query_device());
+    const decode_staged staged = stage_decode<Set>(c, config, r, ra::query_device());
     const ra::decode_plan& plan = staged.plan;
     lens_dev.upload(staged.lens);
     tables_dev.upload(staged.tables);

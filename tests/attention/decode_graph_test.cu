@@ -23,7 +23,7 @@ TEST_CASE("a captured decode step replays correctly as lengths, block tables and
   const ra::attention_shape s{.num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 128, .block_size = 16, .num_blocks = 400};
   const ra::attention_config config{ra::dtype::bf16, s};
   const ra::decode_plan plan =
-      ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = kMaxContext}, ra::query_device(), {.split_tokens = 128});
+      ra::plan_decode<set>(config, {.max_batch = kMaxBatch, .max_context = kMaxContext}, ra::query_device(), {.split_tokens = 128});
   REQUIRE(plan.num_splits == 5);
   const std::int64_t stride = plan.max_blocks_per_seq;
   const std::int64_t q_row = s.q_row_elements();
@@ -43,6 +43,17 @@ TEST_CASE("a captured decode step replays correctly as lengths, block tables and
   const ra::decode_args args{.q = q.data(), .k_cache = k.data(), .v_cache = v.data(), .block_tables = tables.data(),
                              .seq_lens = lens.data(), .out = out.data(), .workspace = workspace.data(),
                              .workspace_bytes = workspace.size()};
+  // The plan is what runs: the default set's plan for this shape (bf16, head dim 128, group 4)
+  // chose the tensor-core decode, which `set` does not compile; decode<set> refuses it before
+  // launching anything instead of running the SIMT decode on splits sized for tensor cores.
+  const ra::decode_plan default_plan =
+      ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = kMaxContext}, ra::query_device(), {.split_tokens = 128});
+  REQUIRE(default_plan.kernel == ra::decode_kernel::tensor_cores);
+  REQUIRE(plan.kernel == ra::decode_kernel::simt);
+  CHECK_THROWS_WITH(ra::decode<set>(default_plan, args, stream),
+                    "decode: the plan's kernel is tensor_cores, which this call cannot run: dtype = bf16, head_dim = 128, "
+                    "block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode instance for it); "
+                    "plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
   cudaGraph_t graph{};
   RUNGS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   ra::cache_write<set>(config, write, stream);

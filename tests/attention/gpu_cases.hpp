@@ -75,9 +75,11 @@ struct decode_staged {
   std::vector<std::int32_t> tables;
 };
 
-inline decode_staged stage_decode(const decode_case& c, const ra::attention_config& config, const gpu_run& r,
-                                  const ra::device_info& dev) {
-  decode_staged s{ra::plan_decode(config, c.bucket(), dev, r.options),
+/// Set: the instantiation set of the decode<Set, ...> call that runs the plan.
+template <class Set = ra::default_instantiations>
+decode_staged stage_decode(const decode_case& c, const ra::attention_config& config, const gpu_run& r,
+                           const ra::device_info& dev) {
+  decode_staged s{ra::plan_decode<Set>(config, c.bucket(), dev, r.options),
                   std::vector<std::int32_t>(decode_case::max_batch, -1),
                   std::vector<std::int32_t>(static_cast<std::size_t>(decode_case::max_batch * c.table_stride), -1000000)};
   if (r.options.split_tokens == c.max_context && s.plan.split())

@@ -220,15 +220,33 @@ TEST_CASE("score transforms: an instance runs exactly the transforms it compiles
         "arguments need score_mod{.sinks = true} (scores.window = 0, scores.logit_soft_cap = 0, sinks given)");
 }
 
+namespace {
+// Every tensor-core decode instance the kernel takes (fp16, bf16; head dims 64, 128; groups
+// 1-8, 16), so that the planner's rules show beside the default set's instances.
+using every_tensor_core_set =
+    ra::instantiation_set<ra::supported_dtypes, ra::values<64, 128>, ra::values<ra::dynamic_block_size>,
+                          ra::values<1, 2, 3, 4, 5, 6, 7, 8, 16>, ra::no_fp8_kv,
+                          ra::tensor_core_decode_instances<ra::supported_dtypes, ra::values<64, 128>,
+                                                           ra::values<1, 2, 3, 4, 5, 6, 7, 8, 16>>>;
+// A set without tensor-core instances, and one with a static block size of 16 only.
+using simt_only_set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>,
+                                            ra::values<ra::dynamic_block_size>, ra::values<4>>;
+using static16_set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16>, ra::values<4>,
+                                           ra::no_fp8_kv,
+                                           ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128>,
+                                                                            ra::values<4>>>;
+}  // namespace
+
 TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the SIMT decode otherwise") {
   const ra::device_info a100{108, 80}, l40{142, 89};
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
   using enum ra::decode_kernel;
+  using all = every_tensor_core_set;
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 4
   CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, a100).kernel == tensor_cores);  // group 8
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, l40).kernel == tensor_cores);   // sm_89
-  CHECK(ra::plan_decode(config(16, 1, 64, 8), bucket, h100).kernel == tensor_cores);    // group 16
-  CHECK(ra::plan_decode(config(24, 8, 128, 16), bucket, h100).kernel == simt);          // group 3
+  CHECK(ra::plan_decode<all>(config(16, 1, 64, 8), bucket, h100).kernel == tensor_cores);  // group 16
+  CHECK(ra::plan_decode<all>(config(24, 8, 128, 16), bucket, h100).kernel == simt);        // group 3
   CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == simt);           // head dim 96
   CHECK(ra::plan_decode(config(32, 8, 256, 16), bucket, h100).kernel == simt);          // head dim 256
   // Score transforms run on either kernel: Mistral (window, group 4), gpt-oss's shape (D 64,
@@ -238,7 +256,8 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
   CHECK(ra::plan_decode(windowed, bucket, h100).kernel == tensor_cores);
   ra::attention_config gpt_oss = config(64, 8, 64, 16);
   gpt_oss.scores.window = 128;
-  CHECK(ra::plan_decode(gpt_oss, bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_decode<all>(gpt_oss, bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(gpt_oss, bucket, h100).kernel == simt);  // the default set has no D 64 instance
   ra::attention_config capped = config(32, 8, 128, 16);
   capped.scores.logit_soft_cap = 50.0f;
   CHECK(ra::plan_decode(capped, bucket, h100).kernel == tensor_cores);
@@ -263,13 +282,54 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
         ra::plan_decode(config(64, 8, 128, 16), {33, 4096}, h100, {.kernel = simt}).num_splits);
   // Forced: either way where the tensor-core decode fits; tensor cores elsewhere are refused.
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100, {.kernel = simt}).kernel == simt);
-  CHECK(ra::plan_decode(config(8, 8, 64, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
+  CHECK(ra::plan_decode<all>(config(8, 8, 64, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
   CHECK(error_of([&] { ra::plan_decode(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
         "plan_options.kernel = tensor_cores cannot run head_dim = 96, group_size = 4 (the tensor-core decode takes "
         "head dims 64, 128 and groups 1-8, 16)");
   CHECK(error_of([&] { ra::plan_decode(fp8, bucket, h100, {.kernel = tensor_cores}); }) ==
         "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core decode takes 16-bit "
         "caches)");
+}
+
+TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and decode refuses any other") {
+  const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
+  using enum ra::decode_kernel;
+  // The default set's tensor-core instances are head dim 128 at groups 4 and 8: group 16 at
+  // head dim 64 fits the kernel but has no instance, so the default plan is SIMT, sized for
+  // the SIMT decode's CTA slots (2 per SM at 8 rows a thread on sm_90, not the 4 of tensor cores).
+  const auto d64 = ra::plan_decode(config(16, 1, 64, 8), bucket, h100);
+  CHECK(d64.kernel == simt);
+  const auto d64_tc = ra::plan_decode<every_tensor_core_set>(config(16, 1, 64, 8), bucket, h100);
+  CHECK(d64_tc.kernel == tensor_cores);
+  CHECK(d64.num_splits == ra::plan_decode<every_tensor_core_set>(config(16, 1, 64, 8), bucket, h100,
+                                                                  {.ctas_per_sm = 2, .kernel = simt}).num_splits);
+  // A set without the instance, and a static block size the shape does not use, keep the SIMT
+  // decode.
+  CHECK(ra::plan_decode<simt_only_set>(config(32, 8, 128, 16), bucket, h100).kernel == simt);
+  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 32), bucket, h100).kernel == simt);
+  CHECK(ra::decode_workspace_bound<simt_only_set>(config(32, 8, 128, 16), {33, 4096}, h100) ==
+        ra::decode_workspace_bound(config(32, 8, 128, 16), {33, 4096}, h100, {.kernel = simt}));
+  // Forcing tensor cores where the call has no such kernel names the shape and what is missing.
+  CHECK(error_of([&] { ra::plan_decode(config(16, 1, 64, 8), bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run dtype = bf16, head_dim = 64, block_size = 8, group_size = 16 "
+        "(the instantiation set has no tensor-core decode instance for it)");
+  // The run side: a plan is checked against the call that runs it.
+  const auto tc = ra::plan_decode(config(32, 8, 128, 16), bucket, h100);
+  REQUIRE(tc.kernel == tensor_cores);
+  CHECK_NOTHROW(ra::check_decode_kernel<ra::default_instantiations>(tc));
+  CHECK_NOTHROW(
+      ra::check_decode_kernel<simt_only_set>(ra::plan_decode(config(32, 8, 128, 16), bucket, h100, {.kernel = simt})));
+  CHECK(error_of([&] { ra::check_decode_kernel<simt_only_set>(tc); }) ==
+        "decode: the plan's kernel is tensor_cores, which this call cannot run: dtype = bf16, head_dim = 128, "
+        "block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode instance for it); plan "
+        "with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
+  ra::decode_plan edited = tc;  // a plan changed by hand after planning
+  edited.config.kv.type = ra::dtype::fp8_e4m3;
+  CHECK(error_of([&] { ra::check_decode_kernel<ra::default_instantiations>(edited); }) ==
+        "decode: the plan's kernel is tensor_cores, which this call cannot run: kv cache dtype = fp8_e4m3 (the "
+        "tensor-core decode takes 16-bit caches); plan with plan_decode<Set>, decode's instantiation set, or "
+        "plan_options.kernel = simt");
 }
 
 TEST_CASE("decode validate: null, misaligned and undersized buffers") {

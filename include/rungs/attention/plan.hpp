@@ -112,8 +112,8 @@ struct decode_plan {
   int split_tokens = 0;        ///< KV tokens per split
   int num_splits = 1;          ///< splits per (sequence, KV head); 1: no merge pass
   split_workspace workspace{};
-  /// The planner's kernel. decode<Set, Mod> runs the tensor-core decode when this says so and
-  /// Set has the instance (Set::tensor_core_decode), else the SIMT decode.
+  /// The kernel decode<Set, Mod> runs, chosen by plan_decode<Set> among the kernels Set
+  /// compiles (check_decode_kernel<Set> refuses a plan for one it lacks).
   decode_kernel kernel = decode_kernel::simt;
   bool split() const { return num_splits > 1; }
 };
@@ -404,11 +404,27 @@ inline std::string tensor_core_decode_refusal(const attention_config& c) {
   return os.str();
 }
 
-// The planner's kernel: tensor cores for GQA groups of 4 and more on sm_80 and newer, where
-// the SIMT decode's per-score shuffles bound it (docs/kernels.md, "Tensor-core decode").
-inline decode_kernel choose_decode_kernel(const attention_config& c, const device_info& dev,
-                                          const plan_options& opt) {
-  const std::string refusal = tensor_core_decode_refusal(c);
+// Why decode<Set, Mod> cannot run the tensor-core decode for c; empty when it can: the kernel
+// exists only where Set lists its instance (at a block size Set has).
+template <class Set>
+std::string tensor_core_decode_refusal(const attention_config& c) {
+  std::string why = tensor_core_decode_refusal(c);
+  if (!why.empty()) return why;
+  std::ostringstream os;
+  if (!has_tensor_core_decode<Set>(c.type, c.shape)) {
+    os << "dtype = " << name(c.type) << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size
+       << ", group_size = " << c.shape.group_size()
+       << " (the instantiation set has no tensor-core decode instance for it)";
+  }
+  return os.str();
+}
+
+// The planner's kernel, among those decode<Set, Mod> compiles: tensor cores for GQA groups of
+// 4 and more on sm_80 and newer, where the SIMT decode's per-score shuffles bound it
+// (docs/kernels.md, "Tensor-core decode").
+template <class Set>
+decode_kernel choose_decode_kernel(const attention_config& c, const device_info& dev, const plan_options& opt) {
+  const std::string refusal = tensor_core_decode_refusal<Set>(c);
   if (opt.kernel) {
     if (*opt.kernel == decode_kernel::tensor_cores && !refusal.empty()) {
       fail("plan_options.kernel = tensor_cores cannot run ", refusal);
@@ -434,10 +450,14 @@ inline split_problem decode_split_problem(const attention_config& c, decode_kern
 
 }  // namespace detail
 
-/// Plans decode for a bucket. Throws std::invalid_argument / rungs::unsupported_value for
-/// shapes outside the contract, naming the value and the rule.
-inline decode_plan plan_decode(const attention_config& config, decode_bucket bucket, const device_info& dev,
-                               const plan_options& options = {}) {
+/// Plans decode for a bucket, for the kernels of instantiation set Set: run the plan with
+/// decode<Set, ...>, the same set (the defaults match decode's), so that the plan's kernel is
+/// the one that runs (decode refuses a plan for a kernel its set lacks). Throws
+/// std::invalid_argument / rungs::unsupported_value for shapes outside the contract, naming the
+/// value and the rule.
+template <class Set = default_instantiations>
+decode_plan plan_decode(const attention_config& config, decode_bucket bucket, const device_info& dev,
+                        const plan_options& options = {}) {
   check_decode_shape(config.shape);
   detail::check_config(config);
   detail::check_device(dev);
@@ -449,7 +469,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  p.kernel = detail::choose_decode_kernel(config, dev, options);
+  p.kernel = detail::choose_decode_kernel<Set>(config, dev, options);
   detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
                         options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
@@ -457,7 +477,7 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
   return p;
 }
 
-/// The most split-KV workspace any plan_decode(config, {b, c}, dev, options) can ask for, over
+/// The most split-KV workspace any plan_decode<Set>(config, {b, c}, dev, options) can ask for, over
 /// every batch b <= limits.max_batch and context c <= limits.max_context: what an engine
 /// allocates once for steps whose plan is only known later (eager steps, buckets of any
 /// context). Planning at the largest context is not enough: split sizes are rounded up to
@@ -465,9 +485,10 @@ inline decode_plan plan_decode(const attention_config& config, decode_bucket buc
 /// the most splits the wave model considers (min(ceil(max_context / min_split_tokens),
 /// max_split_waves x CTA slots / unsplit CTAs), at least 1), and ceil(max_context /
 /// split_tokens) for a forced split size.
-inline std::size_t decode_workspace_bound(const attention_config& config, decode_bucket limits,
-                                          const device_info& dev, const plan_options& options = {}) {
-  const decode_kernel kernel = plan_decode(config, limits, dev, options).kernel;  // validates every argument
+template <class Set = default_instantiations>
+std::size_t decode_workspace_bound(const attention_config& config, decode_bucket limits, const device_info& dev,
+                                   const plan_options& options = {}) {
+  const decode_kernel kernel = plan_decode<Set>(config, limits, dev, options).kernel;  // validates every argument
   const attention_shape& s = config.shape;
   std::size_t bound = 0;
   for (std::int64_t b = 1; b <= limits.max_batch; ++b) {
@@ -573,6 +594,19 @@ inline void validate(const decode_plan& plan, const decode_args& a) {
   detail::check_table_stride(a.block_table_stride, plan.max_blocks_per_seq);
   detail::check_workspace(plan.workspace, a.workspace, a.workspace_bytes);
   detail::check_scales(plan.config, a.k_scale, a.v_scale, "decode_args");
+}
+
+/// Checks that decode<Set, ...> can run the plan's kernel: a plan made for another set (or by
+/// plan_decode without decode's set) may have chosen a tensor-core decode Set does not compile.
+/// Throws std::invalid_argument naming the shape and what is missing.
+template <class Set>
+void check_decode_kernel(const decode_plan& plan) {
+  if (plan.kernel != decode_kernel::tensor_cores) return;
+  const std::string refusal = detail::tensor_core_decode_refusal<Set>(plan.config);
+  if (!refusal.empty()) {
+    detail::fail("decode: the plan's kernel is tensor_cores, which this call cannot run: ", refusal,
+                 "; plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
+  }
 }
 
 inline void validate(const prefill_plan& plan, const prefill_args& a) {

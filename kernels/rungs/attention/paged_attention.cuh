@@ -170,14 +170,15 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 
 /// Decode: one query token per sequence of the plan's bucket (max_batch rows; padded rows
 /// have seq_len 0 and get zero outputs). Instances come from `Set`, compiled with the score
-/// transforms `Mod` (score_mod.hpp; the default: none). The tensor-core decode runs when the
-/// plan chose it (plan.kernel) and Set has its instance; otherwise the SIMT decode, which
-/// computes the same attention (within the tolerances of docs/kernels.md).
+/// transforms `Mod` (score_mod.hpp; the default: none). It runs the plan's kernel
+/// (plan.kernel), so plan with plan_decode<Set>: a plan for a tensor-core decode Set does not
+/// compile is refused (check_decode_kernel), never run on another kernel.
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
+  check_decode_kernel<Set>(plan);
   if constexpr (!Set::tensor_core_decode::empty) {
-    if (plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache() && has_tensor_core_decode<Set>(c.type, c.shape)) {
+    if (plan.kernel == decode_kernel::tensor_cores) {
       dispatch_tensor_core_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
         launch_tensor_core_decode<HostT, D, B, G, Mod>(plan, args, stream);
       });
