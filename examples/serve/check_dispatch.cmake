@@ -1,8 +1,11 @@
 # --dispatch (vLLM V1's (tokens, uniform decode) key over the 1-D ladder): the run replays
 # uniform-decode graphs and gives the same token digest as the same run without --dispatch
 # (the graphs change, and on CUDA the attention kernel of decode graphs, not the tokens); on
-# the host both runs also verify their tokens against the plain loop. Called by CTest:
-#   cmake -DDEMO=path/to/serve_demo [-DARGS=<;-separated demo flags>] -P check_dispatch.cmake
+# the host both runs also verify their tokens against the plain loop. With DECODE_KERNEL, a
+# third run adds --decode-kernel DECODE_KERNEL to --dispatch (CUDA: the forced decode kernel
+# must run and give the same tokens). Called by CTest:
+#   cmake -DDEMO=path/to/serve_demo [-DARGS=<;-separated demo flags>] [-DDECODE_KERNEL=simt|tensor-cores]
+#         -P check_dispatch.cmake
 if(NOT DEMO)
   message(FATAL_ERROR "check_dispatch.cmake: pass -DDEMO=<serve_demo>")
 endif()
@@ -12,15 +15,27 @@ else()
   set(args --clock virtual --ladder vllm --chats 3 --turns 2 --verify 3)
 endif()
 include("${CMAKE_CURRENT_LIST_DIR}/demo_digest.cmake")
-foreach(mode plain dispatch)
+set(modes plain dispatch)
+if(DECODE_KERNEL)
+  list(APPEND modes forced)
+endif()
+foreach(mode IN LISTS modes)
   set(extra)
   if(mode STREQUAL "dispatch")
     set(extra --dispatch)
+  elseif(mode STREQUAL "forced")
+    set(extra --dispatch --decode-kernel ${DECODE_KERNEL})
   endif()
   run_demo_for_digest(digest_${mode} out_${mode} COMMAND "${DEMO}" ${args} ${extra})
+  if(NOT digest_plain STREQUAL digest_${mode})
+    message(FATAL_ERROR "${extra} changed the tokens: digest ${digest_${mode}}, without it ${digest_plain}")
+  endif()
 endforeach()
-if(NOT digest_plain STREQUAL digest_dispatch)
-  message(FATAL_ERROR "--dispatch changed the tokens: digest ${digest_dispatch}, without it ${digest_plain}")
+if(DECODE_KERNEL)
+  string(REPLACE "-" "_" kernel_name "${DECODE_KERNEL}")
+  if(NOT out_forced MATCHES "Decode kernel of uniform-decode graphs: ${kernel_name} \\(--decode-kernel\\)")
+    message(FATAL_ERROR "the --decode-kernel ${DECODE_KERNEL} run does not report that kernel:\n${out_forced}")
+  endif()
 endif()
 set(wanted "Dispatch key \\(tokens, uniform decode\\), vLLM V1's: [0-9]+ uniform-decode graphs"
            "uniform decode [0-9]+x[0-9]+ -> \\([0-9]+, 1\\) replay")

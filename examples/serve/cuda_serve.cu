@@ -15,7 +15,8 @@
 //
 // Attention: a graph whose shape declares one new token per sequence (graph_shape::query == 1:
 // the uniform-decode graphs of vLLM V1's dispatch key, --dispatch) runs the split-KV decode
-// kernel; every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
+// kernel the planner picks (tensor cores at the full model's GQA group of 4; the SIMT decode
+// at the tiny model's group of 2; --decode-kernel forces either); every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
 // steps and whose shape alone cannot say that a step holds one token per sequence) runs the
 // prefill/extend kernel. The attention plan is made on the host for the step's padded shape
 // (FlashInfer's plan/run): the heuristic split-KV plan for bucket shapes, whose workspace is
@@ -68,6 +69,13 @@ constexpr int kQCols = kHidden;
 constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
 constexpr int kGroup = gpu_model.num_qo_heads / gpu_model.num_kv_heads;
+// The attention instances of the model's one shape: cache write, prefill, the SIMT decode and
+// the tensor-core decode (which takes both models' shapes), so that plan_decode<Set> chooses
+// among the decode kernels this file compiles and decode<Set> runs the plan's.
+using attention_instances =
+    ra::instantiation_set<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<ra::dynamic_block_size>,
+                          ra::values<kGroup>, ra::no_fp8_kv,
+                          ra::tensor_core_decode_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<kGroup>>>;
 
 // A graph shape as the forward plans it: sequences, tokens, block-table width, uniform query
 // length (graph_shape::query).
@@ -266,11 +274,14 @@ class gpu_decoder {
   using dims = decoder_dims<gpu_model>;
 
   /// `bucket_shapes`: every graph shape a graph is captured at; `max_seqs`: the most sequences
-  /// a step samples (the scheduler's max_num_seqs).
-  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs)
+  /// a step samples (the scheduler's max_num_seqs); `decode_options`: those of every decode
+  /// plan (a forced kernel).
+  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs,
+              const ra::plan_options& decode_options)
       : c_(c),
         config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks)},
         device_(ra::query_device()),
+        decode_options_(decode_options),
         bucket_shapes_(std::move(bucket_shapes)),
         max_seqs_(max_seqs) {
     RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -396,7 +407,7 @@ class gpu_decoder {
           config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
           s);
       if (decode) {  // every row written, zeros for padded sequences
-        ra::launch_decode<rungs::bf16, kHead, ra::dynamic_block_size, kGroup>(
+        ra::decode<attention_instances>(
             dp,
             {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
              .block_table_stride = b.width, .seq_lens = b.seq_lens, .out = attn,
@@ -434,6 +445,10 @@ class gpu_decoder {
     RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     std::copy_n(sampled_host_, n, out.begin());
   }
+
+  /// The kernel of every decode plan (it depends on the shape, the device and the options,
+  /// not on the batch).
+  ra::decode_kernel decode_kernel() const { return decode_plan(1, 1).kernel; }
 
   /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
@@ -487,14 +502,14 @@ class gpu_decoder {
   // sequence): the split-KV heuristic over the shape's context.
   ra::decode_plan decode_plan(std::int64_t seqs, std::int64_t width) const {
     const auto context = static_cast<int>(std::max<std::int64_t>(width * gpu_model.block_size, 1));
-    // The demo launches the SIMT decode (launch_decode): plan for its CTA slots.
-    return ra::plan_decode(config_, {.max_batch = static_cast<int>(seqs), .max_context = context}, device_,
-                           {.kernel = ra::decode_kernel::simt});
+    return ra::plan_decode<attention_instances>(config_, {.max_batch = static_cast<int>(seqs), .max_context = context},
+                                                device_, decode_options_);
   }
 
   model_config c_;
   ra::attention_config config_;
   ra::device_info device_;
+  ra::plan_options decode_options_;
   std::set<shape_key> bucket_shapes_;
   std::int64_t max_seqs_;
   std::int64_t attention_workspace_ = 0;
@@ -550,7 +565,14 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
       const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
       shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size), g.query});
     }
-    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs);
+    ra::plan_options decode_options;
+    if (s.opts.decode_kernel == decode_kernel_kind::simt) decode_options.kernel = ra::decode_kernel::simt;
+    if (s.opts.decode_kernel == decode_kernel_kind::tensor_cores) decode_options.kernel = ra::decode_kernel::tensor_cores;
+    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs, decode_options);
+    if (s.opts.dispatch) {
+      log << "Decode kernel of uniform-decode graphs: " << ra::name(m.decode_kernel())
+          << (s.opts.decode_kernel == decode_kernel_kind::automatic ? " (the planner's)" : " (--decode-kernel)") << "\n";
+    }
     eng::cuda_backend::options o;
     o.workspace_bytes = [&m](std::int64_t seqs, std::int64_t tokens) { return m.workspace_bytes(seqs, tokens); };
     return eng::cuda_backend([&m](const eng::cuda_step& st) { m.forward(st); }, o, m.stream());

@@ -29,6 +29,9 @@ enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by
 enum class timing_kind { startup, delayed, lazy, idle };
 using rungs::engine::allocator_kind;
 enum class clock_kind { wall, virtual_time };
+/// The CUDA backend's decode kernel in uniform-decode graphs (--dispatch): the planner's
+/// choice, or forced (rungs::attention::plan_options::kernel).
+enum class decode_kernel_kind { automatic, simt, tensor_cores };
 
 /// Every setting. Unset optionals take the backend's default (see resolve_defaults in main).
 struct demo_options {
@@ -56,6 +59,7 @@ struct demo_options {
   std::vector<std::int64_t> rungs;  ///< --ladder explicit
   std::optional<std::int32_t> max_capture_size;
   bool dispatch = false;  ///< vLLM V1's (tokens, uniform decode) key over the 1-D ladder
+  decode_kernel_kind decode_kernel = decode_kernel_kind::automatic;  ///< --backend cuda with --dispatch
   order_kind order = order_kind::automatic;
   timing_kind timing = timing_kind::startup;
   bool largest_at_startup = false;
@@ -133,6 +137,11 @@ inline void define_options(CLI::App& app, demo_options& o) {
                "key graphs on (tokens, uniform decode) as vLLM V1 does: steps where every sequence decodes one "
                "token replay full decode graphs (cuda: the decode kernel), other steps the ladder's token-count "
                "graphs; 1-D ladders only");
+  choices<decode_kernel_kind>(app, "--decode-kernel auto|simt|tensor-cores", o.decode_kernel,
+                              {{"auto", decode_kernel_kind::automatic}, {"simt", decode_kernel_kind::simt},
+                               {"tensor-cores", decode_kernel_kind::tensor_cores}},
+                              "cuda backend, --dispatch: the attention kernel of uniform-decode graphs: auto (default; the "
+                              "planner's: tensor cores at GQA groups of 4 and more) | simt | tensor-cores");
   choices<order_kind>(app, "--capture-order KIND", o.order,
                       {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},
                        {"max-bs", order_kind::max_bs}, {"min-tokens", order_kind::min_tokens},
@@ -184,6 +193,8 @@ inline demo_options parse_options(const std::vector<std::string_view>& args) {
       throw usage_error("--bucket-file applies to --ladder gaudi-file and explicit only");
     if (!o.rungs.empty() && o.ladder != ladder_kind::explicit_rungs)
       throw usage_error("--rungs applies to --ladder explicit only");
+    if (app.count("--decode-kernel") && !o.dispatch)
+      throw usage_error("--decode-kernel applies to --dispatch runs only (their uniform-decode graphs run the decode kernel)");
     if (o.dispatch && o.ladder && is_gaudi(*o.ladder))
       throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit)");
     if (o.max_capture_size && o.ladder && !rungs::engine::is_capture_size_preset(*o.ladder))

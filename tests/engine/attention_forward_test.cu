@@ -1,7 +1,8 @@
 // The engine on the GPU with rungs' PagedAttention kernels as its forward
-// (attention_forward.cuh): replays match eager runs and the CPU reference within bf16
-// tolerance on random decode batches for every bucket, and padding never writes the cache.
-// Exits 77 (skipped) when no GPU is visible.
+// (attention_forward.cuh): replays match eager runs and the CPU reference on random decode
+// batches for every bucket, with the decode kernel the planner picks (tensor cores at this
+// group of 4) and with the SIMT decode forced, over a bf16 cache and over fp8 caches; padding
+// never writes the cache. Exits 77 (skipped) when no GPU is visible.
 #include <rungs/cuda/error.hpp>
 #include <rungs/engine/attention_forward.cuh>
 #include <rungs/engine/cuda_backend.hpp>
@@ -17,6 +18,7 @@
 #include <numeric>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "cuda_support.cuh"
@@ -27,8 +29,15 @@ using namespace rungs_test;
 
 namespace {
 
+namespace ra = rungs::attention;
+
 constexpr model_shape gqa{.dtype = rungs::dtype::bf16, .num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 64, .block_size = 16,
                           .num_layers = 1};
+constexpr model_shape with_cache(rungs::dtype cache) {
+  model_shape m = gqa;
+  m.dtype = cache;
+  return m;
+}
 constexpr std::int64_t max_len = 256;
 constexpr std::int64_t per_seq = max_len / gqa.block_size;
 constexpr std::int64_t pool = 16 * per_seq * 4;
@@ -36,37 +45,49 @@ constexpr std::int64_t pool = 16 * per_seq * 4;
 template <class Timing>
 using gpu_engine = graph_runner<token_ladder, largest_first, Timing, cuda_backend>;
 
-cuda_backend::options sized_for(const attention_forward<gqa>& f) { return f.backend_options(); }
-
-std::vector<unsigned char> cache_bytes(const attention_forward<gqa>& f) {
-  std::vector<unsigned char> h(static_cast<std::size_t>(f.config().shape.pool_elements()) * 2);
+template <model_shape M>
+std::vector<unsigned char> cache_bytes(const attention_forward<M>& f) {
+  std::vector<unsigned char> h(static_cast<std::size_t>(f.config().shape.pool_elements()) *
+                               sizeof(typename attention_forward<M>::cache_element));
   RUNGS_CUDA_CHECK(cudaMemcpy(h.data(), f.k_cache(), h.size(), cudaMemcpyDeviceToHost));
   return h;
 }
 
-void check_close(const std::vector<float>& a, const std::vector<float>& b) {
+// |a - b| <= tol (1 + |b|) element-wise; returns the largest |a - b|.
+float check_close(const std::vector<float>& a, const std::vector<float>& b, float tol) {
   REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(std::abs(a[i] - b[i]) <= 2e-2f + 2e-2f * std::abs(b[i]));
+  float worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(std::abs(a[i] - b[i]) <= tol + tol * std::abs(b[i]));
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  }
+  return worst;
 }
 
-// The same batches through captured graphs, eager CUDA steps and the CPU reference.
+// The same batches through captured graphs, eager CUDA steps and the CPU reference (float64
+// attention over the same cache type: reference_forward.hpp).
+template <model_shape M>
 struct three_ways {
-  attention_forward<gqa> graphs_fwd, eager_fwd;
-  reference_forward<gqa> host_fwd;
+  attention_forward<M> graphs_fwd, eager_fwd;
+  reference_forward<M> host_fwd;
   gpu_engine<startup> graphs;
   gpu_engine<lazy> eager;
   graph_runner<token_ladder, largest_first, lazy, host_backend> host;
+  float tol;
+  float worst = 0;  // largest difference from the reference so far
 
-  three_ways(const token_ladder& ladder, std::int64_t blocks, std::int64_t len)
-      : graphs_fwd(blocks, len),
-        eager_fwd(blocks, len),
+  three_ways(const token_ladder& ladder, std::int64_t blocks, std::int64_t len, float tolerance,
+             const ra::plan_options& options = {})
+      : graphs_fwd(blocks, len, options),
+        eager_fwd(blocks, len, options),
         host_fwd(blocks),
-        graphs(ladder, cuda_backend(std::ref(graphs_fwd), sized_for(graphs_fwd)),
-               {.max_model_len = len, .shape = run_shape::of(gqa, blocks)}),
-        eager(ladder, cuda_backend(std::ref(eager_fwd), sized_for(eager_fwd)),
-              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(gqa, blocks)}),
-        host(ladder, host_backend(std::ref(host_fwd), {.workspace_bytes = reference_forward<gqa>::workspace_bytes}),
-             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(gqa, blocks)}) {
+        graphs(ladder, cuda_backend(std::ref(graphs_fwd), graphs_fwd.backend_options()),
+               {.max_model_len = len, .shape = run_shape::of(M, blocks)}),
+        eager(ladder, cuda_backend(std::ref(eager_fwd), eager_fwd.backend_options()),
+              {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(M, blocks)}),
+        host(ladder, host_backend(std::ref(host_fwd), {.workspace_bytes = reference_forward<M>::workspace_bytes}),
+             {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = len, .shape = run_shape::of(M, blocks)}),
+        tol(tolerance) {
     graphs.start();
   }
 
@@ -78,15 +99,17 @@ struct three_ways {
     REQUIRE(a.run == run_kind::replay);
     REQUIRE(b.run == run_kind::eager);
     std::vector<float> replayed = host_rows(a.rows, graphs.backend().stream());
-    check_close(replayed, host_rows(b.rows, eager.backend().stream()));
-    check_close(replayed, std::vector<float>(c.rows.begin(), c.rows.end()));
+    check_close(replayed, host_rows(b.rows, eager.backend().stream()), tol);
+    worst = std::max(worst, check_close(replayed, std::vector<float>(c.rows.begin(), c.rows.end()), tol));
   }
 };
-}  // namespace
 
-TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, every bucket") {
+// Random decode batches filling every bucket of 1-16 sequences, twice each.
+template <model_shape M>
+void check_every_bucket(const ra::plan_options& options, ra::decode_kernel kernel, float tol) {
   const token_ladder ladder{{1, 2, 4, 8, 16}};
-  three_ways run(ladder, pool, max_len);
+  three_ways<M> run(ladder, pool, max_len, tol, options);
+  REQUIRE(run.graphs_fwd.decode_kernel() == kernel);
   REQUIRE(run.graphs.stats().captures == 5);
   std::mt19937 rng(11);
   batch_builder bb(per_seq);
@@ -100,6 +123,27 @@ TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, e
     }
     previous = rung;
   }
+  std::printf("attention_forward %s cache, %s decode: largest difference from the float64 reference %.3g\n",
+              std::string(rungs::name(M.dtype)).c_str(), ra::name(kernel), static_cast<double>(run.worst));
+}
+}  // namespace
+
+TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, every bucket, both decode kernels") {
+  check_every_bucket<gqa>({}, ra::decode_kernel::tensor_cores, 2e-2f);
+  check_every_bucket<gqa>({.kernel = ra::decode_kernel::simt}, ra::decode_kernel::simt, 2e-2f);
+}
+
+TEST_CASE("paged-attention forward over fp8 caches: the cache write quantises, decode dequantises") {
+  check_every_bucket<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::decode_kernel::simt, 2e-2f);
+  check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({}, ra::decode_kernel::simt, 2e-2f);
+}
+
+TEST_CASE("paged-attention forward: a decode kernel the forward cannot run is refused when it is built") {
+  const auto* what = "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core decode "
+                     "takes 16-bit caches)";
+  CHECK_THROWS_WITH((attention_forward<with_cache(rungs::dtype::fp8_e4m3)>(pool, max_len,
+                                                                           {.kernel = ra::decode_kernel::tensor_cores})),
+                    what);
 }
 
 TEST_CASE("paged-attention forward: long contexts take the split-KV path within the sized workspace") {
@@ -109,7 +153,7 @@ TEST_CASE("paged-attention forward: long contexts take the split-KV path within 
   // into more pieces than 16 of 4096 would (on 132 SMs, 9 against 8): the workspace the
   // forward asked the backend for must still hold them (decode_workspace_bound).
   constexpr std::int64_t long_len = 4096, long_per_seq = long_len / gqa.block_size;
-  three_ways run(token_ladder{{1, 4, 16}}, 16 * long_per_seq, long_len);
+  three_ways<gqa> run(token_ladder{{1, 4, 16}}, 16 * long_per_seq, long_len, 2e-2f);
   REQUIRE(run.graphs.stats().captures == 3);
   std::mt19937 rng(29);
   batch_builder bb(long_per_seq);

@@ -1,20 +1,24 @@
 // A CUDA forward for the engine built on rungs' PagedAttention kernels
 // (rungs/attention/paged_attention.cuh): the GPU counterpart of reference_forward.hpp.
 //
-// The Model fixes the kernel instance: launch_cache_write<element, head_dim> and
-// launch_decode<element, head_dim, block_size, group> are the only attention kernels this
-// header instantiates, so an engine compiles one decode kernel, not the dispatcher's 90.
-// Each step: a weightless projection writes every token's query, key and value (the same
-// functions of token id and position as reference_forward), the cache write stores the new
-// K/V at their slots (slot -1, a padded token, writes nothing), the decode kernel attends one
-// query per sequence over its paged KV (plan_decode's plan, made once per graph shape and
-// cached: it fixes the grid and split count, so the launch is capturable), and the output rows
-// are widened to float for the engine. Queries, keys, values, outputs and the split-KV
-// partials live in the engine's workspace, sized once for the largest bucket.
+// The Model fixes the kernel instances: the forward's instantiation set (`instances`) holds
+// exactly the Model's dtype, head size, block size and GQA group, so an engine compiles one
+// cache write and the decode kernels of one shape (the SIMT decode, and the tensor-core decode
+// where it takes the shape), not the dispatcher's 90. Each step: a weightless projection
+// writes every token's query, key and value (the same functions of token id and position as
+// reference_forward), the cache write stores the new K/V at their slots (slot -1, a padded
+// token, writes nothing), the decode kernel attends one query per sequence over its paged KV
+// (plan_decode<instances>'s plan, made once per graph shape and cached: it fixes the kernel,
+// the grid and the split count, so the launch is capturable), and the output rows are widened
+// to float for the engine. Queries, keys, values, outputs and the split-KV partials live in
+// the engine's workspace, sized once for the largest bucket.
 //
 // Decode steps only: one new token per sequence (prefill batches need plan_prefill, not wired
-// here). Model.dtype must be fp16 or bf16, and the head size, block size and GQA group must be
-// ones the kernels support (a static_assert in the launcher names what does not fit).
+// here). Model.dtype is the KV cache's type: fp16 or bf16 (queries, keys and values in the
+// same type), or fp8_e4m3 / fp8_e5m2 (bf16 queries; the cache write quantises with scale 1, as
+// reference_forward's cache does, and decode dequantises). The head size, block size and GQA
+// group must be ones the kernels support (instantiation_set's static_asserts name what does
+// not fit).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -25,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -79,24 +84,53 @@ template <model_shape Model>
 class attention_forward {
   static_assert(rule_holds<broken_rule(Model)>,
                 "rungs::engine: the Model shape is invalid; the note below names the rule it breaks");
-  static_assert(Model.dtype == dtype::fp16 || Model.dtype == dtype::bf16,
-                "rungs::engine::attention_forward: the paged-attention kernels store fp16 or bf16");
+  static_assert(Model.dtype == dtype::fp16 || Model.dtype == dtype::bf16 || is_fp8(Model.dtype),
+                "rungs::engine::attention_forward: the paged-attention kernels' caches are fp16, bf16, fp8_e4m3 or "
+                "fp8_e5m2");
+  static constexpr bool quantized = is_fp8(Model.dtype);
+  // Queries, keys and values before the cache write, and outputs: the cache's type, or bf16
+  // over an fp8 cache (the type the default set's fp8 instances take).
+  static constexpr dtype query_dtype = quantized ? dtype::bf16 : Model.dtype;
 
  public:
-  using element = host_type<Model.dtype>;
+  using element = host_type<query_dtype>;
   using device_element = rungs::attention::detail::device_type_t<element>;
+  using cache_element = host_type<Model.dtype>;
   static constexpr int q_row = Model.num_qo_heads * Model.head_dim;
   static constexpr int kv_row = Model.num_kv_heads * Model.head_dim;
   static constexpr int group = Model.num_qo_heads / Model.num_kv_heads;
 
+  /// The kernels this forward compiles: one shape, the tensor-core decode where it takes the
+  /// shape (16-bit caches, geometry::tensor_core_decode_fits), the fp8 instances over an fp8 cache.
+  using instances = rungs::attention::instantiation_set<
+      rungs::attention::dtypes<query_dtype>, rungs::attention::values<Model.head_dim>,
+      rungs::attention::values<Model.block_size>, rungs::attention::values<group>,
+      std::conditional_t<quantized,
+                         rungs::attention::fp8_kv_instances<rungs::attention::dtypes<query_dtype>,
+                                                            rungs::attention::dtypes<Model.dtype>,
+                                                            rungs::attention::values<Model.head_dim>,
+                                                            rungs::attention::values<group>>,
+                         rungs::attention::no_fp8_kv>,
+      std::conditional_t<!quantized && rungs::attention::geometry::tensor_core_decode_fits(Model.head_dim, group),
+                         rungs::attention::tensor_core_decode_instances<rungs::attention::dtypes<query_dtype>,
+                                                                        rungs::attention::values<Model.head_dim>,
+                                                                        rungs::attention::values<group>>,
+                         rungs::attention::no_tensor_core_decode>>;
+
   /// KV pools of `num_blocks` blocks (one layer) on the current device, for sequences up to
-  /// `max_model_len` tokens.
-  attention_forward(std::int64_t num_blocks, std::int64_t max_model_len)
-      : config_{rungs::attention::attention_config{
-            Model.dtype, rungs::attention::attention_shape::of(Model, num_blocks)}},
+  /// `max_model_len` tokens. decode_options go to every decode plan: the default lets the
+  /// planner choose the kernel; {.kernel = rungs::attention::decode_kernel::simt} forces the
+  /// SIMT decode.
+  attention_forward(std::int64_t num_blocks, std::int64_t max_model_len,
+                    const rungs::attention::plan_options& decode_options = {})
+      : config_{query_dtype, rungs::attention::attention_shape::of(Model, num_blocks), 0.0f, {},
+                {.type = quantized ? std::optional<dtype>(Model.dtype) : std::nullopt}},
         max_model_len_(max_model_len),
-        device_(rungs::attention::query_device()) {
-    const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(element);
+        device_(rungs::attention::query_device()),
+        decode_options_(decode_options) {
+    // Validates the options once, naming what is wrong, instead of on the first step.
+    (void)plan(1, 1);
+    const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(cache_element);
     RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
@@ -117,9 +151,9 @@ class attention_forward {
   /// smaller batches, and some shorter contexts, split more).
   std::int64_t workspace_bytes(std::int64_t seqs, std::int64_t tokens) const {
     const std::int64_t context = blocks_for(max_model_len_, Model.block_size) * Model.block_size;
-    const std::size_t split = rungs::attention::decode_workspace_bound(
+    const std::size_t split = rungs::attention::decode_workspace_bound<instances>(
         config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
-        device_, decode_options);
+        device_, decode_options_);
     return static_cast<std::int64_t>(layout_of(seqs, tokens).split + split);
   }
 
@@ -152,11 +186,11 @@ class attention_forward {
       detail::project_tokens<device_element, q_row, kv_row>
           <<<static_cast<unsigned>(b.tokens), 128, 0, s.stream>>>(b.token_ids, b.positions, q, k, v);
     RUNGS_CUDA_CHECK(cudaGetLastError());
-    rungs::attention::launch_cache_write<element, Model.head_dim>(
+    rungs::attention::cache_write<instances>(
         config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_},
         s.stream);
-    // Decode: sequence i's query is its one new token, row query_start[i] = i.
-    rungs::attention::launch_decode<element, Model.head_dim, Model.block_size, group>(
+    // Decode: sequence i's query is its one new token, row query_start[i] = i; the plan's kernel.
+    rungs::attention::decode<instances>(
         p,
         {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
          .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},
@@ -166,6 +200,9 @@ class attention_forward {
     RUNGS_CUDA_CHECK(cudaGetLastError());
   }
 
+  /// The decode kernel this forward's plans run (the same for every step: it depends on the
+  /// Model, the instances, the device and the options, not on the batch).
+  rungs::attention::decode_kernel decode_kernel() const { return plan(1, 1).kernel; }
   const void* k_cache() const { return k_cache_; }
   const void* v_cache() const { return v_cache_; }
   const rungs::attention::attention_config& config() const { return config_; }
@@ -194,13 +231,10 @@ class attention_forward {
   }
 
   rungs::attention::decode_plan plan(std::int64_t seqs, std::int64_t context) const {
-    return rungs::attention::plan_decode(
+    return rungs::attention::plan_decode<instances>(
         config_, {.max_batch = static_cast<int>(seqs), .max_context = static_cast<int>(std::max<std::int64_t>(context, 1))},
-        device_, decode_options);
+        device_, decode_options_);
   }
-  // The forward launches the SIMT decode (launch_decode), so its plans count that kernel's CTA
-  // slots, whatever the planner would pick for tensor cores.
-  static constexpr rungs::attention::plan_options decode_options{.kernel = rungs::attention::decode_kernel::simt};
   // A plan per graph shape, made on first use (host arithmetic only, so also during capture).
   const rungs::attention::decode_plan& plan_for(std::int64_t seqs, std::int64_t context) {
     auto key = std::pair(seqs, context);
@@ -212,6 +246,7 @@ class attention_forward {
   rungs::attention::attention_config config_;
   std::int64_t max_model_len_;
   rungs::attention::device_info device_;
+  rungs::attention::plan_options decode_options_;
   void* k_cache_ = nullptr;
   void* v_cache_ = nullptr;
   std::map<std::pair<std::int64_t, std::int64_t>, rungs::attention::decode_plan> plans_;
