@@ -50,9 +50,9 @@ TEST_CASE("decode plan: splits by waves of the instance's CTA slots (H100, 32/8 
   // P = 132 x 4 = 528 CTA slots; a batch of b runs 8b CTAs unsplit. The model's cost
   // (detail::split_time, in slot-tokens): waves x (split tokens + 32, one tile of D 128), and
   // when split the merge: 32 + 2 x rows x n x 516 B / (528 x 512 B), rows = 32b, n splits.
-  // Splits of 4096 tokens in multiples of 128, at least 256: n = 1, 2, 3, 4, 5, 6, 7, 8, 11, 16
-  // of 4096, 2048, 1408, 1024, 896, 768, 640, 512, 384, 256 tokens; the model tries n up to
-  // 4 x 528 / 8b (4 waves) and 16.
+  // Splits cut 4096 tokens evenly, rounded up to 32-token tiles, at least 256: n = 1-13, 15, 16
+  // of 4096, 2048, 1376, 1024, 832, 704, 608, 512, 480, 416, 384, 352, 320, 288, 256 tokens
+  // (n = 14 gives 13 of 320); the model tries n up to 4 x 528 / 8b (4 waves) and 16.
   const auto cfg = config(32, 8, 128, 16);
   const auto splits = [&](int batch) { return ra::plan_decode(cfg, {.max_batch = batch, .max_context = 4096}, h100).num_splits; };
   // b = 1: 16 x 8 = 128 CTAs, one wave: 288 + 32 + 1.95 = 322 (unsplit 4128).
@@ -63,6 +63,11 @@ TEST_CASE("decode plan: splits by waves of the instance's CTA slots (H100, 32/8 
   // b = 33, 264 CTAs, n <= 8: 2 splits, 528 CTAs, one wave: 2080 + 32 + 8.1 = 2120; 4 splits,
   // 2 waves: 2112 + 32 + 16.1 = 2160; 8 splits, 4 waves: 2176 + ...; unsplit 4128.
   CHECK(splits(33) == 2);
+  // b = 40, 320 CTAs, n <= 6: 3 splits of 1376 (4096 / 3 = 1365.3 rounded up to 32; 3 x 1376 =
+  // 4128 tokens), 960 CTAs, 2 waves: 2816 + 32 + 14.7 = 2862.7; 6 splits, 4 waves: 2944 + ...;
+  // 4, 3 waves: 3168 + ...; unsplit 4128. Splits rounded up to 128 tokens took 3 of 1408 (4224).
+  CHECK(splits(40) == 3);
+  CHECK(ra::plan_decode(cfg, {.max_batch = 40, .max_context = 4096}, h100).split_tokens == 1376);
   // b = 48, 384 CTAs (73% of the slots), n <= 5: unsplit 4128; 2 splits, 2 waves: 4160 + ...;
   // 3, 3 waves: 4320 + ...; 4 splits, 1536 CTAs, 3 waves (97% full): 3168 + 32 + 23.5 = 3223.5;
   // 5, 4 waves: 3712 + ...
@@ -120,19 +125,31 @@ TEST_CASE("decode plan: forced split sizes, including splits past every sequence
 }
 
 TEST_CASE("decode_workspace_bound covers every smaller batch and context") {
-  // The case that planning at the largest context misses: 8/2 heads, head dim 64 (64-token
-  // tiles), H100: 528 slots. 53 sequences, 106 CTAs. Of 4096 tokens: 4 splits of 1024, 424
+  // 8/2 heads, head dim 64 (64-token tiles), H100: 528 slots. Splits cut the context evenly,
+  // rounded up to whole tiles. 53 sequences, 106 CTAs. Of 4096 tokens: 4 splits of 1024, 424
   // CTAs, one wave: 1088 + 64 + 6.5 (merge) = 1158.5, against e.g. 16 of 256, 4 waves: 1280 + ...
-  // Of 2049 tokens: 9 splits of 256 (the last of 1 token), 954 CTAs, 2 waves:
-  // 640 + 64 + 14.7 = 718.7, against 4 of 640, one wave: 704 + 64 + 6.5 = 774.5.
+  // Of 2049 tokens: 4 splits of 576 (2049 / 4 rounded up to 64; the last of 321), one wave:
+  // 640 + 64 + 6.5 = 710.5, against 9 of 256 (the last of 1 token), 954 CTAs, 2 waves:
+  // 640 + 64 + 14.7 = 718.7, which splits rounded up to 128 tokens chose (4 of 640 took 774.5).
   const auto cfg = config(8, 2, 64, 16);
   CHECK(ra::plan_decode(cfg, {.max_batch = 53, .max_context = 4096}, h100).num_splits == 4);
-  const auto shorter = ra::plan_decode(cfg, {.max_batch = 53, .max_context = 2049}, h100);
+  const auto even = ra::plan_decode(cfg, {.max_batch = 53, .max_context = 2049}, h100);
+  CHECK(even.num_splits == 4);
+  CHECK(even.split_tokens == 576);
+  CHECK(even.workspace.bytes == 424 * 4 * 64 * 4 + 424 * 4 * 4);  // 424 rows; 434176 is 256-aligned
+  // The case that planning at the largest context misses: 27 sequences, 54 CTAs. Of 4096
+  // tokens: 8 splits of 512, 432 CTAs, one wave: 576 + 64 + 6.6 = 646.6 (16 of 256 take 2
+  // waves: 640 + 64 + 13.3; 10 of 448, 540 CTAs, 2 waves: 1024 + ...). Of 2049: 9 splits of 256
+  // (the last of 1 token), 486 CTAs, one wave: 320 + 64 + 7.5 = 391.5, against 7 of 320:
+  // 384 + 64 + 5.8 = 453.8. The shorter context splits into more pieces.
+  CHECK(ra::plan_decode(cfg, {.max_batch = 27, .max_context = 4096}, h100).num_splits == 8);
+  const auto shorter = ra::plan_decode(cfg, {.max_batch = 27, .max_context = 2049}, h100);
   CHECK(shorter.num_splits == 9);
-  CHECK(shorter.workspace.bytes == 424 * 9 * 64 * 4 + 424 * 9 * 4);  // 424 rows; 976896 is 256-aligned
+  CHECK(shorter.workspace.bytes == 216 * 9 * 64 * 4 + 216 * 9 * 4);  // 216 rows; 497664 is 256-aligned
   // The bound takes per batch the most splits the model tries, min(ceil(4096 / 256) = 16,
   // 4 x 528 / 2b), here 16 for every b <= 53, at the largest batch: 424 rows x 16 splits.
   CHECK(ra::decode_workspace_bound(cfg, {.max_batch = 53, .max_context = 4096}, h100) == 424 * 16 * 64 * 4 + 424 * 16 * 4);
+  CHECK(ra::decode_workspace_bound(cfg, {.max_batch = 27, .max_context = 4096}, h100) == 216 * 16 * 64 * 4 + 216 * 16 * 4);
 
   // Exhaustively: no plan within the limits asks for more than the bound. The bound counts
   // the model's largest candidate, which it need not pick: here at most 1.6 times the largest
@@ -406,12 +423,14 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   CHECK(b.num_splits == 64);
   CHECK(b.workspace.bytes == 4 * 32 * 64 * 128 * 4 + 4 * 32 * 64 * 4);
   // Under a sliding window prefill is built for 3 CTAs per SM on sm_90 (396 slots): 64 splits
-  // take 2 waves (576 + 32 + 41.7); 43 of 384 tokens fit one: 416 + 32 + 28.0 = 476.
+  // take 2 waves (576 + 32 + 41.7); up to 49 fit one, and 16384 / 49 = 335 rounded up to
+  // 32-token tiles is 352, 47 splits: 384 + 32 + 30.6 = 446.6 (splits rounded up to 128 tokens
+  // made 43 of 384: 416 + 32 + 28.0 = 476).
   auto windowed = config(32, 8, 128, 16);
   windowed.scores.window = 1000;
   const auto w = ra::plan_prefill(windowed, {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
-  CHECK(w.split_tokens == 384);
-  CHECK(w.num_splits == 43);
+  CHECK(w.split_tokens == 352);
+  CHECK(w.num_splits == 47);
   CHECK(error_of([] { ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_context = 4}, h100); }) ==
         "prefill_bucket.max_context = 4 is smaller than max_q_len = 8 (the context includes the new tokens)");
   CHECK(error_of([] {

@@ -262,10 +262,12 @@ inline void choose_splits(const split_problem& prob, const device_info& dev, con
   const std::int64_t slots = static_cast<std::int64_t>(dev.num_sms) * slots_per_sm(prob, opt);
   const std::int64_t most = max_model_splits(prob.ctas, slots, context, opt.min_split_tokens);
   double best = 0.0;
+  // Splits cut the context evenly, rounded up to whole pipeline tiles: a CTA pays for a partial
+  // tile as for a whole one, and the kernels need no other alignment (a split may start inside
+  // a KV block; each token's row is whole 32-byte sectors).
+  const std::int64_t tile = geometry::tile_tokens(prob.head_dim);
   for (std::int64_t wanted = 1; wanted <= most; ++wanted) {
-    // Splits are whole multiples of 128 tokens: block-aligned for every block size and a
-    // whole number of pipeline tiles for every head dim.
-    std::int64_t tokens = std::max<std::int64_t>(round_up(ceil_div(context, wanted), 128), opt.min_split_tokens);
+    std::int64_t tokens = std::max<std::int64_t>(round_up(ceil_div(context, wanted), tile), opt.min_split_tokens);
     tokens = std::min<std::int64_t>(tokens, context);
     const int n = static_cast<int>(ceil_div(context, tokens));
     const double t = split_time(prob, slots, static_cast<int>(tokens), n);
@@ -480,8 +482,9 @@ decode_plan plan_decode(const attention_config& config, decode_bucket bucket, co
 /// The most split-KV workspace any plan_decode<Set>(config, {b, c}, dev, options) can ask for, over
 /// every batch b <= limits.max_batch and context c <= limits.max_context: what an engine
 /// allocates once for steps whose plan is only known later (eager steps, buckets of any
-/// context). Planning at the largest context is not enough: split sizes are rounded up to
-/// 128 tokens, so a shorter context can split into more pieces. The bound uses, per batch,
+/// context). Planning at the largest context is not enough: a shorter context's splits can
+/// fill the waves better, so it may split into more pieces (8/2 heads of 64 on an H100, 27
+/// sequences: 9 splits of 2049 tokens, 8 of 4096; plan_test). The bound uses, per batch,
 /// the most splits the wave model considers (min(ceil(max_context / min_split_tokens),
 /// max_split_waves x CTA slots / unsplit CTAs), at least 1), and ceil(max_context /
 /// split_tokens) for a forced split size.
