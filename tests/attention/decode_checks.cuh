@@ -136,21 +136,30 @@ void check_decode_score_mods() {
 }
 
 /// The fp8-cache instances of the tested set (fp8_kv_instances): every (query type, cache
-/// type, head dim, group) at every checked block size, with per-head and per-tensor scales.
-/// The set compiled here is those instances plus the one 16-bit instance of each shape (the
-/// dispatched entry point compiles both branches).
+/// type, head dim, group) at every checked block size, with per-head and per-tensor scales, on
+/// the SIMT decode and, where the tested set's tensor-core list has the shape, the tensor-core
+/// decode. The set compiled here is those instances plus the 16-bit instances of each shape
+/// (the dispatched entry point compiles both branches).
 template <ra::dtype Type, ra::dtype Kv, int HeadDim, int Group>
 void check_decode_fp8_instance() {
+  constexpr bool kTensorCores = tested_set::tensor_core_decode::contains(Type, HeadDim, Group);
+  using tensor_core = std::conditional_t<kTensorCores,
+                                         ra::tensor_core_decode_instances<ra::dtypes<Type>, ra::values<HeadDim>, ra::values<Group>>,
+                                         ra::no_tensor_core_decode>;
   using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<HeadDim>, tested_set::block_sizes, ra::values<Group>,
-                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<Group>>>;
+                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<Group>>,
+                                    tensor_core>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Kv) * 1000 + HeadDim + Group);
   for (int block_size : checked_block_sizes) {
     for (bool per_head : {true, false}) {
-      INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
-                             << block_size << ", group " << Group << (per_head ? ", per-head" : ", per-tensor")
-                             << " scales");
-      check_decode<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size, Group,
-                                                                                0.3, per_head);
+      for (ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
+        if (k == ra::decode_kernel::tensor_cores && !kTensorCores) continue;
+        INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
+                               << block_size << ", group " << Group << (per_head ? ", per-head" : ", per-tensor")
+                               << " scales");
+        check_decode<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size, Group,
+                                                                                  0.3, per_head, k);
+      }
     }
   }
 }

@@ -175,6 +175,12 @@ TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances,
   }
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(16, 8, 128, 16)));  // group 2
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 64, 16)));   // head dim 64
+  // fp8 caches: the shapes both lists have, bf16 queries over E4M3 at head dim 128, group 4.
+  CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
+  CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::bf16));
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e5m2));
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::fp16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(64, 8, 128, 16), ra::dtype::fp8_e4m3));  // g8
   std::string got;
   ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(64, 8, 128, 32), [&]<class T, int D, int B, int G>() {
     got = std::string(std::is_same_v<T, rungs::bf16> ? "bf16" : "f16") + " " + std::to_string(D) + " " +

@@ -1,7 +1,8 @@
 // What scripts/sass-check needs from the library itself, as JSON on stdout, so that the SASS
 // checks and the bandwidth model never restate a rule of the C++ code:
 //  * every kernel instance of default_instantiations (the kernels CI compiles for sm_80 and
-//    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache), with the
+//    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache; the
+//    tensor-core decode's where both lists have the shape), with the
 //    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm;
 //    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc");
 //  * the launch geometry (threads, pipeline stages, tile tokens per head dim);
@@ -17,6 +18,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ra = rungs::attention;
@@ -38,7 +40,10 @@ struct instance {
 // "bf16", or "bf16/e4m3" for an fp8 cache (the names scripts/sass-check gives the kernels).
 std::string dtype_key(ra::dtype t, std::optional<ra::dtype> kv) {
   std::string s(name(t));
-  if (kv) s += "/" + std::string(name(*kv)).substr(4);  // fp8_e4m3 -> e4m3
+  if (kv) {
+    s += '/';
+    s += std::string_view(name(*kv)).substr(4);  // fp8_e4m3 -> e4m3
+  }
   return s;
 }
 
@@ -126,11 +131,13 @@ void print_list(const char* key, const std::vector<std::string>& v, bool last) {
 int main() {
   using set = ra::default_instantiations;
   std::vector<instance> all = default_instances(set::head_dims{}, set::dtype_list{});
-  // The fp8-cache instances: decode, prefill and cache write each (the merge is the 16-bit one).
+  // The fp8-cache instances: decode, prefill and cache write each (the merge is the 16-bit one),
+  // and the tensor-core decode where the set's tensor-core list has the shape too.
   ra::for_each_fp8_instance<set::fp8_kv>([&]<ra::dtype Q, ra::dtype Kv, int D, int G>() {
     for (const char* kind : {"decode", "prefill", "cache_write"}) {
       all.push_back({Q, D, kind, std::string(kind) == "decode" ? G : 0, Kv});
     }
+    if constexpr (set::tensor_core_decode::contains(Q, D, G)) all.push_back({Q, D, "decode_tc", G, Kv});
   });
   tensor_core_instances(all, set::tensor_core_decode::head_dims{}, set::tensor_core_decode::dtype_list{});
   std::vector<std::string> instances;
@@ -143,7 +150,7 @@ int main() {
     }
     if (std::string(i.kind) == "decode_tc") {
       shapes.push_back(
-          plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, {}, ra::decode_kernel::tensor_cores));
+          plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv, ra::decode_kernel::tensor_cores));
     }
   }
   // The benchmark's shapes (bf16, head dim 128: 32/8 and 32/32 heads) and Llama-3-70B's 64/8.

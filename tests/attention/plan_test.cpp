@@ -279,9 +279,11 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
   capped.scores.logit_soft_cap = 50.0f;
   CHECK(ra::plan_decode(capped, bucket, h100).kernel == tensor_cores);
   CHECK(ra::plan_decode(capped, bucket, h100, {.kernel = simt}).kernel == simt);
-  ra::attention_config fp8 = config(32, 8, 128, 16);
+  ra::attention_config fp8 = config(32, 8, 128, 16);  // fp8 caches too
   fp8.kv.type = ra::dtype::fp8_e4m3;
-  CHECK(ra::plan_decode(fp8, bucket, h100).kernel == simt);
+  CHECK(ra::plan_decode(fp8, bucket, h100).kernel == tensor_cores);
+  fp8.kv.type = ra::dtype::fp8_e5m2;
+  CHECK(ra::plan_decode(fp8, bucket, a100).kernel == tensor_cores);
   // The kernel's launch bound sets the CTA slots the split model counts on: at group 8 the
   // SIMT decode has 2 per SM on sm_90, the tensor-core decode 4, so a plan for tensor cores
   // splits as a SIMT plan told of 4 slots, and unlike the default SIMT plan at batch 33.
@@ -303,9 +305,6 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
   CHECK(error_of([&] { ra::plan_decode(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
         "plan_options.kernel = tensor_cores cannot run head_dim = 96, group_size = 4 (the tensor-core decode takes "
         "head dims 64, 128 and groups 1-8, 16)");
-  CHECK(error_of([&] { ra::plan_decode(fp8, bucket, h100, {.kernel = tensor_cores}); }) ==
-        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core decode takes 16-bit "
-        "caches)");
 }
 
 TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and decode refuses any other") {

@@ -139,8 +139,10 @@ TEST_CASE("paged-attention forward over fp8 caches: the cache write quantises, d
 }
 
 TEST_CASE("paged-attention forward: a decode kernel the forward cannot run is refused when it is built") {
-  const auto* what = "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core decode "
-                     "takes 16-bit caches)";
+  // The forward's set over an fp8 cache lists no tensor-core decode (attention_forward.cuh).
+  const auto* what = "plan_options.kernel = tensor_cores cannot run dtype = bf16, kv cache dtype = fp8_e4m3, head_dim = "
+                     "64, block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode instance for "
+                     "it)";
   CHECK_THROWS_WITH((attention_forward<with_cache(rungs::dtype::fp8_e4m3)>(pool, max_len,
                                                                            {.kernel = ra::decode_kernel::tensor_cores})),
                     what);

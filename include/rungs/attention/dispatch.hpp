@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -146,7 +147,9 @@ void for_each_fp8_instance(F&& f) {
 
 /// The tensor-core decode instances of an instantiation set (kernels/.../tensor_core.cuh):
 /// element types x head dims x decode groups, at the set's block sizes, beside the SIMT decode
-/// instances (which every shape keeps: the tensor-core decode is chosen by the plan).
+/// instances (which every shape keeps: the tensor-core decode is chosen by the plan). Over an
+/// fp8 cache, the set has the tensor-core decode of each shape this list and the set's
+/// fp8_kv_instances both have (for the query type).
 template <class Dtypes, class HeadDims, class DecodeGroups>
 struct tensor_core_decode_instances {
   using dtype_list = Dtypes;
@@ -204,13 +207,14 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 
 /// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dim
 /// 128, groups 4 (Llama-3-8B's 32/8 heads) and 8 (Llama-3-70B's 64/8), where the planner
-/// picks tensor cores; other shapes run the SIMT decode.
+/// picks tensor cores; other shapes run the SIMT decode. With default_fp8_kv_instances they
+/// also give the tensor-core decode over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances = tensor_core_decode_instances<supported_dtypes, values<128>, values<4, 8>>;
 
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// the fp8 instances and the 4 tensor-core decode kernels above.
+/// the fp8 instances and the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3).
 using default_instantiations = instantiation_set<supported_dtypes, supported_head_dims,
                                                  values<dynamic_block_size>, supported_decode_groups,
                                                  default_fp8_kv_instances, default_tensor_core_decode_instances>;
@@ -336,10 +340,16 @@ decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f)
   });
 }
 
-/// Whether Set has a tensor-core decode instance for (type, shape) at a block size it lists.
+/// Whether Set has a tensor-core decode instance for (type, shape) at a block size it lists,
+/// over a cache of kv_type (default: the queries' type). An fp8 cache's instance exists for
+/// each shape that both Set::tensor_core_decode (for the query type) and Set::fp8_kv list.
 template <class Set>
-bool has_tensor_core_decode(dtype type, const attention_shape& s) {
-  return Set::tensor_core_decode::contains(type, s.head_dim, s.group_size()) &&
+bool has_tensor_core_decode(dtype type, const attention_shape& s, std::optional<dtype> kv_type = {}) {
+  const bool fp8_listed = !kv_type || *kv_type == type ||
+                          (Set::fp8_kv::query_dtypes::contains(type) && Set::fp8_kv::kv_dtypes::contains(*kv_type) &&
+                           Set::fp8_kv::head_dims::contains(s.head_dim) &&
+                           Set::fp8_kv::decode_groups::contains(s.group_size()));
+  return fp8_listed && Set::tensor_core_decode::contains(type, s.head_dim, s.group_size()) &&
          detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
 }
 

@@ -41,8 +41,8 @@ struct device_info {
 };
 
 /// The decode kernel a plan runs: the SIMT decode (every shape, transform and cache type) or
-/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit caches, every
-/// score transform, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
+/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit and fp8
+/// caches, every score transform, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
 /// workspace layout and the merge; the kernel's launch bound sets the CTA slots the split model
 /// counts on (geometry::tensor_core_decode_ctas_per_sm for tensor cores).
 enum class decode_kernel { simt, tensor_cores };
@@ -397,9 +397,7 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
 // Why the tensor-core decode cannot run a configuration; empty when it can.
 inline std::string tensor_core_decode_refusal(const attention_config& c) {
   std::ostringstream os;
-  if (c.quantized_cache()) {
-    os << "kv cache dtype = " << name(c.cache_type()) << " (the tensor-core decode takes 16-bit caches)";
-  } else if (!geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
+  if (!geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
        << " (the tensor-core decode takes head dims 64, 128 and groups 1-8, 16)";
   }
@@ -413,8 +411,10 @@ std::string tensor_core_decode_refusal(const attention_config& c) {
   std::string why = tensor_core_decode_refusal(c);
   if (!why.empty()) return why;
   std::ostringstream os;
-  if (!has_tensor_core_decode<Set>(c.type, c.shape)) {
-    os << "dtype = " << name(c.type) << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size
+  if (!has_tensor_core_decode<Set>(c.type, c.shape, c.cache_type())) {
+    os << "dtype = " << name(c.type);
+    if (c.quantized_cache()) os << ", kv cache dtype = " << name(c.cache_type());
+    os << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size
        << ", group_size = " << c.shape.group_size()
        << " (the instantiation set has no tensor-core decode instance for it)";
   }

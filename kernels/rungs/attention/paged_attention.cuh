@@ -115,20 +115,21 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
 }
 
 /// Typed launcher of one tensor-core decode instance (tensor_core.cuh): the same plan,
-/// arguments and score transforms Mod as launch_decode's (whatever plan.kernel says), 16-bit
-/// caches only.
-template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}>
+/// arguments, score transforms Mod and cache type HostKV as launch_decode's (whatever
+/// plan.kernel says).
+template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}, class HostKV = HostT>
 void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
+  using KV = detail::device_type_t<HostKV>;
   const attention_shape& s = plan.config.shape;
-  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "decode (tensor cores)");
+  detail::check_instance<HostT, HeadDim, BlockSize, HostKV>(plan.config, "decode (tensor cores)");
   if (s.group_size() != Group) {
     detail::fail("decode (tensor cores): the instance for group size ", Group, " cannot run group size ",
                  s.group_size());
   }
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "decode (tensor cores)");
-  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod)>,
+  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod), KV>,
                  detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
   detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
@@ -172,13 +173,15 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 /// have seq_len 0 and get zero outputs). Instances come from `Set`, compiled with the score
 /// transforms `Mod` (score_mod.hpp; the default: none). It runs the plan's kernel
 /// (plan.kernel), so plan with plan_decode<Set>: a plan for a tensor-core decode Set does not
-/// compile is refused (check_decode_kernel), never run on another kernel.
+/// compile is refused (check_decode_kernel), never run on another kernel. Over an fp8 cache Set
+/// compiles the tensor-core decode of each shape both Set::tensor_core_decode and Set::fp8_kv
+/// list (has_tensor_core_decode).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
   check_decode_kernel<Set>(plan);
   if constexpr (!Set::tensor_core_decode::empty) {
-    if (plan.kernel == decode_kernel::tensor_cores) {
+    if (plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache()) {
       dispatch_tensor_core_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
         launch_tensor_core_decode<HostT, D, B, G, Mod>(plan, args, stream);
       });
@@ -187,6 +190,12 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
   }
   if (c.quantized_cache()) {
     dispatch_fp8_decode<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B, int G>() {
+      if constexpr (Set::tensor_core_decode::contains(detail::dtype_of<HostT>(), D, G)) {
+        if (plan.kernel == decode_kernel::tensor_cores) {  // check_decode_kernel let it through
+          launch_tensor_core_decode<HostT, D, B, G, Mod, HostKV>(plan, args, stream);
+          return;
+        }
+      }
       launch_decode<HostT, D, B, G, Mod, HostKV>(plan, args, stream);
     });
     return;

@@ -101,7 +101,8 @@ class attention_forward {
   static constexpr int group = Model.num_qo_heads / Model.num_kv_heads;
 
   /// The kernels this forward compiles: one shape, the tensor-core decode where it takes the
-  /// shape (16-bit caches, geometry::tensor_core_decode_fits), the fp8 instances over an fp8 cache.
+  /// shape (geometry::tensor_core_decode_fits; not over an fp8 cache, though the kernel takes
+  /// one: that instance is not wired here), the fp8 instances over an fp8 cache.
   using instances = rungs::attention::instantiation_set<
       rungs::attention::dtypes<query_dtype>, rungs::attention::values<Model.head_dim>,
       rungs::attention::values<Model.block_size>, rungs::attention::values<group>,

@@ -85,20 +85,45 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[8]) {
 /// its value times 2^-8 (the biases differ by 8), subnormals included, and its NaN (s.1111.111,
 /// read as 1.875) is restored. Integer operations and cvt.f32.f16: no fp8 hardware (sm_89+)
 /// needed, and the same code on every GPU.
+/// threadIdx.x, read by a volatile instruction the compiler does not merge with other reads:
+/// values derived from it can be recomputed after a loop instead of held (or spilled) across.
+__device__ __forceinline__ int thread_index_again() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
+/// The binary16 pairs of 4 fp8 codes (one word, bytes b0..b3): (b0, b1) and (b2, b3), each
+/// value x / kv_unit<KV> (fp8x8_to_float's mapping). An E4M3 NaN (s.1111.111) maps to
+/// magnitude 0x3f80 (1.875): with KeepNan it gets bit 14 too, the all-ones exponent of a
+/// binary16 NaN. 0x3f80 is the only magnitude at which adding 0x80 carries into bit 14, so
+/// the fix-up is two integer operations, no compare.
+template <class KV, bool KeepNan = false>
+__device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32_t (&pairs)[2]) {
+  // Bytes into the high bytes of the pairs' halves.
+  pairs[0] = ((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u);
+  pairs[1] = ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u);
+  if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      const std::uint32_t magnitude = (pairs[p] >> 1) & 0x3f803f80u;  // exponent rebased by 8
+      const std::uint32_t nan = KeepNan ? (magnitude + 0x00800080u) & 0x40004000u : 0u;
+      pairs[p] = (pairs[p] & 0x80008000u) | magnitude | nan;
+    }
+  }
+}
+
 template <class KV>
 __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]) {
   static_assert(is_fp8_element<KV>);
   const std::uint32_t words[2] = {raw.x, raw.y};
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
-    const std::uint32_t x = words[w];
-    // Bytes b0..b3 into the high bytes of two binary16 pairs: (b0, b1) and (b2, b3).
-    const std::uint32_t pairs[2] = {((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u),
-                                    ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u)};
+    std::uint32_t pairs[2];
+    fp8x4_to_half_pairs<KV>(words[w], pairs);
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      std::uint32_t h = pairs[p];
-      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) h = (h & 0x80008000u) | ((h >> 1) & 0x3f803f80u);
+      const std::uint32_t h = pairs[p];
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
       out[4 * w + 2 * p] = f.x;
       out[4 * w + 2 * p + 1] = f.y;
@@ -108,6 +133,24 @@ __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]
       }
     }
   }
+}
+
+/// 8 fp8 codes (8 bytes) widened to 8 elements of T (16 bytes), exactly, divided by
+/// kv_unit<KV>, NaN kept (every such value is a binary16 and a bfloat16 value).
+template <class T, class KV>
+__device__ __forceinline__ uint4 fp8x8_to(const uint2& raw) {
+  static_assert(is_fp8_element<KV> && is_device_element<T>);
+  std::uint32_t out[4];
+  fp8x4_to_half_pairs<KV, true>(raw.x, *reinterpret_cast<std::uint32_t(*)[2]>(&out[0]));
+  fp8x4_to_half_pairs<KV, true>(raw.y, *reinterpret_cast<std::uint32_t(*)[2]>(&out[2]));
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(*reinterpret_cast<const __half2*>(&out[i])));
+      out[i] = *reinterpret_cast<const std::uint32_t*>(&b);
+    }
+  }
+  return make_uint4(out[0], out[1], out[2], out[3]);
 }
 
 /// 8 consecutive cache elements widened to float, divided by kv_unit<KV>: 16 bytes of a

@@ -49,6 +49,24 @@ __device__ __forceinline__ score_transform make_score_transform(const attention_
   return {p.window, p.cap_log2, p.two_over_cap};
 }
 
+/// An fp8 cache's dequantisation for one KV head, folded into multiplies the kernels do anyway:
+/// element x stands for x * scale, so the K scale joins the queries' scale (scores are linear
+/// in K) and the V scale the epilogue's normalisation, each times the unit load_float8 (and
+/// the tensor-core decode's conversion) returns fp8 in. A 16-bit cache compiles none of it.
+template <class KV>
+struct kv_dequant {
+  float scale_log2;  ///< the queries' sm_scale log2(e), times the K scale and unit
+  float v_scale;     ///< the epilogue's: the V scale times the unit (1 for a 16-bit cache)
+  __device__ __forceinline__ kv_dequant(const attention_params& p, int kv_head)
+      : scale_log2(p.scale_log2), v_scale(1.0f) {
+    if constexpr (is_fp8_element<KV>) {
+      const int at = kv_head * p.scale_stride;
+      scale_log2 *= (p.k_scale != nullptr ? p.k_scale[at] : 1.0f) * kv_unit<KV>;
+      v_scale = (p.v_scale != nullptr ? p.v_scale[at] : 1.0f) * kv_unit<KV>;
+    }
+  }
+};
+
 /// A decode CTA's first key: its split's first, or under a window (Mod) the first key the
 /// query (position kv_len - 1) sees, kv_len - window, if later: a split wholly before it is
 /// empty and loads nothing, and no key the CTA loads is outside the window.
@@ -122,17 +140,9 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
   const int split_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);
   const score_transform transform = make_score_transform(p);
-  // An fp8 cache's element x of this KV head stands for x * scale: the K scale joins the
-  // queries' scale (scores are linear in K), the V scale the epilogue's normalisation, each
-  // times the unit load_float8 returns fp8 in. A 16-bit cache compiles none of it.
-  float scale_log2 = p.scale_log2;
-  float v_scale = 1.0f;
-  if constexpr (is_fp8_element<KV>) {
-    const int at = kv_head * p.scale_stride;
-    scale_log2 *= (p.k_scale != nullptr ? p.k_scale[at] : 1.0f) * kv_unit<KV>;
-    v_scale = (p.v_scale != nullptr ? p.v_scale[at] : 1.0f) * kv_unit<KV>;
-  }
-  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, v_scale};
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, dq.v_scale};
+  const float scale_log2 = dq.scale_log2;
 
   if constexpr (Decode) {
     constexpr int kGroup = Rows * RowGroups;

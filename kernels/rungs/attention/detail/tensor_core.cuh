@@ -31,10 +31,17 @@
 // sliding window starts the CTA's keys at the query's window (decode_kv_begin, as the SIMT
 // decode: exactly min(len, W) keys are loaded, and none needs a per-key mask), the soft-cap
 // bends each scaled score (score_transform::soft_cap), and sinks join the denominator in the
-// shared epilogue or split merge. Not compiled in here: fp8 caches (a static_assert says so;
-// the SIMT decode has them), head dims 80 and 96 (whose rows are not a multiple of the
-// 8-chunk swizzle) and 256 (its query fragments alone take 64 registers: ptxas spills at the
-// 4-CTA budget).
+// shared epilogue or split merge.
+//
+// An fp8 cache (KV E4M3 or E5M2) streams through the pipeline as fp8 (plain rows, half the
+// bytes); once a tile has landed, the CTA widens it into one swizzled tile of T (exactly: an
+// fp8 value in units of kv_unit<KV> is a T value), behind one more barrier, and the mma loop
+// reads that. The dequantisation scales fold into the scores' scale and the epilogue's
+// normalisation (kv_dequant, as in the SIMT decode).
+//
+// Not compiled in here: head dims 80 and 96 (whose rows are not a multiple of the 8-chunk
+// swizzle) and 256 (its query fragments alone take 64 registers: ptxas spills at the 4-CTA
+// budget).
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -100,10 +107,12 @@ __device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
   }
 }
 
-template <class T, int HeadDim, int Group, unsigned ModBits = 0>
+template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
-  static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 (fp8 caches: the SIMT decode)");
+  static constexpr bool kFp8 = is_fp8_element<KV>;
+  static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 queries");
+  static_assert(std::is_same_v<KV, T> || kFp8, "the tensor-core decode takes a cache of the queries' type or fp8");
   static_assert(HeadDim == 64 || HeadDim == 128,
                 "the tensor-core decode supports head dims 64 and 128 (80, 96, 256: the SIMT decode)");
   static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the tensor-core decode takes GQA groups 1-8 and 16");
@@ -117,36 +126,67 @@ struct tensor_core_decode_agent {
   static constexpr int kKSteps = HeadDim / 16;
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
   static constexpr int kStages = geometry::stages;
-  using pipeline = kv_pipeline<T, HeadDim, kTile, kThreads, kStages, true>;
+  // The tiles the mma reads: rows of T, swizzled (tile_layout::place). A 16-bit cache's
+  // pipeline stages are those tiles; an fp8 cache's are plain rows of fp8, widened into one.
+  using tile_layout = kv_pipeline<T, HeadDim, kTile, kThreads, kStages, true>;
+  using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, kStages, !kFp8>;
   static constexpr bool kHighRows = Group > 8;         // rows 8-15 of the tiles hold heads
   static constexpr int kHalves = kHighRows ? 2 : 1;    // accumulator row halves in use
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
 
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(T);
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(KV);
+  static constexpr std::size_t kWideBytes = kFp8 ? std::size_t{2} * kTile * HeadDim * sizeof(T) : 0;  // K, V
   static constexpr std::size_t kMergeFloats = std::size_t{kTokenWarps} * kRowsKept * (HeadDim + 2);
-  static constexpr std::size_t kSmemBytes =
-      kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
+  // fp8: the scores' scale and the V scale (values read from global memory, unlike the
+  // 16-bit path's kernel parameter) wait in shared memory past the merge's floats, read once
+  // per tile and once after the merge: the loop is at the 4-CTA register budget, and a value
+  // held across it spills.
+  static constexpr std::size_t kScaleBytes = kFp8 ? 16 : 0;
+  static_assert(!kFp8 || kPipelineBytes + kWideBytes >= kMergeFloats * sizeof(float));
+  static constexpr std::size_t kSmemBytes = kPipelineBytes + kWideBytes + kScaleBytes > kMergeFloats * sizeof(float)
+                                                ? kPipelineBytes + kWideBytes + kScaleBytes
+                                                : kMergeFloats * sizeof(float);
+  static constexpr int kWidenVecs = kTile * HeadDim / 8;  // 8-element vectors of a K or V tile
+  static_assert(kWidenVecs % kThreads == 0);
   static_assert(kSmemBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
 
   struct storage {
     alignas(128) unsigned char bytes[kSmemBytes];
   };
 
+  /// Widens an fp8 tile (plain rows) into a tile of T in tile_layout's swizzled rows, 8
+  /// elements per step, exactly (fp8x8_to: values in units of kv_unit<KV>, which the scales
+  /// absorb); zero-filled tokens become zeros.
+  /// Thread tid widens vectors tid + k kThreads: token tid / (D/8) + k kThreads / (D/8), chunk
+  /// tid % (D/8). kThreads / (D/8) tokens is a multiple of the swizzle's 8 rows, so every k
+  /// has the same swizzled chunk: one place per thread, and k only adds whole rows.
+  static_assert((kThreads / (HeadDim / 8)) % 8 == 0);
+  __device__ __forceinline__ static void widen(const KV* from, T* to, int tid) {
+    const KV* src = from + tid * 8;
+    T* dst = to + tile_layout::place(0, tid / (HeadDim / 8), tid % (HeadDim / 8));
+#pragma unroll
+    for (int k = 0; k < kWidenVecs / kThreads; ++k) {
+      *reinterpret_cast<uint4*>(dst + k * kThreads * 8) =
+          fp8x8_to<T, KV>(*reinterpret_cast<const uint2*>(src + k * kThreads * 8));
+    }
+  }
+
   /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
   /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
-  /// 8-dim vector, as attention_agent::run does.
+  /// 8-dim vector, as attention_agent::run does, with o times v_scale (kv_dequant: an fp8
+  /// cache's; 1 otherwise).
   template <class Epilogue>
-  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const decode_rows& rows,
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<KV>& src, const decode_rows& rows,
                                              int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
-                                             float scale_log2, const score_transform& transform,
+                                             float scale_log2, float v_scale, const score_transform& transform,
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const int tid = static_cast<int>(threadIdx.x);
     const int warp = tid / 32;
     const int lane = tid % 32;
-    const int g = lane / 4;  // accumulator row (head) g, and g + 8
-    const int t4 = lane % 4; // keys / dims 2 t4, 2 t4 + 1 of each 8-wide tile
+    int g = lane / 4;   // accumulator row (head) g, and g + 8
+    int t4 = lane % 4;  // keys / dims 2 t4, 2 t4 + 1 of each 8-wide tile
     const int token_warp = warp % kTokenWarps;
     const int dim_warp = warp / kTokenWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
@@ -184,15 +224,33 @@ struct tensor_core_decode_agent {
     for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
     // ---- KV pipeline (kv_pipeline, agent.cuh; swizzled rows) -------------------------------
-    pipeline pipe{src, reinterpret_cast<T*>(smem.bytes), reinterpret_cast<T*>(smem.bytes) + kStages * kTile * HeadDim,
+    pipeline pipe{src, reinterpret_cast<KV*>(smem.bytes), reinterpret_cast<KV*>(smem.bytes) + kStages * kTile * HeadDim,
                   kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
+    T* const wide_k = reinterpret_cast<T*>(smem.bytes + kPipelineBytes);  // fp8: the widened tile
+    T* const wide_v = wide_k + kTile * HeadDim;
+    float* const scale_slot = reinterpret_cast<float*>(smem.bytes + kPipelineBytes + kWideBytes);
+    if (kFp8 && tid == 0) {  // published by the first tile's barrier (or the merge's)
+      scale_slot[0] = scale_log2;
+      scale_slot[1] = v_scale;
+    }
     pipe.start();
     for (int tile = 0; tile < num_tiles; ++tile) {
-      pipe.advance(tile);
+      pipe.advance(tile);  // its barrier also ends every warp's reads of the last widened tile
+      const T* ks_tile;
+      const T* vs_tile;
+      if constexpr (kFp8) {
+        widen(pipe.k_tile(tile), wide_k, tid);
+        widen(pipe.v_tile(tile), wide_v, tid);
+        __syncthreads();
+        ks_tile = wide_k;
+        vs_tile = wide_v;
+        scale_log2 = scale_slot[0];
+      } else {
+        ks_tile = pipe.k_tile(tile);
+        vs_tile = pipe.v_tile(tile);
+      }
       const int first_key = kv_begin + tile * kTile + token_warp * 16;  // the warp's 16 keys
       if (first_key >= kv_end) continue;                                // warp-uniform
-      const T* ks_tile = pipe.k_tile(tile);
-      const T* vs_tile = pipe.v_tile(tile);
 
       // S = Q K^T over the warp's keys: s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1), g + 8 (2, 3).
       float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -203,7 +261,7 @@ struct tensor_core_decode_agent {
           // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7.
           const int key = token_warp * 16 + 8 * j + (lane & 7);
           std::uint32_t b[4];
-          ldmatrix_x4(b, shared_address(ks_tile + pipeline::place(0, key, 2 * ks + (lane >> 3))));
+          ldmatrix_x4(b, shared_address(ks_tile + tile_layout::place(0, key, 2 * ks + (lane >> 3))));
           mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
           mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
         }
@@ -247,7 +305,7 @@ struct tensor_core_decode_agent {
 #pragma unroll
       for (int n = 0; n < kWarpDims / 16; ++n) {
         std::uint32_t b[4];
-        ldmatrix_x4_trans(b, shared_address(vs_tile + pipeline::place(0, key, dim_warp * (kWarpDims / 8) + 2 * n + (lane >> 4))));
+        ldmatrix_x4_trans(b, shared_address(vs_tile + tile_layout::place(0, key, dim_warp * (kWarpDims / 8) + 2 * n + (lane >> 4))));
         mma_m16n8k16<T>(o[2 * n], pa, b[0], b[1]);
         mma_m16n8k16<T>(o[2 * n + 1], pa, b[2], b[3]);
       }
@@ -255,6 +313,14 @@ struct tensor_core_decode_agent {
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
     // ---- merge the token warps' states (log-sum-exp) and hand rows to the epilogue ---------
+    if constexpr (kFp8) {
+      // The fp8 loop uses every register of the 4-CTA budget: rather than hold the lane's row
+      // g across it (ptxas spills it), read the thread index anew (a volatile read the
+      // compiler cannot merge with the first).
+      const int lane_again = thread_index_again() % 32;
+      g = lane_again / 4;
+      t4 = lane_again % 4;
+    }
     float* merge_o = reinterpret_cast<float*>(smem.bytes);           // [token warp][row][HeadDim]
     float* merge_m = merge_o + kTokenWarps * kRowsKept * HeadDim;    // [token warp][row]
     float* merge_l = merge_m + kTokenWarps * kRowsKept;
@@ -280,6 +346,10 @@ struct tensor_core_decode_agent {
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
       merge_row_states<kTokenWarps, HeadDim>(merge_o, merge_m, merge_l, row, kRowsKept, c, out, row_max, sum);
+      if constexpr (kFp8) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) out[e] *= scale_slot[1];
+      }
       epilogue(rows.at(row), c, out, row_max, sum);
     }
   }
@@ -297,11 +367,12 @@ constexpr int tensor_core_min_ctas_per_sm() {
 
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
 /// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
-/// ModBits: the score transforms compiled in (score_mod_bits), as paged_attention_kernel's.
-template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0>
+/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
+/// (T or an fp8 format), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
 __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm())
     tensor_core_decode_kernel(const attention_params p) {
-  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits>;
+  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>;
   __shared__ typename agent::storage smem;
   const int split = static_cast<int>(blockIdx.x) % p.num_splits;
   const int kv_head = static_cast<int>(blockIdx.y);
@@ -309,10 +380,11 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
   const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
   const int split_begin = split * p.split_tokens;
   const int kv_end = min(split_begin + p.split_tokens, kv_len);
-  const attention_epilogue<T, HeadDim, ModBits, T> epilogue{p, split, 1.0f};
-  agent::run(smem, make_kv_source<T, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
+  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
              decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
-             p.scale_log2, make_score_transform(p), epilogue);
+             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
 }
 
 }  // namespace rungs::attention::detail

@@ -4,6 +4,7 @@
 // type and head dim, one decode kernel per GQA group, the prefill kernel, the split merge and the
 // cache write. The lists come from the set itself, so an instance added to it is run here too.
 #include <rungs/attention/detail/kernels.cuh>
+#include <rungs/attention/detail/tensor_core.cuh>
 #include <rungs/attention/dispatch.hpp>
 
 #include <type_traits>
@@ -49,7 +50,7 @@ void set_kernels(void**& out, ra::dtypes<Types...>) {
 void rungs_sim_attention_instances(void** out) { set_kernels(out, set::dtype_list{}); }
 
 // The set's fp8-cache instances (fp8_kv_instances): per (query type, cache type, head dim,
-// group) the decode kernel, and per (query type, cache type, head dim) the prefill kernel and
+// group) the decode kernel (SIMT and tensor cores), and per (query type, cache type, head dim) the prefill kernel and
 // the cache write (their merge is the 16-bit one above); and an E5M2 cache under f16 queries
 // at head dim 64, group 2, beside them (kernels_test.cpp runs both formats).
 namespace {
@@ -57,6 +58,11 @@ template <class T, class KV, int D, int G>
 void fp8_kernels(void**& out) {
   *out++ = reinterpret_cast<void*>(
       &rd::paged_attention_kernel<T, D, 0, geo::decode_rows_per_thread(G), geo::decode_row_groups(G), true, 0, KV>);
+  // The tensor-core decode over the same cache (the set has it where its tensor-core list has
+  // the shape; E5M2 at D 64, group 2 is outside the set, as its SIMT decode).
+  if constexpr (geo::tensor_core_decode_fits(D, G)) {
+    *out++ = reinterpret_cast<void*>(&rd::tensor_core_decode_kernel<T, D, 0, G, 0, KV>);
+  }
   *out++ = reinterpret_cast<void*>(
       &rd::paged_attention_kernel<T, D, 0, geo::prefill_rows_per_thread, geo::thread_rows(D), false, 0, KV>);
   *out++ = reinterpret_cast<void*>(&rd::cache_write_kernel<T, D, KV>);
@@ -95,7 +101,6 @@ void* const rungs_sim_score_mod_instances[] = {
 // and beside them head dim 64 at groups 16 and 1, and every score transform at Mistral's shape
 // (f16, D 128, group 4) and gpt-oss's (bf16, D 64, group 8), with the SIMT decode of the
 // latter and the sinks merge at D 64 (kernels_test.cpp runs each against the reference).
-#include <rungs/attention/detail/tensor_core.cuh>
 namespace {
 template <class T, int D, int... G>
 void tensor_core_groups(void**& out, ra::values<G...>) {
@@ -120,3 +125,22 @@ void rungs_sim_tensor_core_instances(void** out) {
                                                                geo::decode_row_groups(8), true, all_mods>);
   *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 64, true>);
 }
+
+// fp8x8_to (device.cuh), the tensor-core decode's widening of an fp8 tile, over every code:
+// thread i widens codes 8i .. 8i + 7 (kernels_test.cpp compares each with the host's value
+// over kv_unit, NaN included, which no kernel test's cache holds where it is read).
+struct fp8_widen_params {
+  const uint2* codes;  // 256 codes
+  uint4* out;          // 256 elements of T
+};
+template <class T, class KV>
+__global__ void fp8_widen_probe(const fp8_widen_params p) {
+  p.out[threadIdx.x] = rd::fp8x8_to<T, KV>(p.codes[threadIdx.x]);
+}
+extern void* const rungs_sim_fp8_widen_probes[];
+void* const rungs_sim_fp8_widen_probes[] = {
+    reinterpret_cast<void*>(&fp8_widen_probe<__half, __nv_fp8_e4m3>),
+    reinterpret_cast<void*>(&fp8_widen_probe<__half, __nv_fp8_e5m2>),
+    reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e4m3>),
+    reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e5m2>),
+};

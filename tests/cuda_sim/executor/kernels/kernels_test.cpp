@@ -130,7 +130,7 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
   const std::uint64_t kv_bytes = 2ull * kv_tokens * kKvHeads * D * sizeof(KV);
   const std::string name =
       TensorCores ? "tensor_core_decode_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
-                        std::to_string(G) + ", " + mod_name(Mod) + ">"
+                        std::to_string(G) + ", " + mod_name(Mod) + ", " + type_name<KV>() + ">"
                   : "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                         std::to_string(geo::decode_rows_per_thread(G)) + ", " +
                         std::to_string(geo::decode_row_groups(G)) + ", true, " + mod_name(Mod) + ", " +
@@ -309,13 +309,14 @@ TEST_CASE("decode kernels (nvcc's PTX) match the reference under adversarial sch
 
 // The tensor-core decode (tensor_core.cuh) beside the SIMT decode on the same problems (every
 // split plan), printing both kernels' largest error against the float64 reference.
-template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}>
-void check_tensor_core_decode(int block_size, std::uint64_t seed) {
+template <class T, int D, int G, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+void check_tensor_core_decode(int block_size, std::uint64_t seed, bool per_head_scales = true) {
   double tc = 0, simt = 0;
-  check_decode<T, D, G, Mod, T, true>(block_size, seed, kAllSplits, true, &tc);
-  check_decode<T, D, G, Mod>(block_size, seed, kAllSplits, true, &simt);
-  std::cout << "decode " << type_name<T>() << " D " << D << " group " << G << " " << Mod << " block " << block_size
-            << " seed " << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
+  check_decode<T, D, G, Mod, KV, true>(block_size, seed, kAllSplits, per_head_scales, &tc);
+  check_decode<T, D, G, Mod, KV>(block_size, seed, kAllSplits, per_head_scales, &simt);
+  std::cout << "decode " << type_name<T>() << " D " << D << " group " << G << " " << Mod << " kv " << type_name<KV>()
+            << (per_head_scales ? " per-head" : " per-tensor") << " block " << block_size << " seed " << seed
+            << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
 }
 
 TEST_CASE("tensor-core decode (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
@@ -345,6 +346,55 @@ TEST_CASE("tensor-core decode with a sliding window, soft-cap and sinks (nvcc's 
   for (std::uint64_t seed : {41u, 42u}) {
     check_tensor_core_decode<rungs::f16, 128, 4, all_score_mods>(16, seed);
     check_tensor_core_decode<rungs::bf16, 64, 8, all_score_mods>(32, seed);
+  }
+}
+
+namespace {
+// fp8_widen_probe<T, KV> (attention_instances.cu): every one of the 256 codes widened to T
+// equals the code's value over kv_unit<KV> (2^8 for E4M3, 1 for E5M2) exactly; NaN stays NaN.
+template <class T, class KV>
+void check_widen() {
+  struct params {
+    const void* codes;
+    void* out;
+  };
+  device_vector<rungs::e4m3> codes(256);  // raw bytes (the format is KV's)
+  for (int i = 0; i < 256; ++i) codes[static_cast<std::size_t>(i)] = rungs::e4m3::from_bits(static_cast<std::uint8_t>(i));
+  device_vector<T> out(256, poison<T>());
+  rungs_sim_test::host_memory mem;
+  add(mem, codes), add(mem, out);
+  const std::string name = "fp8_widen_probe<" + type_name<T>() + ", " + type_name<KV>() + ">";
+  INFO(name);
+  launch(name, {1, 1, 1}, 32, params{codes.data(), out.data()}, mem, 1);
+  const double unit = std::is_same_v<KV, rungs::e4m3> ? 256.0 : 1.0;
+  for (int i = 0; i < 256; ++i) {
+    const double want = rungs::to_double(KV::from_bits(static_cast<std::uint8_t>(i))) / unit;
+    const double got = rungs::to_double(out[static_cast<std::size_t>(i)]);
+    INFO("code " << i << ": want " << want << ", got " << got);
+    if (std::isnan(want)) {
+      CHECK(std::isnan(got));
+    } else {
+      CHECK(got == want);
+    }
+  }
+}
+}  // namespace
+
+TEST_CASE("fp8 widening for the tensor-core decode (nvcc's PTX): every code exactly, NaN kept", "[cuda-sim]") {
+  check_widen<rungs::f16, rungs::e4m3>();
+  check_widen<rungs::f16, rungs::e5m2>();
+  check_widen<rungs::bf16, rungs::e4m3>();
+  check_widen<rungs::bf16, rungs::e5m2>();
+}
+
+TEST_CASE("tensor-core decode over fp8 KV caches (nvcc's PTX) matches the reference", "[cuda-sim]") {
+  // E4M3 under bf16 queries at D 128, group 4 (the default set's instance) and E5M2 under f16
+  // at D 64, group 2 (not in it), per-head and per-tensor scales, every split plan, beside the
+  // SIMT decode over the same quantised cache (the error printed is against the float64
+  // reference over the dequantised cache: the kernels' own error, not the quantisation's).
+  for (std::uint64_t seed : {51u, 52u}) {
+    check_tensor_core_decode<rungs::bf16, 128, 4, ra::score_mod{}, rungs::e4m3>(16, seed, seed == 51u);
+    check_tensor_core_decode<rungs::f16, 64, 2, ra::score_mod{}, rungs::e5m2>(8, seed, seed == 52u);
   }
 }
 
@@ -455,7 +505,8 @@ void check_tensor_core_set(std::vector<traffic_row>& table, ra::dtypes<Types...>
 }
 
 // The fp8-cache instances of the set: decode unsplit and after a 16-token split (the merge),
-// prefill unsplit, the cache write.
+// on the tensor-core decode too where the set has its instance, prefill unsplit, the cache
+// write.
 struct check_fp8_instance {
   std::vector<traffic_row>& table;
   template <ra::dtype Type, ra::dtype Kv, int D, int G>
@@ -467,6 +518,11 @@ struct check_fp8_instance {
                       std::back_inserter(table));
     std::ranges::move(check_decode<T, D, G, ra::score_mod{}, KV>(16, seed, geo::chunk_tokens * 4),
                       std::back_inserter(table));
+    if constexpr (ra::default_instantiations::tensor_core_decode::contains(Type, D, G)) {
+      for (int split : {5 * geo::tile_tokens(D) + 30, geo::chunk_tokens * 4}) {
+        std::ranges::move(check_decode<T, D, G, ra::score_mod{}, KV, true>(16, seed, split), std::back_inserter(table));
+      }
+    }
     std::ranges::move(check_prefill<T, D, ra::score_mod{}, KV>(16, 4, seed, 5 * geo::tile_tokens(D) + 23),
                       std::back_inserter(table));
     table.push_back(check_cache_write<T, D, KV>(seed));
@@ -512,9 +568,9 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   check_set(table, ra::default_instantiations::dtype_list{});
   CHECK(table.size() == 2 * 5 * (9 + 3));
   ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4);  // the default set's one fp8 shape
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2);  // the default set's one fp8 shape, on both decodes
   check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";

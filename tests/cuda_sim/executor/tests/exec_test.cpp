@@ -212,7 +212,8 @@ $L_end:
                                                        Catch::Contains("ld.shared.u32 %r5, [%r4]"));
 }
 
-TEST_CASE("two-word vectors: ld.shared.v2.u32, st.global.v2.u32", "[op:ld.shared.v2.u32][op:st.global.v2.u32]") {
+TEST_CASE("two- and four-word vectors: ld.shared.v2.u32, st.global.v2.u32, ld.global.v2.u32, st.shared.v4.u32",
+          "[op:ld.shared.v2.u32][op:st.global.v2.u32][op:ld.global.v2.u32][op:st.shared.v4.u32]") {
   const std::string decl = "  .shared .align 16 .b8 smem[256];\n";
   const std::string body = R"(
   mov.u32 %r1, smem;
@@ -224,13 +225,24 @@ TEST_CASE("two-word vectors: ld.shared.v2.u32, st.global.v2.u32", "[op:ld.shared
   @%p1 bra $L_end;
   ld.shared.v2.u32 {%r4, %r5}, [smem+8];
   st.global.v2.u32 [%rd_out+8], {%r5, %r4};
+  ld.global.v2.u32 {%r6, %r7}, [%rd_in+16];
+  st.shared.v4.u32 [smem+128], {%r7, %r6, %r5, %r4};
+  ld.shared.v2.u32 {%r8, %r9}, [smem+128];
+  ld.shared.v2.u32 {%r10, %r11}, [smem+136];
+  st.global.v2.u32 [%rd_out+16], {%r8, %r9};
+  st.global.v2.u32 [%rd_out+24], {%r10, %r11};
 $L_end:
 )";
   buffers b(8);
   b.run(kernel(decl, body), 32);
   CHECK(b.out[2] == 3);
   CHECK(b.out[3] == 2);
-  CHECK(b.out[4] == 0xdeadbeefu);
+  // in[4], in[5] = 4, 5 loaded in order, stored with smem's 3, 2 as words 0-3 in operand order.
+  CHECK(b.out[4] == 5);
+  CHECK(b.out[5] == 4);
+  CHECK(b.out[6] == 3);
+  CHECK(b.out[7] == 2);
+  CHECK(b.out[0] == 0xdeadbeefu);
 }
 
 TEST_CASE("local memory is per thread", "[op:st.local.u32][op:ld.local.u32]") {
