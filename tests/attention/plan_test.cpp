@@ -282,8 +282,8 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
   ra::attention_config fp8 = config(32, 8, 128, 16);  // fp8 caches too
   fp8.kv.type = ra::dtype::fp8_e4m3;
   CHECK(ra::plan_decode(fp8, bucket, h100).kernel == tensor_cores);
-  fp8.kv.type = ra::dtype::fp8_e5m2;
-  CHECK(ra::plan_decode(fp8, bucket, a100).kernel == tensor_cores);
+  fp8.kv.type = ra::dtype::fp8_e5m2;  // the default set's fp8 instances are E4M3 only
+  CHECK(ra::plan_decode(fp8, bucket, a100).kernel == simt);
   // The kernel's launch bound sets the CTA slots the split model counts on: at group 8 the
   // SIMT decode has 2 per SM on sm_90, the tensor-core decode 4, so a plan for tensor cores
   // splits as a SIMT plan told of 4 slots, and unlike the default SIMT plan at batch 33.
@@ -341,11 +341,13 @@ TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and d
         "block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode instance for it); plan "
         "with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
   ra::decode_plan edited = tc;  // a plan changed by hand after planning
-  edited.config.kv.type = ra::dtype::fp8_e4m3;
+  edited.config.kv.type = ra::dtype::fp8_e4m3;  // the default set has this one
+  CHECK_NOTHROW(ra::check_decode_kernel<ra::default_instantiations>(edited));
+  edited.config.kv.type = ra::dtype::fp8_e5m2;
   CHECK(error_of([&] { ra::check_decode_kernel<ra::default_instantiations>(edited); }) ==
-        "decode: the plan's kernel is tensor_cores, which this call cannot run: kv cache dtype = fp8_e4m3 (the "
-        "tensor-core decode takes 16-bit caches); plan with plan_decode<Set>, decode's instantiation set, or "
-        "plan_options.kernel = simt");
+        "decode: the plan's kernel is tensor_cores, which this call cannot run: dtype = bf16, kv cache dtype = "
+        "fp8_e5m2, head_dim = 128, block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode "
+        "instance for it); plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
 }
 
 TEST_CASE("decode validate: null, misaligned and undersized buffers") {
