@@ -134,18 +134,15 @@ TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, e
 }
 
 TEST_CASE("paged-attention forward over fp8 caches: the cache write quantises, decode dequantises") {
-  check_every_bucket<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::decode_kernel::simt, 2e-2f);
-  check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({}, ra::decode_kernel::simt, 2e-2f);
+  check_every_bucket<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::decode_kernel::tensor_cores, 2e-2f);
+  check_every_bucket<with_cache(rungs::dtype::fp8_e4m3)>({.kernel = ra::decode_kernel::simt}, ra::decode_kernel::simt,
+                                                         2e-2f);
+  check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({}, ra::decode_kernel::tensor_cores, 2e-2f);
 }
 
-TEST_CASE("paged-attention forward: a decode kernel the forward cannot run is refused when it is built") {
-  // The forward's set over an fp8 cache lists no tensor-core decode (attention_forward.cuh).
-  const auto* what = "plan_options.kernel = tensor_cores cannot run dtype = bf16, kv cache dtype = fp8_e4m3, head_dim = "
-                     "64, block_size = 16, group_size = 4 (the instantiation set has no tensor-core decode instance for "
-                     "it)";
-  CHECK_THROWS_WITH((attention_forward<with_cache(rungs::dtype::fp8_e4m3)>(pool, max_len,
-                                                                           {.kernel = ra::decode_kernel::tensor_cores})),
-                    what);
+TEST_CASE("paged-attention forward: bad plan options are refused when it is built") {
+  CHECK_THROWS_WITH((attention_forward<gqa>(pool, max_len, {.split_tokens = -1})),
+                    "plan_options.split_tokens = -1 must be 0 (choose) or positive");
 }
 
 TEST_CASE("paged-attention forward: long contexts take the split-KV path within the sized workspace") {

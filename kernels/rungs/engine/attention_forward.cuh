@@ -100,9 +100,9 @@ class attention_forward {
   static constexpr int kv_row = Model.num_kv_heads * Model.head_dim;
   static constexpr int group = Model.num_qo_heads / Model.num_kv_heads;
 
-  /// The kernels this forward compiles: one shape, the tensor-core decode where it takes the
-  /// shape (geometry::tensor_core_decode_fits; not over an fp8 cache, though the kernel takes
-  /// one: that instance is not wired here), the fp8 instances over an fp8 cache.
+  /// The kernels this forward compiles: one shape, the fp8 instances over an fp8 cache, and the
+  /// tensor-core decode where it takes the shape (geometry::tensor_core_decode_fits; over an fp8
+  /// cache too: the set has it where its tensor-core and fp8 lists share the shape).
   using instances = rungs::attention::instantiation_set<
       rungs::attention::dtypes<query_dtype>, rungs::attention::values<Model.head_dim>,
       rungs::attention::values<Model.block_size>, rungs::attention::values<group>,
@@ -112,7 +112,7 @@ class attention_forward {
                                                             rungs::attention::values<Model.head_dim>,
                                                             rungs::attention::values<group>>,
                          rungs::attention::no_fp8_kv>,
-      std::conditional_t<!quantized && rungs::attention::geometry::tensor_core_decode_fits(Model.head_dim, group),
+      std::conditional_t<rungs::attention::geometry::tensor_core_decode_fits(Model.head_dim, group),
                          rungs::attention::tensor_core_decode_instances<rungs::attention::dtypes<query_dtype>,
                                                                         rungs::attention::values<Model.head_dim>,
                                                                         rungs::attention::values<group>>,
