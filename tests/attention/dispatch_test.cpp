@@ -205,6 +205,41 @@ TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances,
   CHECK_FALSE(ra::has_tensor_core_decode<static16>(ra::dtype::bf16, shape(32, 8, 128, 32)));
 }
 
+TEST_CASE("the tensor-core prefill dispatches to the set's tensor-core prefill instances, and only those") {
+  using set = ra::default_instantiations;
+  auto noop = []<class T, int D, int B>() {};
+  // The default set: fp16 and bf16, head dim 128, any group, every block size (dynamic).
+  for (ra::dtype t : {ra::dtype::fp16, ra::dtype::bf16}) {
+    for (int b : {8, 16, 32, 64, 128}) {
+      CHECK(ra::has_tensor_core_prefill<set>(t, shape(24, 8, 128, b)));
+      CHECK(ra::has_tensor_core_prefill<set>(t, shape(8, 8, 128, b)));
+    }
+  }
+  CHECK_FALSE(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 64, 16)));  // head dim 64
+  std::string got;
+  ra::dispatch_tensor_core_prefill<set>(ra::dtype::fp16, shape(24, 8, 128, 64), [&]<class T, int D, int B>() {
+    got = std::string(std::is_same_v<T, rungs::bf16> ? "bf16" : "f16") + " " + std::to_string(D) + " " +
+          std::to_string(B);
+  });
+  CHECK(got == "f16 128 0");
+  CHECK(error_of([&] { ra::dispatch_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 64, 16), noop); }) ==
+        "head_dim = 64 is not supported by this build; supported: 128");
+  // A set without tensor-core prefill instances (the 6-parameter sets of before), and one
+  // with static block sizes only.
+  using decode_only =
+      ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16>, ra::values<4>, ra::no_fp8_kv,
+                            ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<4>>>;
+  CHECK_FALSE(ra::has_tensor_core_prefill<decode_only>(ra::dtype::bf16, shape(32, 8, 128, 16)));
+  CHECK(error_of([&] { ra::dispatch_tensor_core_prefill<decode_only>(ra::dtype::bf16, shape(32, 8, 128, 16), noop); }) ==
+        "the tensor-core prefill is not compiled in this build (its instantiation set lists no "
+        "tensor_core_prefill_instances)");
+  using static16 = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<128>, ra::values<16>, ra::values<4>,
+                                         ra::no_fp8_kv, ra::no_tensor_core_decode,
+                                         ra::tensor_core_prefill_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128>>>;
+  CHECK(ra::has_tensor_core_prefill<static16>(ra::dtype::bf16, shape(32, 8, 128, 16)));
+  CHECK_FALSE(ra::has_tensor_core_prefill<static16>(ra::dtype::bf16, shape(32, 8, 128, 32)));
+}
+
 TEST_CASE("decode group sizes fit the kernel geometry for every head dim") {
   for (int d : {64, 80, 96, 128, 256}) {
     for (int g : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {

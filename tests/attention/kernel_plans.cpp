@@ -4,7 +4,8 @@
 //    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache; the
 //    tensor-core decode's where both lists have the shape), with the
 //    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm;
-//    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc");
+//    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc";
+//    tensor_core_prefill_ctas_per_sm for the tensor-core prefills, kind "prefill_tc");
 //  * the launch geometry (threads, pipeline stages, tile tokens per head dim);
 //  * the decode plans (plan_decode, on a 132-SM H100/H200) of the shapes the model predicts:
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
@@ -32,7 +33,7 @@ constexpr int kBlockSize = 16;
 struct instance {
   ra::dtype type;
   int head_dim;
-  const char* kind;  // decode, decode_tc, prefill, merge, cache_write
+  const char* kind;  // decode, decode_tc, prefill, prefill_tc, merge, cache_write
   int group;         // decode only
   std::optional<ra::dtype> kv{};  // an fp8 cache: its type
 };
@@ -74,6 +75,11 @@ void tensor_core_instances(std::vector<instance>& out, ra::values<D...>, ra::dty
   }
 }
 
+template <int... D, ra::dtype... T>
+void tensor_core_prefill_instances(std::vector<instance>& out, ra::values<D...>, ra::dtypes<T...>) {
+  for (const ra::dtype t : {T...}) (out.push_back({t, D, "prefill_tc", 0}), ...);
+}
+
 std::string ctas_json(int sm80, int sm90) {
   return "{\"80\": " + std::to_string(sm80) + ", \"90\": " + std::to_string(sm90) + "}";
 }
@@ -90,6 +96,9 @@ std::string instance_json(const instance& i) {
          ctas_json(geo::tensor_core_decode_ctas_per_sm(80), geo::tensor_core_decode_ctas_per_sm(90));
   } else if (kind == "prefill") {
     s += ", \"ctas_per_sm\": " + ctas_json(geo::prefill_ctas_per_sm(80, false), geo::prefill_ctas_per_sm(90, false));
+  } else if (kind == "prefill_tc") {
+    s += ", \"ctas_per_sm\": " +
+         ctas_json(geo::tensor_core_prefill_ctas_per_sm(80), geo::tensor_core_prefill_ctas_per_sm(90));
   }
   return s + "}";
 }
@@ -140,6 +149,7 @@ int main() {
     if constexpr (set::tensor_core_decode::contains(Q, D, G)) all.push_back({Q, D, "decode_tc", G, Kv});
   });
   tensor_core_instances(all, set::tensor_core_decode::head_dims{}, set::tensor_core_decode::dtype_list{});
+  tensor_core_prefill_instances(all, set::tensor_core_prefill::head_dims{}, set::tensor_core_prefill::dtype_list{});
   std::vector<std::string> instances;
   std::vector<std::string> shapes;
   for (const instance& i : all) {

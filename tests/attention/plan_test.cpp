@@ -350,6 +350,67 @@ TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and d
         "instance for it); plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
 }
 
+TEST_CASE("prefill plan: tensor cores on sm_80+ for 16-bit caches, head dims 64 and 128, no score transforms") {
+  const ra::device_info a100{108, 80}, l40{142, 89};
+  const ra::prefill_bucket bucket{.max_batch = 4, .max_q_len = 512, .max_context = 4096};
+  using enum ra::attention_kernel;
+  CHECK(ra::plan_prefill(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_prefill(config(64, 8, 128, 16), bucket, a100).kernel == tensor_cores);
+  // Head dim 64 fits the kernel but the default set has no instance for it; a set with one.
+  using d64_set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<64>, ra::values<ra::dynamic_block_size>,
+                                        ra::values<1>, ra::no_fp8_kv, ra::no_tensor_core_decode,
+                                        ra::tensor_core_prefill_instances<ra::dtypes<ra::dtype::bf16>, ra::values<64>>>;
+  CHECK(ra::plan_prefill(config(24, 8, 64, 8), bucket, l40).kernel == simt);
+  CHECK(ra::plan_prefill<d64_set>(config(24, 8, 64, 8), bucket, l40).kernel == tensor_cores);  // any group (3)
+  CHECK(ra::plan_prefill(config(32, 32, 128, 16), bucket, h100).kernel == tensor_cores);  // group 1
+  CHECK(ra::plan_prefill(config(32, 8, 96, 16), bucket, h100).kernel == simt);
+  CHECK(ra::plan_prefill(config(32, 8, 80, 16), bucket, h100).kernel == simt);
+  CHECK(ra::plan_prefill(config(32, 8, 256, 16), bucket, h100).kernel == simt);
+  ra::attention_config windowed = config(32, 8, 128, 16);
+  windowed.scores.window = 4096;
+  CHECK(ra::plan_prefill(windowed, bucket, h100).kernel == simt);
+  ra::attention_config capped = config(32, 8, 128, 16);
+  capped.scores.logit_soft_cap = 30.0f;
+  CHECK(ra::plan_prefill(capped, bucket, h100).kernel == simt);
+  ra::attention_config fp8 = config(32, 8, 128, 16);
+  fp8.kv.type = ra::dtype::fp8_e4m3;
+  CHECK(ra::plan_prefill(fp8, bucket, h100).kernel == simt);
+  // The same q tiles, and on sm_80 (3 CTAs per SM for both kernels) the same splits and
+  // workspace: the plan's kernel only picks the launch.
+  for (const int q : {4, 64, 512}) {
+    const ra::prefill_bucket b{.max_batch = 2, .max_q_len = q, .max_context = 8192};
+    const auto tc = ra::plan_prefill(config(32, 8, 128, 16), b, a100);
+    const auto simt_plan = ra::plan_prefill(config(32, 8, 128, 16), b, a100, {.kernel = simt});
+    INFO("max_q_len " << q);
+    CHECK(tc.kernel == tensor_cores);
+    CHECK((tc.q_tiles == simt_plan.q_tiles && tc.num_splits == simt_plan.num_splits &&
+           tc.split_tokens == simt_plan.split_tokens && tc.workspace.bytes == simt_plan.workspace.bytes));
+  }
+  // Forced: either way where the tensor-core prefill fits; tensor cores elsewhere are refused.
+  CHECK(ra::plan_prefill(config(32, 8, 128, 16), bucket, h100, {.kernel = simt}).kernel == simt);
+  CHECK(error_of([&] { ra::plan_prefill(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run head_dim = 96 (the tensor-core prefill takes head dims 64 and "
+        "128)");
+  CHECK(error_of([&] { ra::plan_prefill(windowed, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run scores.window = 4096, scores.logit_soft_cap = 0 (the "
+        "tensor-core prefill compiles no score transforms)");
+  CHECK(error_of([&] { ra::plan_prefill(fp8, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core prefill takes "
+        "16-bit caches)");
+  // The set decides too: a set without the instance plans the SIMT prefill, and prefill<Set>
+  // refuses a tensor-core plan it cannot run.
+  CHECK(ra::plan_prefill<simt_only_set>(config(32, 8, 128, 16), bucket, h100).kernel == simt);
+  CHECK(error_of([&] { ra::plan_prefill<simt_only_set>(config(32, 8, 128, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run dtype = bf16, head_dim = 128, block_size = 16 (the "
+        "instantiation set has no tensor-core prefill instance for it)");
+  const auto tc = ra::plan_prefill(config(32, 8, 128, 16), bucket, h100);
+  CHECK_NOTHROW(ra::check_prefill_kernel<ra::default_instantiations>(tc));
+  CHECK(error_of([&] { ra::check_prefill_kernel<simt_only_set>(tc); }) ==
+        "prefill: the plan's kernel is tensor_cores, which this call cannot run: dtype = bf16, head_dim = 128, "
+        "block_size = 16 (the instantiation set has no tensor-core prefill instance for it); plan with "
+        "plan_prefill<Set>, prefill's instantiation set, or plan_options.kernel = simt");
+}
+
 TEST_CASE("decode validate: null, misaligned and undersized buffers") {
   const auto plan = ra::plan_decode(config(8, 2, 64, 16), {.max_batch = 4, .max_context = 1000}, h100, {.split_tokens = 256});
   REQUIRE(plan.split());
@@ -416,9 +477,12 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   CHECK(a.q_tiles == 64);
   CHECK(a.num_splits == 1);
   CHECK(a.bucket.max_total_q == 1024);
-  // Extend of 4 tokens: 16 rows -> 1 tile; 1 x 8 x 1 CTAs on 528 slots: 64 splits of 256, 512
-  // CTAs, one wave: 288 + 32 + 31.3 (merge, 128 rows) = 351.3; 32 of 512: 544 + 32 + 15.6.
-  const auto b = ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
+  CHECK(a.kernel == ra::attention_kernel::tensor_cores);  // 3 CTAs per SM (396 slots): 3 waves unsplit, no split
+  // Extend of 4 tokens: 16 rows -> 1 tile; 1 x 8 x 1 CTAs of the SIMT prefill on 528 slots: 64
+  // splits of 256, 512 CTAs, one wave: 288 + 32 + 31.3 (merge, 128 rows) = 351.3; 32 of 512:
+  // 544 + 32 + 15.6.
+  const auto b = ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100,
+                                  {.kernel = ra::attention_kernel::simt});
   CHECK(b.q_tiles == 1);
   CHECK(b.split_tokens == 256);
   CHECK(b.num_splits == 64);
@@ -432,6 +496,11 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   const auto w = ra::plan_prefill(windowed, {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
   CHECK(w.split_tokens == 352);
   CHECK(w.num_splits == 47);
+  CHECK(w.kernel == ra::attention_kernel::simt);
+  // The tensor-core prefill (the planner's choice at b's shape) is built for 3 CTAs per SM too.
+  const auto tc = ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
+  CHECK(tc.kernel == ra::attention_kernel::tensor_cores);
+  CHECK((tc.q_tiles == 1 && tc.split_tokens == w.split_tokens && tc.num_splits == w.num_splits));
   CHECK(error_of([] { ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_context = 4}, h100); }) ==
         "prefill_bucket.max_context = 4 is smaller than max_q_len = 8 (the context includes the new tokens)");
   CHECK(error_of([] {

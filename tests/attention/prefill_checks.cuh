@@ -9,6 +9,7 @@
 #include <rungs/attention/reference.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,10 +21,10 @@
 namespace rungs_test {
 
 /// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
-/// `per_head_scales`).
+/// `per_head_scales`). kernel: the plan's kernel (plan_options::kernel); empty: the planner's.
 template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
 void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
-                   bool per_head_scales = false) {
+                   bool per_head_scales = false, std::optional<ra::attention_kernel> kernel = {}) {
   constexpr int kMaxBatch = prefill_case::max_batch;
   constexpr int max_total_q = prefill_case::max_total_q;
   const prefill_case c = make_prefill_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
@@ -56,7 +57,8 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
   device_buffer<HostT> out(static_cast<std::size_t>(max_total_q * row));
 
   const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
-  for (const gpu_run& r : c.runs) {
+  for (gpu_run r : c.runs) {
+    if (kernel) r.options.kernel = kernel;
     const prefill_staged staged = stage_prefill(c, config, r, ra::query_device());
     const ra::prefill_plan& plan = staged.plan;
     indptr_dev.upload(staged.indptr);
@@ -84,8 +86,8 @@ void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 
     const auto got = out.download();
-    const std::string what = std::string(r.name) + ", " + std::to_string(plan.num_splits) + " splits, " +
-                             std::to_string(plan.q_tiles) + " q tiles";
+    const std::string what = std::string(r.name) + ", " + std::to_string(plan.q_tiles) + " q tiles, " +
+                             std::to_string(plan.num_splits) + " splits, " + ra::name(plan.kernel) + " prefill";
     require_close(got, want, row, 0, total_q, what);
     std::int64_t touched = 0;  // rows past the batch's tokens belong to nobody
     for (std::int64_t i = total_q * row; i < max_total_q * row; ++i) touched += got[static_cast<std::size_t>(i)].bits != 0xffff;
@@ -105,6 +107,15 @@ void check_prefill_set() {
         const double scale = group == 3 ? 0.0 : 0.3;
         INFO(rungs::name(Type) << ", head_dim " << head_dim << ", block_size " << block_size << ", group " << group);
         check_prefill<host_t, set>(rng, Type, head_dim, block_size, group, scale);
+        // Shapes with a tensor-core instance: the other kernel too (the planner picks tensor
+        // cores on sm_80 and newer), at group 3 (row tiles part valid).
+        const ra::attention_shape shape{.num_qo_heads = group, .num_kv_heads = 1, .head_dim = head_dim,
+                                        .block_size = block_size};
+        if (group == 3 && ra::has_tensor_core_prefill<set>(Type, shape)) {
+          for (ra::attention_kernel k : {ra::attention_kernel::simt, ra::attention_kernel::tensor_cores}) {
+            check_prefill<host_t, set>(rng, Type, head_dim, block_size, group, scale, false, k);
+          }
+        }
       }
     }
   });

@@ -104,6 +104,9 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(
             sc.instance_key(k + "tensor_core_decode_kernel<__nv_bfloat16, 128, 0, 4, 0u, __nv_fp8_e4m3>(p)"),
             ("decode_tc", "bf16/e4m3", 128, 4))
+        self.assertEqual(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 128, 0>(p)"),
+                         ("prefill_tc", "fp16", 128, 0))
+        self.assertIsNone(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 64, 32>(p)"))  # static
         self.assertIsNone(sc.instance_key("tile_probe(float4 const*, float*, int)"))
 
     def test_local_memory_fails(self):

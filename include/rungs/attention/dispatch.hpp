@@ -172,13 +172,36 @@ struct tensor_core_decode_instances {
 /// No tensor-core decode instances.
 using no_tensor_core_decode = tensor_core_decode_instances<dtypes<>, values<>, values<>>;
 
+/// The tensor-core prefill instances of an instantiation set (kernels/.../tensor_core.cuh):
+/// element types x head dims, at the set's block sizes, beside the SIMT prefill instances
+/// (which every shape keeps: the tensor-core prefill is chosen by the plan).
+template <class Dtypes, class HeadDims>
+struct tensor_core_prefill_instances {
+  using dtype_list = Dtypes;
+  using head_dims = HeadDims;
+  static constexpr bool empty = HeadDims::size == 0;
+
+  static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
+                "rungs::attention::tensor_core_prefill_instances: an element type is outside the supported f16, bf16");
+  static_assert(detail::all_within<HeadDims, values<64, 128>>::value,
+                "rungs::attention::tensor_core_prefill_instances: the tensor-core prefill takes head dims 64 and 128");
+
+  /// Whether the list has an instance for (type, head dim) (the set's block sizes aside).
+  static constexpr bool contains(dtype type, int head_dim) {
+    return Dtypes::contains(type) && HeadDims::contains(head_dim);
+  }
+};
+/// No tensor-core prefill instances.
+using no_tensor_core_prefill = tensor_core_prefill_instances<dtypes<>, values<>>;
+
 /// The template instances a build compiles: element types x head dims x block sizes (static
 /// values and/or dynamic_block_size) x decode group sizes, for caches of the queries' type,
-/// plus the fp8-cache instances Fp8Kv lists and the tensor-core decode instances TensorCore
-/// lists. Prefill and cache writes do not depend on the group (prefill flattens it into rows),
-/// so they instantiate dtypes x head dims x block sizes and dtypes x head dims.
+/// plus the fp8-cache instances Fp8Kv lists and the tensor-core decode and prefill instances
+/// TensorCore and TensorCorePrefill list. Prefill and cache writes do not depend on the group
+/// (prefill flattens it into rows), so they instantiate dtypes x head dims x block sizes and
+/// dtypes x head dims.
 template <class Dtypes, class HeadDims, class BlockSizes, class DecodeGroups, class Fp8Kv = no_fp8_kv,
-          class TensorCore = no_tensor_core_decode>
+          class TensorCore = no_tensor_core_decode, class TensorCorePrefill = no_tensor_core_prefill>
 struct instantiation_set {
   using dtype_list = Dtypes;
   using head_dims = HeadDims;
@@ -186,6 +209,7 @@ struct instantiation_set {
   using decode_groups = DecodeGroups;
   using fp8_kv = Fp8Kv;
   using tensor_core_decode = TensorCore;
+  using tensor_core_prefill = TensorCorePrefill;
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
                 "rungs::attention::instantiation_set: an element type is outside the supported f16, bf16");
@@ -211,13 +235,20 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 /// also give the tensor-core decode over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances = tensor_core_decode_instances<supported_dtypes, values<128>, values<4, 8>>;
 
+/// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
+/// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT
+/// prefill.
+using default_tensor_core_prefill_instances = tensor_core_prefill_instances<supported_dtypes, values<128>>;
+
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// the fp8 instances and the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3).
-using default_instantiations = instantiation_set<supported_dtypes, supported_head_dims,
-                                                 values<dynamic_block_size>, supported_decode_groups,
-                                                 default_fp8_kv_instances, default_tensor_core_decode_instances>;
+/// the fp8 instances, the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3) and the 2
+/// tensor-core prefill kernels.
+using default_instantiations =
+    instantiation_set<supported_dtypes, supported_head_dims, values<dynamic_block_size>, supported_decode_groups,
+                      default_fp8_kv_instances, default_tensor_core_decode_instances,
+                      default_tensor_core_prefill_instances>;
 
 /// The default set plus a static instance for every block size: 2 x 5 x 6 x 9 = 540 decode
 /// and 60 prefill kernels (and the fp8 instances at every block size). Built by the cuda-full
@@ -226,7 +257,8 @@ using default_instantiations = instantiation_set<supported_dtypes, supported_hea
 using full_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims,
                       values<8, 16, 32, 64, 128, dynamic_block_size>, supported_decode_groups,
-                      default_fp8_kv_instances, default_tensor_core_decode_instances>;
+                      default_fp8_kv_instances, default_tensor_core_decode_instances,
+                      default_tensor_core_prefill_instances>;
 
 namespace detail {
 
@@ -369,6 +401,32 @@ void dispatch_tensor_core_decode(dtype type, const attention_shape& s, F&& f) {
           detail::dispatch_in(typename tc::decode_groups{}, "group_size", s.group_size(),
                               [&]<int G>() { f.template operator()<T, D, B, G>(); });
         });
+      });
+    });
+  }
+}
+
+/// Whether Set has a tensor-core prefill instance for (type, shape) at a block size it lists.
+template <class Set>
+bool has_tensor_core_prefill(dtype type, const attention_shape& s) {
+  return Set::tensor_core_prefill::contains(type, s.head_dim) &&
+         detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
+}
+
+/// Calls f.template operator()<T, HeadDim, BlockSize>() for the tensor-core prefill instance
+/// of Set::tensor_core_prefill; unsupported_value when the set lacks it.
+template <class Set, class F>
+void dispatch_tensor_core_prefill(dtype type, const attention_shape& s, F&& f) {
+  check_shape(s);
+  using tc = typename Set::tensor_core_prefill;
+  if constexpr (tc::empty) {
+    throw unsupported_value("the tensor-core prefill is not compiled in this build (its instantiation set lists no "
+                            "tensor_core_prefill_instances)");
+  } else {
+    detail::dispatch_dtype(typename tc::dtype_list{}, type, [&]<class T>() {
+      detail::dispatch_in(typename tc::head_dims{}, "head_dim", s.head_dim, [&]<int D>() {
+        detail::dispatch_block(typename Set::block_sizes{}, s.block_size,
+                               [&]<int B>() { f.template operator()<T, D, B>(); });
       });
     });
   }

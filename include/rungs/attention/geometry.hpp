@@ -75,6 +75,17 @@ constexpr bool tensor_core_decode_fits(int head_dim, int group) {
   return (head_dim == 64 || head_dim == 128) && group >= 1 && (group <= 8 || group == 16);
 }
 
+/// CTAs per SM the tensor-core prefill is built for, its __launch_bounds__ minimum (and the
+/// planner's CTA slots for it): 3 on sm_90 and sm_80 (168 registers). Its 16 rows per warp
+/// hold 32 registers of query fragments and 32 of accumulators, all live (the decode's rows
+/// 8-15 are zeros at groups up to 8); at sm_90's 128-register budget of 4 CTAs ptxas spills
+/// 16 bytes (head dim 128) and 8 (64), even with 16 keys per softmax step.
+constexpr int tensor_core_prefill_ctas_per_sm(int sm) { return ctas_per_sm(sm, 6); }
+
+/// Head dims the tensor-core prefill takes: 64 and 128, as the decode (any GQA group: prefill
+/// flattens (token, head) pairs into the mma's rows).
+constexpr bool tensor_core_prefill_fits(int head_dim) { return head_dim == 64 || head_dim == 128; }
+
 /// Prefill: query rows are (token, head-in-group) pairs flattened; every thread row owns
 /// prefill_rows_per_thread of them, so a CTA covers prefill_rows_per_cta rows of one
 /// (sequence, KV head). 4, not 8: with 8 rows (queries, accumulators and the chunk's scores

@@ -40,14 +40,17 @@ struct device_info {
   int sm = 0;
 };
 
-/// The decode kernel a plan runs: the SIMT decode (every shape, transform and cache type) or
-/// the tensor-core decode (kernels/rungs/attention/detail/tensor_core.cuh: 16-bit and fp8
-/// caches, every score transform, geometry::tensor_core_decode_fits). Both share the grid, the split-KV
-/// workspace layout and the merge; the kernel's launch bound sets the CTA slots the split model
-/// counts on (geometry::tensor_core_decode_ctas_per_sm for tensor cores).
-enum class decode_kernel { simt, tensor_cores };
+/// The kernel a plan runs: the SIMT kernel (every shape, transform and cache type) or the
+/// tensor-core one (kernels/rungs/attention/detail/tensor_core.cuh; decode: 16-bit and fp8
+/// caches, every score transform, geometry::tensor_core_decode_fits; prefill: 16-bit caches, no
+/// score transforms, geometry::tensor_core_prefill_fits). Both kernels of a plan share its grid,
+/// split-KV workspace layout and merge; the kernel's launch bound sets the CTA slots the split
+/// model counts on.
+enum class attention_kernel { simt, tensor_cores };
+/// The decode plan's name for it (decode_plan::kernel, from before prefill had a choice).
+using decode_kernel = attention_kernel;
 
-inline const char* name(decode_kernel k) { return k == decode_kernel::simt ? "simt" : "tensor_cores"; }
+inline const char* name(attention_kernel k) { return k == attention_kernel::simt ? "simt" : "tensor_cores"; }
 
 /// How the KV cache is stored when not in the queries' type: an fp8 format (dtype::fp8_e4m3,
 /// dtype::fp8_e5m2) whose element x of KV head h stands for x * scale, with the scales one per
@@ -79,7 +82,7 @@ struct plan_options {
   int split_tokens = 0;        ///< KV tokens per split; 0: chosen by the wave model
   int min_split_tokens = 256;  ///< smallest split the model considers (amortises the merge)
   int ctas_per_sm = 0;         ///< CTA slots per SM; 0: the instance's launch-bound occupancy on device_info.sm
-  std::optional<decode_kernel> kernel{};  ///< decode: force a kernel; empty: the planner's choice
+  std::optional<attention_kernel> kernel{};  ///< force the plan's kernel (decode or prefill); empty: the planner's choice
 };
 
 /// A decode bucket: the largest batch and context one captured launch serves.
@@ -126,6 +129,9 @@ struct prefill_plan {
   int split_tokens = 0;
   int num_splits = 1;
   split_workspace workspace{};
+  /// The planner's kernel. prefill<Set, Mod> runs the tensor-core prefill when this says so,
+  /// Mod is the default and Set has the instance (Set::tensor_core_prefill), else the SIMT one.
+  attention_kernel kernel = attention_kernel::simt;
   bool split() const { return num_splits > 1; }
 };
 
@@ -394,47 +400,59 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
   }
 }
 
-// Why the tensor-core decode cannot run a configuration; empty when it can.
-inline std::string tensor_core_decode_refusal(const attention_config& c) {
+// Why the tensor-core decode (prefill: `op` "prefill") cannot run a configuration; empty when
+// it can.
+inline std::string tensor_core_refusal(const attention_config& c, bool prefill) {
+  const char* op = prefill ? "prefill" : "decode";
   std::ostringstream os;
-  if (!geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
+  if (prefill && c.quantized_cache()) {
+    os << "kv cache dtype = " << name(c.cache_type()) << " (the tensor-core " << op << " takes 16-bit caches)";
+  } else if (prefill && (c.scores.window != 0 || c.scores.logit_soft_cap != 0.0f)) {
+    os << "scores.window = " << c.scores.window << ", scores.logit_soft_cap = " << c.scores.logit_soft_cap
+       << " (the tensor-core prefill compiles no score transforms)";
+  } else if (prefill && !geometry::tensor_core_prefill_fits(c.shape.head_dim)) {
+    os << "head_dim = " << c.shape.head_dim << " (the tensor-core prefill takes head dims 64 and 128)";
+  } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
        << " (the tensor-core decode takes head dims 64, 128 and groups 1-8, 16)";
   }
   return os.str();
 }
 
-// Why decode<Set, Mod> cannot run the tensor-core decode for c; empty when it can: the kernel
-// exists only where Set lists its instance (at a block size Set has).
+// Why decode<Set, Mod> (prefill<Set, Mod>: `prefill`) cannot run the tensor-core kernel for c;
+// empty when it can: the kernel exists only where Set lists its instance (at a block size Set
+// has).
 template <class Set>
-std::string tensor_core_decode_refusal(const attention_config& c) {
-  std::string why = tensor_core_decode_refusal(c);
+std::string tensor_core_refusal(const attention_config& c, bool prefill) {
+  std::string why = tensor_core_refusal(c, prefill);
   if (!why.empty()) return why;
   std::ostringstream os;
-  if (!has_tensor_core_decode<Set>(c.type, c.shape, c.cache_type())) {
+  if (prefill ? !has_tensor_core_prefill<Set>(c.type, c.shape) : !has_tensor_core_decode<Set>(c.type, c.shape, c.cache_type())) {
     os << "dtype = " << name(c.type);
-    if (c.quantized_cache()) os << ", kv cache dtype = " << name(c.cache_type());
-    os << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size
-       << ", group_size = " << c.shape.group_size()
-       << " (the instantiation set has no tensor-core decode instance for it)";
+    if (!prefill && c.quantized_cache()) os << ", kv cache dtype = " << name(c.cache_type());
+    os << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size;
+    if (!prefill) os << ", group_size = " << c.shape.group_size();
+    os << " (the instantiation set has no tensor-core " << (prefill ? "prefill" : "decode") << " instance for it)";
   }
   return os.str();
 }
 
-// The planner's kernel, among those decode<Set, Mod> compiles: tensor cores for GQA groups of
-// 4 and more on sm_80 and newer, where the SIMT decode's per-score shuffles bound it
-// (docs/kernels.md, "Tensor-core decode").
+// The planner's kernel, among those decode<Set, Mod> (prefill<Set, Mod>) compiles:
+// plan_options::kernel when given (refused, naming why, where the tensor cores cannot run the
+// configuration), else tensor cores on sm_80 and newer where `wanted` (decode: GQA groups of 4
+// and more, where the SIMT decode's per-score shuffles bound it; docs/kernels.md, "Tensor-core
+// decode" and "Tensor-core prefill").
 template <class Set>
-decode_kernel choose_decode_kernel(const attention_config& c, const device_info& dev, const plan_options& opt) {
-  const std::string refusal = tensor_core_decode_refusal<Set>(c);
+attention_kernel choose_kernel(const attention_config& c, const device_info& dev, const plan_options& opt, bool prefill,
+                               bool wanted) {
+  const std::string refusal = tensor_core_refusal<Set>(c, prefill);
   if (opt.kernel) {
-    if (*opt.kernel == decode_kernel::tensor_cores && !refusal.empty()) {
+    if (*opt.kernel == attention_kernel::tensor_cores && !refusal.empty()) {
       fail("plan_options.kernel = tensor_cores cannot run ", refusal);
     }
     return *opt.kernel;
   }
-  return refusal.empty() && dev.sm >= 80 && c.shape.group_size() >= 4 ? decode_kernel::tensor_cores
-                                                                       : decode_kernel::simt;
+  return refusal.empty() && dev.sm >= 80 && wanted ? attention_kernel::tensor_cores : attention_kernel::simt;
 }
 
 // The split model's view of a decode: CTAs per SM from the chosen kernel's launch bound.
@@ -471,7 +489,7 @@ decode_plan plan_decode(const attention_config& config, decode_bucket bucket, co
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  p.kernel = detail::choose_decode_kernel<Set>(config, dev, options);
+  p.kernel = detail::choose_kernel<Set>(config, dev, options, false, config.shape.group_size() >= 4);
   detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
                         options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
@@ -510,9 +528,11 @@ std::size_t decode_workspace_bound(const attention_config& config, decode_bucket
   return bound;
 }
 
-/// Plans prefill/extend for a bucket.
-inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket bucket, const device_info& dev,
-                                 const plan_options& options = {}) {
+/// Plans prefill/extend for a bucket, for the kernels of instantiation set Set (run it with
+/// prefill<Set, ...>, the same set, as plan_decode<Set> with decode<Set, ...>).
+template <class Set = default_instantiations>
+prefill_plan plan_prefill(const attention_config& config, prefill_bucket bucket, const device_info& dev,
+                          const plan_options& options = {}) {
   check_shape(config.shape);
   detail::check_config(config);
   detail::check_device(dev);
@@ -541,12 +561,15 @@ inline prefill_plan plan_prefill(const attention_config& config, prefill_bucket 
   const std::int64_t rows = static_cast<std::int64_t>(bucket.max_q_len) * config.shape.group_size();
   if (rows > INT32_MAX) detail::fail("max_q_len * group_size = ", rows, " query rows per sequence exceed int32");
   p.q_tiles = static_cast<int>(detail::ceil_div(rows, geometry::prefill_rows_per_cta(config.shape.head_dim)));
+  p.kernel = detail::choose_kernel<Set>(config, dev, options, true, true);
   detail::choose_splits({.ctas = static_cast<std::int64_t>(p.q_tiles) * bucket.max_batch * config.shape.num_kv_heads,
                          .rows = static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
                          .context = bucket.max_context,
                          .head_dim = config.shape.head_dim,
                          .kv_bytes = bytes_per_element(config.cache_type()),
-                         .ctas_per_sm = geometry::prefill_ctas_per_sm(dev.sm, config.scores.window > 0)},
+                         .ctas_per_sm = p.kernel == attention_kernel::tensor_cores
+                                            ? geometry::tensor_core_prefill_ctas_per_sm(dev.sm)
+                                            : geometry::prefill_ctas_per_sm(dev.sm, config.scores.window > 0)},
                         dev, options, p.split_tokens, p.num_splits);
   if (static_cast<std::int64_t>(p.q_tiles) * p.num_splits > INT32_MAX) {
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
@@ -605,10 +628,21 @@ inline void validate(const decode_plan& plan, const decode_args& a) {
 template <class Set>
 void check_decode_kernel(const decode_plan& plan) {
   if (plan.kernel != decode_kernel::tensor_cores) return;
-  const std::string refusal = detail::tensor_core_decode_refusal<Set>(plan.config);
+  const std::string refusal = detail::tensor_core_refusal<Set>(plan.config, false);
   if (!refusal.empty()) {
     detail::fail("decode: the plan's kernel is tensor_cores, which this call cannot run: ", refusal,
                  "; plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
+  }
+}
+
+/// check_decode_kernel's rule for prefill<Set, ...> and a prefill plan.
+template <class Set>
+void check_prefill_kernel(const prefill_plan& plan) {
+  if (plan.kernel != attention_kernel::tensor_cores) return;
+  const std::string refusal = detail::tensor_core_refusal<Set>(plan.config, true);
+  if (!refusal.empty()) {
+    detail::fail("prefill: the plan's kernel is tensor_cores, which this call cannot run: ", refusal,
+                 "; plan with plan_prefill<Set>, prefill's instantiation set, or plan_options.kernel = simt");
   }
 }
 

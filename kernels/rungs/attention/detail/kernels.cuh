@@ -121,6 +121,37 @@ struct attention_epilogue {
   }
 };
 
+/// A CTA's place in the attention grid (x = q_tile * num_splits + split, decode: split; y = KV
+/// head; z = sequence), its sequence's KV length (clamped to the bucket) and its split's first key.
+struct cta_coords {
+  int split, q_tile, kv_head, seq, kv_len, split_begin;
+};
+__device__ __forceinline__ cta_coords cta_of(const attention_params& p) {
+  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
+  const int seq = static_cast<int>(blockIdx.z);
+  return {split, static_cast<int>(blockIdx.x) / p.num_splits, static_cast<int>(blockIdx.y), seq,
+          min(max(p.kv_lens[seq], 0), p.max_context), split * p.split_tokens};
+}
+
+/// A prefill CTA's query rows (q tile q_tile of CtaRows flattened (token, head) rows of
+/// sequence seq and KV head kv_head) and the end of its KV range in the split from
+/// split_begin: the keys its last row sees. false: the tile has no rows (nothing to compute or
+/// write). Shared by the SIMT and the tensor-core prefill, which use the same grid.
+template <int CtaRows>
+__device__ __forceinline__ bool prefill_cta(const attention_params& p, int q_tile, int split_begin, int seq,
+                                            int kv_head, int kv_len, prefill_rows& rows, int& kv_end) {
+  const int q_begin = p.q_indptr[seq];
+  const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);
+  const int first_row = q_tile * CtaRows;
+  const int row_count = q_len * p.group_size;
+  if (first_row >= row_count) return false;
+  rows = prefill_rows{q_begin, q_len, kv_len, kv_head * p.group_size, p.group_size, first_row, p.max_total_q};
+  const int last_token = (min(first_row + CtaRows, row_count) - 1) / p.group_size;
+  const int visible = min(kv_len - q_len + last_token + 1, kv_len);  // the CTA's last row sees the most
+  kv_end = min(split_begin + p.split_tokens, visible);
+  return true;
+}
+
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
 /// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
 /// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
@@ -130,14 +161,9 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
   using agent = attention_agent<T, HeadDim, Rows, RowGroups, ModBits, KV>;  // agent::Mod: the score_mod
   __shared__ typename agent::storage smem;
 
-  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
-  const int q_tile = static_cast<int>(blockIdx.x) / p.num_splits;
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const int seq = static_cast<int>(blockIdx.z);
-  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
   const kv_source<KV> src = make_kv_source<KV, BlockSize>(p, seq, kv_head);
 
-  const int split_begin = split * p.split_tokens;
   const T* q = static_cast<const T*>(p.q);
   const score_transform transform = make_score_transform(p);
   const kv_dequant<KV> dq(p, kv_head);
@@ -151,19 +177,14 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
     agent::run(smem, src, rows, decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, q, p.q_stride, scale_log2,
                transform, epilogue);
   } else {
-    const int q_begin = p.q_indptr[seq];
-    const int q_len = min(max(p.q_indptr[seq + 1] - q_begin, 0), p.max_q_len);
-    const int first_row = q_tile * agent::kCtaRows;
-    const int row_count = q_len * p.group_size;
-    if (first_row >= row_count) return;  // no such rows: nothing to compute or write
-    const prefill_rows rows{q_begin, q_len, kv_len, kv_head * p.group_size, p.group_size, first_row, p.max_total_q};
-    const int last_token = (min(first_row + agent::kCtaRows, row_count) - 1) / p.group_size;
-    const int visible = min(kv_len - q_len + last_token + 1, kv_len);  // the CTA's last row sees the most
-    const int kv_end = min(split_begin + p.split_tokens, visible);
+    prefill_rows rows;
+    int kv_end = 0;
+    if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
     // Under a window the CTA's first row sees the earliest keys (rows are in token order).
-    const int first_token = first_row / p.group_size;
-    const int kv_begin =
-        agent::Mod.sliding_window ? max(split_begin, kv_len - q_len + first_token + 1 - p.window) : split_begin;
+    const int first_token = rows.first_row / p.group_size;
+    const int kv_begin = agent::Mod.sliding_window
+                             ? max(split_begin, kv_len - rows.q_len + first_token + 1 - p.window)
+                             : split_begin;
     agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, scale_log2, transform, epilogue);
   }
 }

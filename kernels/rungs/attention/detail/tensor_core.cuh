@@ -107,6 +107,171 @@ __device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
   }
 }
 
+// ---- fragment building blocks of the tensor-core prefill (the decode below does the same  ---
+// ---- steps inline, tuned to its register budget; sharing them with it is not done) --------
+// A warp holds 16 rows of the mma tile; lane l owns rows g = l/4 and g + 8 ("halves" 0 and 1)
+// and, of each 8-wide tile, columns 2 t4 and 2 t4 + 1 (t4 = l % 4).
+
+/// Q as A fragments over the whole head dim: qa[ks][h] row g + 8 h, dims 16 ks + 2 t4 (+1);
+/// qa[ks][h + 2] the same row, dims + 8. row[h]: the row's first element, or null for a row of
+/// zeros (padding, or a CTA with no keys whose queries need not be read).
+template <class T, int KSteps>
+__device__ __forceinline__ void load_q_fragments(std::uint32_t (&qa)[KSteps][4], const T* const (&row)[2], int t4) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int ks = 0; ks < KSteps; ++ks) {
+      qa[ks][h] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 2 * t4) : 0u;
+      qa[ks][h + 2] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 8 + 2 * t4) : 0u;
+    }
+  }
+}
+
+/// S = Q K^T for the keys first_key + 0 .. 8 KeyTiles - 1 of a swizzled stage (Pipeline::place):
+/// s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1) and g + 8 (2, 3), unscaled.
+template <class T, class Pipeline, int KSteps, int KeyTiles>
+__device__ __forceinline__ void score_fragments(float (&s)[KeyTiles][4], const std::uint32_t (&qa)[KSteps][4],
+                                                const T* k_stage, int first_key, int lane) {
+  static_assert(KSteps % 2 == 0, "one ldmatrix.x4 covers two k16 steps");
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < KSteps; ks += 2) {
+#pragma unroll
+    for (int j = 0; j < KeyTiles; ++j) {
+      // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7 (rows = keys: B, "col").
+      const int key = first_key + 8 * j + (lane & 7);
+      std::uint32_t b[4];
+      ldmatrix_x4(b, shared_address(k_stage + Pipeline::place(0, key, 2 * ks + (lane >> 3))));
+      mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
+      mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
+    }
+  }
+}
+
+/// One online-softmax step of row half h (row g + 8 h) over the keys of s: scales the scores to
+/// log2 units (and soft-caps them, SoftCap), masks those visible(j, e) rejects (key 8 j + 2 t4 + e), takes the row's max over
+/// the lane quad, rescales m, l (this lane's partial sum) and the accumulators' half h, and
+/// writes 2^(s - m) rounded to T into pa, the A fragments of P for P V (pa[kk]: keys 16 kk ..
+/// 16 kk + 15; the score accumulator's layout is the A layout, so P stays in registers).
+template <class T, bool SoftCap, int KeyTiles, int OTiles, class Visible>
+__device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4], int h, float scale_log2,
+                                                  const score_transform& transform, Visible&& visible, float& m,
+                                                  float& l, float (&o)[OTiles][4], std::uint32_t (&pa)[KeyTiles / 2][4]) {
+  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+  float x[KeyTiles][2];
+  float mx = kNegInf;
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = s[j][2 * h + e] * scale_log2;
+      if constexpr (SoftCap) v = transform.soft_cap(v);
+      x[j][e] = visible(j, e) ? v : kNegInf;
+      mx = fmaxf(mx, x[j][e]);
+    }
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m, mx);
+  const float base = m_new == kNegInf ? 0.0f : m_new;  // avoids (-inf) - (-inf)
+  const float rescale = exp2_approx(m - base);
+  m = m_new;
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) {
+    x[j][0] = exp2_approx(x[j][0] - base);
+    x[j][1] = exp2_approx(x[j][1] - base);
+    sum += x[j][0] + x[j][1];
+  }
+  l = fmaf(l, rescale, sum);
+#pragma unroll
+  for (int n = 0; n < OTiles; ++n) {
+    o[n][2 * h] *= rescale;
+    o[n][2 * h + 1] *= rescale;
+  }
+#pragma unroll
+  for (int kk = 0; kk < KeyTiles / 2; ++kk) {
+    pa[kk][h] = pack_pair<T>(x[2 * kk][0], x[2 * kk][1]);
+    pa[kk][h + 2] = pack_pair<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+  }
+}
+
+/// O += P V over keys first_key + 0 .. 16 KeySteps - 1 and the 8 OTiles dims from 16-byte chunk
+/// first_chunk on: matrix lane/8 of the x4.trans is keys 8 (lane/8 % 2) + 0..7, chunk
+/// first_chunk + 2 n + lane/16.
+template <class T, class Pipeline, int KeySteps, int OTiles>
+__device__ __forceinline__ void value_fragments(float (&o)[OTiles][4], const std::uint32_t (&pa)[KeySteps][4],
+                                                const T* v_stage, int first_key, int first_chunk, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KeySteps; ++kk) {
+    const int key = first_key + 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7);
+#pragma unroll
+    for (int n = 0; n < OTiles / 2; ++n) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, shared_address(v_stage + Pipeline::place(0, key, first_chunk + 2 * n + (lane >> 4))));
+      mma_m16n8k16<T>(o[2 * n], pa[kk], b[0], b[1]);
+      mma_m16n8k16<T>(o[2 * n + 1], pa[kk], b[2], b[3]);
+    }
+  }
+}
+
+/// Writes a warp's state of its rows to the merge area: half h's accumulators (dims first_dim
+/// + 8 n + 2 t4, +1) to row slot first_slot + 8 h of merge_o ([slot][HeadDim]), and, from the
+/// lanes with write_ml, its max and sum (summed over the lane quad here) to merge_m, merge_l.
+template <int HeadDim, int OTiles, int Halves>
+__device__ __forceinline__ void stash_fragments(float* merge_o, float* merge_m, float* merge_l, int first_slot,
+                                                int first_dim, bool write_ml, int t4, const float (&o)[OTiles][4],
+                                                const float (&m)[Halves], float (&l)[Halves]) {
+#pragma unroll
+  for (int h = 0; h < Halves; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int slot = first_slot + 8 * h;
+#pragma unroll
+    for (int n = 0; n < OTiles; ++n) {
+      float2* dst = reinterpret_cast<float2*>(merge_o + slot * HeadDim + first_dim + 8 * n + 2 * t4);
+      *dst = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    }
+    if (write_ml) {
+      merge_m[slot] = m[h];
+      merge_l[slot] = l[h];
+    }
+  }
+}
+
+/// Shared memory of a tensor-core agent: the K/V pipeline (Stages x Tile tokens, swizzled),
+/// reused after it drains for MergeRows rows' states (HeadDim floats, a max and a sum each).
+template <class T, int HeadDim, int Tile, int MergeRows>
+struct tensor_core_storage {
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(T);
+  static constexpr std::size_t kMergeFloats = std::size_t{MergeRows} * (HeadDim + 2);
+  static constexpr std::size_t kBytes =
+      kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
+  static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
+  alignas(128) unsigned char bytes[kBytes];
+
+  using pipeline = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
+  /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued.
+  __device__ __forceinline__ pipeline start(const kv_source<T>& src, int kv_begin, int kv_end, int num_tiles, int tid) {
+    T* k = reinterpret_cast<T*>(bytes);
+    pipeline pipe{src, k, k + geometry::stages * Tile * HeadDim, kv_begin, kv_end, num_tiles, tid,
+                  (1 << src.log2_block) - 1, {}};
+    pipe.start();
+    return pipe;
+  }
+};
+
+/// Where a thread sits in the mma fragments of its warp: accumulator rows g and g + 8, and
+/// columns 2 t4, 2 t4 + 1 of each 8-wide tile.
+struct fragment_lane {
+  int tid = static_cast<int>(threadIdx.x);
+  int warp = tid / 32;
+  int lane = tid % 32;
+  int g = lane / 4;
+  int t4 = lane % 4;
+};
+
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
@@ -355,6 +520,118 @@ struct tensor_core_decode_agent {
   }
 };
 
+/// The tensor-core prefill: a CTA's flattened (token, head) rows, prefill_rows_per_cta(D) of
+/// them as for the SIMT prefill (same grid, plan and workspace), are the rows of 16-row mma
+/// tiles, one tile per row warp; the 4 warps are row warps x dim warps (D 128: 2 x 2, a warp
+/// accumulating 64 output dims; D 64: 4 x 1). Every warp walks every key of the tile (no
+/// merge across warps) with its 16 rows' scores over the whole head dim (the dim warps of a
+/// row tile compute the same scores); the causal mask is per row (the row's last visible key),
+/// and a warp skips a tile wholly past its rows' last key.
+template <class T, int HeadDim>
+struct tensor_core_prefill_agent {
+  static_assert(is_device_element<T>,
+                "the tensor-core prefill takes __half or __nv_bfloat16 (fp8 caches: the SIMT prefill)");
+  static_assert(HeadDim == 64 || HeadDim == 128,
+                "the tensor-core prefill supports head dims 64 and 128 (80, 96, 256: the SIMT prefill)");
+
+  static constexpr int kThreads = geometry::threads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kTile = geometry::tile_tokens(HeadDim);
+  static constexpr int kCtaRows = geometry::prefill_rows_per_cta(HeadDim);
+  static constexpr int kRowWarps = kCtaRows / 16;
+  static constexpr int kDimWarps = kWarps / kRowWarps;
+  static constexpr int kWarpDims = HeadDim / kDimWarps;
+  static constexpr int kKSteps = HeadDim / 16;
+  // Keys per online-softmax step (the scores of 32 keys and their P fragments live at once:
+  // 159 registers at D 128 within the 168 of 3 CTAs per SM; a 64-key tile at D 64 takes 2).
+  static constexpr int kChunkKeys = 32;
+  static constexpr int kKeyTiles = kChunkKeys / 8;
+  static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
+  static_assert(kRowWarps * kDimWarps == kWarps && kWarpDims == 64);
+
+  using storage = tensor_core_storage<T, HeadDim, kTile, kCtaRows>;
+  using pipeline = typename storage::pipeline;
+
+  /// Attends the CTA's rows over keys [kv_begin, kv_end) (each row up to its own last visible
+  /// key) and calls epilogue(row_info, c, float (&o)[8], m, l) per valid row and 8-dim vector,
+  /// as attention_agent::run does.
+  template <class Epilogue>
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const prefill_rows& rows,
+                                             int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
+                                             float scale_log2, Epilogue&& epilogue) {
+    constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+    const auto [tid, warp, lane, g, t4] = fragment_lane{};
+    const int row_warp = warp % kRowWarps;
+    const int dim_warp = warp / kRowWarps;
+    const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+
+    // This lane's rows g and g + 8 of the warp's tile: queries, and the end of their keys.
+    int row_end[2];
+    const T* q_rows[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const row_info info = rows.at(row_warp * 16 + g + 8 * h);
+      row_end[h] = info.valid ? min(info.end, kv_end) : kv_begin;
+      q_rows[h] = info.valid && num_tiles > 0
+                      ? q + static_cast<std::int64_t>(info.token) * q_stride + static_cast<std::int64_t>(info.head) * HeadDim
+                      : nullptr;
+    }
+    int warp_end = max(row_end[0], row_end[1]);  // past the last key any row of the warp sees
+    warp_end = max(warp_end, __shfl_xor_sync(0xffffffffu, warp_end, 4));
+    warp_end = max(warp_end, __shfl_xor_sync(0xffffffffu, warp_end, 8));
+    warp_end = max(warp_end, __shfl_xor_sync(0xffffffffu, warp_end, 16));
+    std::uint32_t qa[kKSteps][4];
+    load_q_fragments<T>(qa, q_rows, t4);
+
+    float m[2] = {kNegInf, kNegInf}, l[2] = {0.0f, 0.0f};
+    float o[kWarpDims / 8][4];
+#pragma unroll
+    for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      pipe.advance(tile);
+      const int tile_start = kv_begin + tile * kTile;
+      if (tile_start >= warp_end) continue;  // warp-uniform: every row of the warp is done
+
+#pragma unroll
+      for (int chunk = 0; chunk < kTile; chunk += kChunkKeys) {
+        const int first_key = tile_start + chunk;
+        if (first_key >= warp_end) break;  // warp-uniform
+        float s[kKeyTiles][4];
+        score_fragments<T, pipeline>(s, qa, pipe.k_tile(tile), chunk, lane);
+        std::uint32_t pa[kKeyTiles / 2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          softmax_fragments<T, false>(
+              s, h, scale_log2, score_transform{},
+              [&](int j, int e) { return first_key + 8 * j + 2 * t4 + e < row_end[h]; }, m[h], l[h], o, pa);
+        }
+        value_fragments<T, pipeline>(o, pa, pipe.v_tile(tile), chunk, dim_warp * (kWarpDims / 8), lane);
+      }
+    }
+    pipe.finish();  // the pipeline's shared memory is free for the rows' states
+
+    // ---- rows to the epilogue through shared memory (fragments hold 2 dims per lane) ------
+    float* merge_o = reinterpret_cast<float*>(smem.bytes);  // [row][HeadDim]
+    float* merge_m = merge_o + kCtaRows * HeadDim;           // [row]
+    float* merge_l = merge_m + kCtaRows;
+    stash_fragments<HeadDim>(merge_o, merge_m, merge_l, row_warp * 16 + g, dim_warp * kWarpDims,
+                             dim_warp == 0 && t4 == 0, t4, o, m, l);
+    __syncthreads();
+
+    for (int item = tid; item < kCtaRows * kRowVecs; item += kThreads) {
+      const int row = item / kRowVecs;
+      const int c = item - row * kRowVecs;
+      const row_info info = rows.at(row);
+      if (!info.valid) continue;
+      float out[8], row_max, sum;
+      merge_row_states<1, HeadDim>(merge_o, merge_m, merge_l, row, 0, c, out, row_max, sum);
+      epilogue(info, c, out, row_max, sum);
+    }
+  }
+};
+
 /// __launch_bounds__' minimum CTAs per SM of the tensor-core decode for the architecture being
 /// compiled (geometry::tensor_core_decode_ctas_per_sm; 1 in the host pass).
 constexpr int tensor_core_min_ctas_per_sm() {
@@ -385,6 +662,32 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
   agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
              decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
              dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+}
+
+/// __launch_bounds__' minimum CTAs per SM of the tensor-core prefill
+/// (geometry::tensor_core_prefill_ctas_per_sm; 1 in the host pass).
+constexpr int tensor_core_prefill_min_ctas_per_sm() {
+#if defined(__CUDA_ARCH__)
+  return geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
+#else
+  return 1;
+#endif
+}
+
+/// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),
+/// parameters and workspace, so merge_splits_kernel<T, HeadDim> merges its splits.
+template <class T, int HeadDim, int BlockSize>
+__global__ void __launch_bounds__(geometry::threads, tensor_core_prefill_min_ctas_per_sm())
+    tensor_core_prefill_kernel(const attention_params p) {
+  using agent = tensor_core_prefill_agent<T, HeadDim>;
+  __shared__ typename agent::storage smem;
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+  prefill_rows rows;
+  int kv_end = 0;
+  if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
+  const attention_epilogue<T, HeadDim, 0u, T> epilogue{p, split, 1.0f};
+  agent::run(smem, make_kv_source<T, BlockSize>(p, seq, kv_head), rows, split_begin, kv_end,
+             static_cast<const T*>(p.q), p.q_stride, p.scale_log2, epilogue);
 }
 
 }  // namespace rungs::attention::detail

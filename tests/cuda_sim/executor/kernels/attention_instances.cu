@@ -144,3 +144,20 @@ void* const rungs_sim_fp8_widen_probes[] = {
     reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e4m3>),
     reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e5m2>),
 };
+
+// The tensor-core prefill (tensor_core.cuh): the set's instances (tensor_core_prefill_instances),
+// and beside them f16 at head dim 64 (kernels_test.cpp runs each against the reference).
+namespace {
+template <class T, int... D>
+void tensor_core_prefill_dims(void**& out, ra::values<D...>) {
+  ((*out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<T, D, 0>)), ...);
+}
+template <ra::dtype... Types>
+void tensor_core_prefill_set(void**& out, ra::dtypes<Types...>) {
+  (tensor_core_prefill_dims<device_t<Types>>(out, set::tensor_core_prefill::head_dims{}), ...);
+}
+}  // namespace
+void rungs_sim_tensor_core_prefill_instances(void** out) {
+  tensor_core_prefill_set(out, set::tensor_core_prefill::dtype_list{});
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<__half, 64, 0>);
+}

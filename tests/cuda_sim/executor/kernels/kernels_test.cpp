@@ -213,10 +213,12 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
 
 // Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row,
 // without and with splits (`only_split`: one of them), over a cache of KV (T, or fp8 with
-// fresh scales); returns the unsplit launch's traffic.
-template <class T, int D, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+// fresh scales), with the SIMT prefill or the tensor-core one (TensorCores); returns the
+// unsplit launch's traffic, and the largest error against the reference in *max_error when
+// given.
+template <class T, int D, ra::score_mod Mod = ra::score_mod{}, class KV = T, bool TensorCores = false>
 std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits,
-                                       bool per_head_scales = true) {
+                                       bool per_head_scales = true, double* max_error = nullptr) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
   const int max_context = 5 * geo::tile_tokens(D) + 23;
@@ -236,9 +238,11 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   std::vector<double> want(static_cast<std::size_t>(p.total_q() * row));
   ra::reference::prefill<KV, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
                                         0.0, want, {mod.values, mod.sinks}, {scales.k, scales.v});
-  const std::string name = "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
-                           std::to_string(geo::prefill_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
-                           ", false, " + mod_name(Mod) + ", " + type_name<KV>() + ">";
+  const std::string name =
+      TensorCores ? "tensor_core_prefill_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0>"
+                  : "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
+                        std::to_string(geo::prefill_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
+                        ", false, " + mod_name(Mod) + ", " + type_name<KV>() + ">";
   const ra::attention_config config{type_of<T>(), p.shape, 0.0f, mod.values, scales.format};
   std::vector<traffic_row> rows;
   for (int split : {max_context, geo::chunk_tokens * 2}) {
@@ -293,6 +297,11 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
     launch(merge_name(type_name<T>(), D, Mod.sinks), rd::merge_grid(m), 32 * geo::merge_warps, m, mem, seed);
   }
   require_close(out, want, row, 0, p.total_q(), what);
+  if (max_error != nullptr) {
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      *max_error = std::max(*max_error, std::abs(rungs::to_double(out[i]) - want[i]));
+    }
+  }
   }
   return rows;
 }
@@ -403,6 +412,26 @@ TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial sc
   check_prefill<rungs::f16, 80>(8, 2, 4);
 }
 
+// The tensor-core prefill (tensor_core.cuh) beside the SIMT prefill on the same problems
+// (unsplit and 8-token splits), printing both kernels' largest error against the float64
+// reference.
+template <class T, int D>
+void check_tensor_core_prefill(int block_size, int group, std::uint64_t seed) {
+  double tc = 0, simt = 0;
+  check_prefill<T, D, ra::score_mod{}, T, true>(block_size, group, seed, kAllSplits, true, &tc);
+  check_prefill<T, D>(block_size, group, seed, kAllSplits, true, &simt);
+  std::cout << "prefill " << type_name<T>() << " D " << D << " group " << group << " block " << block_size
+            << " seed " << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
+}
+
+TEST_CASE("tensor-core prefill (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
+  // Groups 3 (a row tile part valid: 36 rows of 12 tokens), 8 and 1 (a row warp of the second
+  // q tile with no rows), block sizes 8 to 128 (pages shorter and longer than a tile).
+  check_tensor_core_prefill<rungs::bf16, 128>(8, 3, 41);
+  check_tensor_core_prefill<rungs::f16, 128>(128, 8, 42);
+  check_tensor_core_prefill<rungs::f16, 64>(16, 1, 43);
+}
+
 namespace {
 
 // Cache write of 19 tokens (one with slot -1) into a pool of 6 blocks of 16: every slot as the
@@ -504,6 +533,25 @@ void check_tensor_core_set(std::vector<traffic_row>& table, ra::dtypes<Types...>
    ...);
 }
 
+// The tensor-core prefill instances of the set: unsplit (its traffic) and after an 8-token
+// split (the merge), group 4.
+template <class T, int... D>
+void check_tensor_core_prefill_dims(std::vector<traffic_row>& table, ra::values<D...>) {
+  const auto run = [&]<int Dim>() {
+    for (int split : {5 * geo::tile_tokens(Dim) + 23, geo::chunk_tokens * 2}) {
+      std::ranges::move(check_prefill<T, Dim, ra::score_mod{}, T, true>(16, 4, 500 + Dim, split),
+                        std::back_inserter(table));
+    }
+  };
+  (run.template operator()<D>(), ...);
+}
+template <ra::dtype... Types>
+void check_tensor_core_prefill_set(std::vector<traffic_row>& table, ra::dtypes<Types...>) {
+  (check_tensor_core_prefill_dims<ra::host_type<Types>>(table,
+                                                        ra::default_instantiations::tensor_core_prefill::head_dims{}),
+   ...);
+}
+
 // The fp8-cache instances of the set: decode unsplit and after a 16-token split (the merge),
 // on the tensor-core decode too where the set has its instance, prefill unsplit, the cache
 // write.
@@ -571,6 +619,8 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2);  // the default set's one fp8 shape, on both decodes
   check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
   CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
+  check_tensor_core_prefill_set(table, ra::default_instantiations::tensor_core_prefill::dtype_list{});
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 2 * 1 * 2 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
