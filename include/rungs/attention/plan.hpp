@@ -622,28 +622,33 @@ inline void validate(const decode_plan& plan, const decode_args& a) {
   detail::check_scales(plan.config, a.k_scale, a.v_scale, "decode_args");
 }
 
+namespace detail {
+/// The rule of check_decode_kernel and check_prefill_kernel: `op` ("decode" or "prefill") can
+/// run a tensor-core plan only where Set compiles its instance.
+template <class Set>
+void check_plan_kernel(attention_kernel kernel, const attention_config& config, bool prefill) {
+  if (kernel != attention_kernel::tensor_cores) return;
+  const std::string refusal = tensor_core_refusal<Set>(config, prefill);
+  if (!refusal.empty()) {
+    const char* op = prefill ? "prefill" : "decode";
+    fail(op, ": the plan's kernel is tensor_cores, which this call cannot run: ", refusal, "; plan with plan_", op,
+         "<Set>, ", op, "'s instantiation set, or plan_options.kernel = simt");
+  }
+}
+}  // namespace detail
+
 /// Checks that decode<Set, ...> can run the plan's kernel: a plan made for another set (or by
 /// plan_decode without decode's set) may have chosen a tensor-core decode Set does not compile.
 /// Throws std::invalid_argument naming the shape and what is missing.
 template <class Set>
 void check_decode_kernel(const decode_plan& plan) {
-  if (plan.kernel != decode_kernel::tensor_cores) return;
-  const std::string refusal = detail::tensor_core_refusal<Set>(plan.config, false);
-  if (!refusal.empty()) {
-    detail::fail("decode: the plan's kernel is tensor_cores, which this call cannot run: ", refusal,
-                 "; plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
-  }
+  detail::check_plan_kernel<Set>(plan.kernel, plan.config, false);
 }
 
 /// check_decode_kernel's rule for prefill<Set, ...> and a prefill plan.
 template <class Set>
 void check_prefill_kernel(const prefill_plan& plan) {
-  if (plan.kernel != attention_kernel::tensor_cores) return;
-  const std::string refusal = detail::tensor_core_refusal<Set>(plan.config, true);
-  if (!refusal.empty()) {
-    detail::fail("prefill: the plan's kernel is tensor_cores, which this call cannot run: ", refusal,
-                 "; plan with plan_prefill<Set>, prefill's instantiation set, or plan_options.kernel = simt");
-  }
+  detail::check_plan_kernel<Set>(plan.kernel, plan.config, true);
 }
 
 inline void validate(const prefill_plan& plan, const prefill_args& a) {
