@@ -262,6 +262,8 @@ TEST_CASE("a configuration out of range is rejected with the field's name") {
                     "allocator_config: max_model_len = 0 must be positive");
   CHECK_THROWS_WITH(A({.num_blocks = 8, .watermark_blocks = 8}),
                     "allocator_config: watermark_blocks = 8 must be in [0, num_blocks)");
+  CHECK_THROWS_WITH(A({.num_blocks = 8, .sliding_window = -1}),
+                    "allocator_config: sliding_window = -1 must be 0 (full attention) or a positive number of keys");
   CHECK_THROWS_WITH(
       A({.num_blocks = 8, .block_size = 1, .max_sequences = 1 << 20, .max_model_len = 1 << 20}),
       "allocator_config: max_sequences * ceil(max_model_len / block_size) = 1099511627776 "
@@ -306,4 +308,107 @@ TEST_CASE("cached_prefix_tokens: what create would reuse, asked without changing
   free_list_allocator f({.num_blocks = 8, .block_size = 4, .max_sequences = 4, .max_model_len = 32});
   CHECK(f.free(admit(f, shared).id) == errc::ok);
   CHECK(f.cached_prefix_tokens(shared) == 0);
+}
+
+// ---- sliding window -------------------------------------------------------------------------
+// Block size 4: block i holds positions [4i, 4i + 4). A step whose first query is at position p
+// sees keys from p - W + 1 on, so block i leaves once 4(i + 1) <= p - W + 1.
+
+TEST_CASE("sliding window: append releases the blocks the step's first query cannot see") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 2, .max_model_len = 32,
+                         .sliding_window = 6});
+  const sequence_id s = admit(a, tokens(10)).id;  // the prefill's first query is at 0
+  CHECK(table(a, s) == ids{0, 1, 2});
+  CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 10 sees [5, 10]: block 0 (0..3) leaves
+  CHECK(table(a, s) == ids{null_block, 1, 2});
+  CHECK(a.metrics().live_blocks == 2);
+  CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 11 sees [6, 11]: block 1 still holds 6, 7
+  CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 12 opens a block: 0, freed last, comes back
+  CHECK(table(a, s) == ids{null_block, 1, 2, 0});
+  CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 13 sees [8, 13]: block 1 (4..7) leaves
+  CHECK(table(a, s) == ids{null_block, null_block, 2, 0});
+  CHECK(a.num_tokens(s).value() == 14);
+  slots out(6, 99);
+  const slot_range released[] = {{s, 7, 1}};  // position 7 was in block 1
+  CHECK(a.slot_mapping(released, out).error() == errc::invalid_range);
+  CHECK(out == slots(6, 99));
+  const slot_range held[] = {{s, 8, 6}};  // 8..11 in block 2, 12..13 in block 0
+  CHECK(a.slot_mapping(held, out).value() == 6);
+  CHECK(out == slots{8, 9, 10, 11, 0, 1});
+  CHECK(a.check_consistency().empty());
+  CHECK(a.free(s) == errc::ok);
+  CHECK(a.metrics().free_blocks == 8);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("sliding window: blocks leaving the window pay for the append; a rejected one keeps them") {
+  const allocator_config full{.num_blocks = 3, .block_size = 4, .max_sequences = 2, .max_model_len = 32};
+  free_list_allocator unwindowed(full);
+  const sequence_id u = admit(unwindowed, tokens(12)).id;  // [0, 1, 2]: the pool is full
+  CHECK(unwindowed.append(u, tokens(1)) == errc::out_of_blocks);
+
+  allocator_config w4 = full;
+  w4.sliding_window = 4;
+  free_list_allocator a(w4);
+  const sequence_id s = admit(a, tokens(12)).id;
+  CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 12 sees [9, 12]: blocks 0 and 1 leave
+  CHECK(table(a, s) == ids{null_block, null_block, 2, 1});  // 1 was released last
+  CHECK(a.metrics().free_blocks == 1);
+
+  allocator_config w8 = full;
+  w8.sliding_window = 8;
+  free_list_allocator b(w8);
+  const sequence_id t = admit(b, tokens(12)).id;
+  const snapshot before = observe(b);
+  // p = 12 sees [5, 12]: only block 0 leaves, and the token with 4 draft slots needs 2 blocks.
+  CHECK(b.append(t, tokens(1), 4) == errc::out_of_blocks);
+  CHECK(observe(b) == before);
+  CHECK(table(b, t) == ids{0, 1, 2});
+  CHECK(b.append(t, tokens(1)) == errc::ok);  // one new block: block 0 pays for it
+  CHECK(table(b, t) == ids{null_block, 1, 2, 0});
+  CHECK(b.check_consistency().empty());
+}
+
+TEST_CASE("sliding window: a forked block is released by each sharer, freed by the last") {
+  free_list_allocator a({.num_blocks = 8, .block_size = 4, .max_sequences = 2, .max_model_len = 32,
+                         .sliding_window = 4});
+  const sequence_id parent = admit(a, tokens(8)).id;  // [0, 1]
+  const sequence_id child = a.fork(parent).value();
+  CHECK(a.append(parent, tokens(1)) == errc::ok);  // p = 8 sees [5, 8]: block 0 leaves the parent
+  CHECK(table(a, parent) == ids{null_block, 1, 2});
+  CHECK(a.pool().ref_count(0) == 1);  // the child still reads it
+  CHECK(a.copies().empty());          // block 1 is full: nothing is written into it
+  CHECK(a.append(child, tokens(1)) == errc::ok);  // the child lets go of 0, which comes back
+  CHECK(table(a, child) == ids{null_block, 1, 0});
+  CHECK(a.pool().ref_count(1) == 2);
+  CHECK(a.metrics().live_blocks == 3);
+  CHECK(a.check_consistency().empty());
+}
+
+TEST_CASE("sliding window with prefix caching: committed blocks stay hits, pending ones do not") {
+  const allocator_config c{.num_blocks = 8, .block_size = 4, .max_sequences = 3, .max_model_len = 32,
+                           .sliding_window = 4};
+  prefix_caching_allocator<> a(c);
+  const sequence_id s = admit(a, tokens(12)).id;  // 3 full blocks, committed
+  CHECK(table(a, s) == ids{0, 1, 2});
+  CHECK(a.append(s, tokens(1, 100)) == errc::ok);  // p = 12: blocks 0 and 1 leave, still cached
+  CHECK(table(a, s) == ids{null_block, null_block, 2, 3});
+  CHECK(a.metrics().live_blocks == 2);
+  CHECK(a.metrics().cached_blocks == 2);
+  CHECK(a.cached_prefix_tokens(tokens(12)) == 8);  // 11 tokens: two full blocks, both indexed
+  const sequence_start again = a.create(tokens(12)).value();
+  CHECK(again.cached_tokens == 8);
+  CHECK(table(a, again.id) == ids{0, 1});
+  CHECK(a.check_consistency().empty());
+
+  // An engine with a step in flight plans the next one before committing the last: the blocks
+  // that leave the window then were registered by a step that may still be dropped.
+  prefix_caching_allocator<> b(c);
+  const sequence_id t = b.create(tokens(12)).value().id;
+  CHECK(b.append(t, tokens(12)) == errc::ok);      // step 1, not committed yet
+  CHECK(b.append(t, tokens(1, 100)) == errc::ok);  // step 2: blocks 0 and 1 leave, uncommitted
+  CHECK(b.commit(t, 13) == errc::ok);
+  CHECK(b.cached_prefix_tokens(tokens(12)) == 0);  // the chain's first two blocks are forgotten
+  CHECK(b.metrics().cached_blocks == 0);
+  CHECK(b.check_consistency().empty());
 }

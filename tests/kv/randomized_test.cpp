@@ -8,7 +8,9 @@
 // each step it ran. After every
 // step it checks the allocator's consistency invariant and that every live sequence reads
 // back exactly its own tokens through its block table, so a wrong prefix hit, a missed copy or
-// a block shared by mistake shows up as a wrong token.
+// a block shared by mistake shows up as a wrong token. With a sliding window the model also
+// tracks which leading blocks each append must have released (their entries null, their
+// slots refused) and reads back the tokens of the blocks still held.
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/kv/priority_lru.hpp>
 #include <rungs/kv/sha256.hpp>
@@ -30,8 +32,9 @@ constexpr token_id junk = -7;  // what a draft writes to a lookahead slot
 template <class A>
 class engine_model {
  public:
-  engine_model(A& a, std::uint32_t seed)
+  engine_model(A& a, std::uint32_t seed, std::int32_t window = 0)
       : a_(a),
+        window_(window),
         rng_(seed),
         kv_(static_cast<std::size_t>(num_blocks) * block_size, junk),
         writer_(static_cast<std::size_t>(num_blocks), -1) {
@@ -51,7 +54,7 @@ class engine_model {
     verify_contents();
   }
 
-  std::uint64_t hits = 0, preemptions = 0, copies = 0, abandoned = 0;
+  std::uint64_t hits = 0, preemptions = 0, copies = 0, abandoned = 0, window_releases = 0;
 
  private:
   struct sequence {
@@ -59,6 +62,7 @@ class engine_model {
     std::vector<token_id> tokens;
     int key;  // tenant: salt and adapter index
     bool finished = false;
+    std::int32_t first_block = 0;  // blocks before it left the window
   };
   struct tenant {
     std::uint64_t adapter;
@@ -102,6 +106,15 @@ class engine_model {
       REQUIRE(observe() == before);  // a rejected call changes nothing
       s.tokens.resize(static_cast<std::size_t>(first));
       return false;
+    }
+    // Keys below p - W + 1 are invisible to the step's first query p = first: whole blocks of
+    // them were released.
+    if (window_ > 0 && first - window_ + 1 > 0) {
+      const std::int32_t leaving = (first - window_ + 1) / block_size;
+      if (leaving > s.first_block) {
+        window_releases += static_cast<std::uint64_t>(leaving - s.first_block);
+        s.first_block = leaving;
+      }
     }
     write(s, first, n, lookahead);
     REQUIRE(a_.commit(s.id, static_cast<std::int32_t>(s.tokens.size())) == errc::ok);
@@ -252,22 +265,32 @@ class engine_model {
     REQUIRE(observe() == before);
   }
 
-  // Every live sequence reads its own tokens back through its slots.
+  // Every live sequence reads its own tokens back through its slots (from its first block
+  // still in the window; the released entries are null and their slots refused).
   void verify_contents() {
     for (const sequence& s : live_) {
       const std::int32_t n = static_cast<std::int32_t>(s.tokens.size());
       REQUIRE(a_.num_tokens(s.id).value() == n);
-      std::vector<slot_id> slots(static_cast<std::size_t>(n));
-      const slot_range r[] = {{s.id, 0, n}};
-      REQUIRE(a_.slot_mapping(r, slots).value() == n);
-      for (std::int32_t p = 0; p < n; ++p)
-        REQUIRE(kv_[static_cast<std::size_t>(slots[static_cast<std::size_t>(p)])] == s.tokens[p]);
+      const auto table = a_.block_table(s.id).value();
+      for (std::int32_t k = 0; k < s.first_block; ++k) REQUIRE(table[static_cast<std::size_t>(k)] == null_block);
+      const std::int32_t from = s.first_block * block_size;
+      if (from > 0) {
+        std::vector<slot_id> one(1);
+        const slot_range released[] = {{s.id, from - 1, 1}};
+        REQUIRE(a_.slot_mapping(released, one).error() == errc::invalid_range);
+      }
+      std::vector<slot_id> slots(static_cast<std::size_t>(n - from));
+      const slot_range r[] = {{s.id, from, n - from}};
+      REQUIRE(a_.slot_mapping(r, slots).value() == n - from);
+      for (std::int32_t p = from; p < n; ++p)
+        REQUIRE(kv_[static_cast<std::size_t>(slots[static_cast<std::size_t>(p - from)])] == s.tokens[p]);
     }
   }
 
   kv_test::snapshot observe() const { return kv_test::observe(a_); }
 
   A& a_;
+  std::int32_t window_;  // allocator_config::sliding_window
   std::mt19937 rng_;
   std::vector<token_id> kv_;  // the simulated device KV memory: one token per slot
   std::vector<int> writer_;   // tenant that last wrote each block
@@ -277,10 +300,10 @@ class engine_model {
 };
 
 template <class A>
-void run(std::uint32_t seed, int steps) {
-  A a({.num_blocks = num_blocks, .block_size = block_size, .max_sequences = max_sequences,
-       .max_model_len = max_model_len, .watermark_blocks = 2});
-  engine_model<A> engine(a, seed);
+void run(std::uint32_t seed, int steps, std::int32_t window = 0, std::int32_t pool_blocks = num_blocks) {
+  A a({.num_blocks = pool_blocks, .block_size = block_size, .max_sequences = max_sequences,
+       .max_model_len = max_model_len, .watermark_blocks = 2, .sliding_window = window});
+  engine_model<A> engine(a, seed, window);
   for (int i = 0; i < steps; ++i) {
     CAPTURE(seed, i);
     engine.step();
@@ -289,6 +312,7 @@ void run(std::uint32_t seed, int steps) {
   CHECK(engine.preemptions > 0);
   CHECK(engine.copies > 0);
   CHECK(engine.abandoned > 0);
+  if (window > 0) CHECK(engine.window_releases > 0);
   if constexpr (A::cache_type::enabled) {
     CHECK(engine.hits > 0);
     CHECK(a.metrics().evictions > 0);
@@ -301,4 +325,16 @@ TEMPLATE_TEST_CASE("random operation sequences keep every invariant", "", free_l
                    prefix_caching_allocator<>, (prefix_caching_allocator<wyhash64, priority_lru<4>>),
                    (prefix_caching_allocator<sha256_hasher, free_stack>)) {
   for (std::uint32_t seed : {1u, 2u, 3u, 4u, 5u}) run<TestType>(seed, 3000);
+}
+
+// Windows of 1 key (a block is released as soon as the next query passes it), 6 and 13 (not
+// multiples of the block size), with every cache and eviction policy above. A windowed
+// sequence holds few blocks, so the pool is halved to keep preemption in play.
+TEMPLATE_TEST_CASE("random operation sequences with a sliding window keep every invariant", "", free_list_allocator,
+                   prefix_caching_allocator<>, (prefix_caching_allocator<wyhash64, priority_lru<4>>)) {
+  for (std::int32_t window : {1, 6, 13})
+    for (std::uint32_t seed : {1u, 2u}) {
+      CAPTURE(window);
+      run<TestType>(seed, 2000, window, num_blocks / 2);
+    }
 }

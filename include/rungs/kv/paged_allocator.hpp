@@ -22,6 +22,10 @@
 //   free(seq)                blocks released tail first; cached ones stay reusable, except
 //                            blocks registered since the last commit: nobody wrote their KV.
 //
+// With allocator_config::sliding_window = W, append() also releases the blocks no query from
+// the step's first one on can see (block i once (i + 1) * block_size <= p - W + 1, p the
+// step's first query position), leaving null entries at the front of the block table.
+//
 // The order per step: append (plan) -> run the step -> commit -> free the finished ones.
 //
 // Aliases: free_list_allocator (no caching, LIFO free list) and
@@ -60,6 +64,11 @@ struct allocator_config {
   std::int32_t max_sequences = 256;    // block-table rows
   std::int32_t max_model_len = 8192;   // tokens of one sequence, lookahead slots included
   std::int32_t watermark_blocks = 0;   // admission keeps this many blocks unused (vLLM v0: 1%)
+  /// Sliding-window attention over W keys (a query at position p sees keys [p - W + 1, p]);
+  /// 0: full attention. With W > 0, append() first releases the blocks that have left the
+  /// window of the step's first query, as vLLM's SlidingWindowManager does; their table entries
+  /// become null_block (-1), which the kernels never read.
+  std::int32_t sliding_window = 0;
 };
 
 template <prefix_cache_policy Cache = prefix_cache<>, eviction_policy Eviction = lru>
@@ -151,6 +160,7 @@ class paged_allocator {
     s.priority = params.priority;
     s.tail_may_be_shared = false;
     s.num_blocks = hits;
+    s.first_block = 0;
     s.committed_blocks = hits;
     s.num_tokens = hits * config_.block_size;
     if constexpr (Cache::enabled) cache_.start(r, chain);
@@ -172,14 +182,22 @@ class paged_allocator {
     const std::span<block_id> row = tables_.row(id.slot);
     const std::int32_t needed = blocks_for(static_cast<std::int32_t>(end));
     const std::int32_t grow = std::max(0, needed - s->num_blocks);
+    // Blocks [first_block, leaving) are out of the window of this step's first query. The ones
+    // only this sequence holds come back as unused blocks when released, so they count
+    // toward this append's blocks; they are released only once the append cannot fail.
+    const std::int32_t leaving = window_start_block(*s);
+    std::int32_t returned = 0;
+    for (std::int32_t k = s->first_block; k < leaving; ++k) returned += pool_.ref_count(row[k]) == 1;
     // Only fork shares a block at or past a sequence's write position (prefix hits and cached
     // blocks are full, and written positions never move back), so a sequence not forked since
     // its tail was last made private needs no copy-on-write pass.
     if (RUNGS_UNLIKELY(s->tail_may_be_shared)) {
-      const errc e = unshare_tail(*s, row, needed, written > 0, grow);
+      const errc e = unshare_tail(*s, row, needed, written > 0, grow, returned, leaving);
       if (e != errc::ok) return e;
-    } else if (RUNGS_UNLIKELY(grow > pool_.num_unused())) {
+    } else if (RUNGS_UNLIKELY(grow > pool_.num_unused() + returned)) {
       return errc::out_of_blocks;
+    } else {
+      release_out_of_window(*s, row, leaving);
     }
     for (std::int32_t k = s->num_blocks; k < needed; ++k) row[k] = take_block(s->priority);
     s->num_blocks += grow;
@@ -200,7 +218,7 @@ class paged_allocator {
     const std::int32_t full = div_.quot(num_tokens);
     if constexpr (Cache::enabled) {
       const std::span<const block_id> row = tables_.row(id.slot);
-      for (std::int32_t k = s->committed_blocks; k < full; ++k) cache_.settle(row[k]);
+      for (std::int32_t k = std::max(s->committed_blocks, s->first_block); k < full; ++k) cache_.settle(row[k]);
     }
     s->committed_blocks = std::max(s->committed_blocks, full);
     return errc::ok;
@@ -215,7 +233,7 @@ class paged_allocator {
     free_rows_.pop_back();
     const std::span<const block_id> from = tables_.row(parent.slot);
     const std::span<block_id> to = tables_.row(r);
-    for (std::int32_t k = 0; k < p->num_blocks; ++k) {
+    for (std::int32_t k = p->first_block; k < p->num_blocks; ++k) {
       to[k] = from[k];
       [[maybe_unused]] const errc e = pool_.share(from[k], p->priority);
       RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
@@ -226,6 +244,7 @@ class paged_allocator {
     c.finished = false;
     c.priority = p->priority;
     c.num_blocks = p->num_blocks;
+    c.first_block = p->first_block;
     c.committed_blocks = p->committed_blocks;
     c.num_tokens = p->num_tokens;
     c.tail_may_be_shared = p->tail_may_be_shared = true;
@@ -251,20 +270,16 @@ class paged_allocator {
     if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
     const std::span<block_id> row = tables_.row(id.slot);
     if constexpr (Cache::enabled) {
-      for (std::int32_t k = s->committed_blocks; k < s->num_blocks; ++k) {
-        if (!cache_.pending(row[k])) continue;
-        cache_.forget(row[k]);
-        [[maybe_unused]] const errc e = pool_.unmark_cached(row[k]);
-        RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
-      }
+      for (std::int32_t k = std::max(s->committed_blocks, s->first_block); k < s->num_blocks; ++k)
+        forget_if_pending(row[k]);
     }
-    for (std::int32_t k = s->num_blocks - 1; k >= 0; --k) {
+    for (std::int32_t k = s->num_blocks - 1; k >= s->first_block; --k) {
       [[maybe_unused]] const errc e = pool_.release(row[k]);
       RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
       row[k] = null_block;
     }
     s->active = false;
-    s->num_blocks = s->num_tokens = s->committed_blocks = 0;
+    s->num_blocks = s->num_tokens = s->committed_blocks = s->first_block = 0;
     free_rows_.push_back(id.slot);
     return errc::ok;
   }
@@ -287,7 +302,7 @@ class paged_allocator {
     for (const slot_range& r : ranges) {
       const sequence_state* s = find(r.seq);
       if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
-      if (RUNGS_UNLIKELY(r.first < 0 || r.count < 0 ||
+      if (RUNGS_UNLIKELY(r.first < std::int64_t{s->first_block} * config_.block_size || r.count < 0 ||
                          std::int64_t{r.first} + r.count >
                              std::int64_t{s->num_blocks} * config_.block_size))
         return errc::invalid_range;
@@ -352,10 +367,15 @@ class paged_allocator {
       if (s.active && (s.num_tokens < 0 || s.num_tokens > n * config_.block_size))
         return where + ": " + std::to_string(s.num_tokens) + " tokens in " + std::to_string(n) +
                " blocks";
+      const std::int32_t first = s.active ? s.first_block : 0;
+      if (first < 0 || first > n)
+        return where + ": first live block " + std::to_string(first) + " outside [0, " + std::to_string(n) + "]";
       for (std::int32_t k = 0; k < tables_.stride(); ++k) {
         const block_id b = row[k];
-        if (k >= n) {
-          if (b != null_block) return where + ": entry " + std::to_string(k) + " past its blocks";
+        if (k >= n || k < first) {
+          if (b != null_block)
+            return where + ": entry " + std::to_string(k) + (k < first ? " left the window" : " past its blocks") +
+                   " but is not null";
           continue;
         }
         if (!pool_.in_range(b)) return where + ": block id " + std::to_string(b) + " out of range";
@@ -408,6 +428,7 @@ class paged_allocator {
     std::int32_t num_tokens = 0;
     std::int32_t num_blocks = 0;
     std::int32_t committed_blocks = 0;  ///< leading blocks whose KV is known written
+    std::int32_t first_block = 0;       ///< blocks before it left the sliding window (null entries)
     std::uint8_t priority = 0;
     bool active = false;
     bool finished = false;
@@ -429,6 +450,9 @@ class paged_allocator {
     if (c.watermark_blocks < 0 || c.watermark_blocks >= c.num_blocks)
       fail("watermark_blocks = " + std::to_string(c.watermark_blocks) +
            " must be in [0, num_blocks)");
+    if (c.sliding_window < 0)
+      fail("sliding_window = " + std::to_string(c.sliding_window) +
+           " must be 0 (full attention) or a positive number of keys");
     const std::int64_t stride = rungs::blocks_for(c.max_model_len, c.block_size);
     if (stride * c.max_sequences > (std::int64_t{1} << 30))
       fail("max_sequences * ceil(max_model_len / block_size) = " +
@@ -457,14 +481,15 @@ class paged_allocator {
   // copies_. Checks come first, so a rejected call changes nothing. `grow` new blocks must fit
   // beside the copies.
   errc unshare_tail(sequence_state& s, std::span<block_id> row, std::int32_t needed, bool writes,
-                    std::int32_t grow) {
+                    std::int32_t grow, std::int32_t returned, std::int32_t leaving) {
     const std::int32_t first_written = div_.quot(s.num_tokens);
     const std::int32_t last_existing = writes ? std::min(needed, s.num_blocks) : 0;
     std::int32_t shared = 0;
     for (std::int32_t k = first_written; k < last_existing; ++k) shared += pool_.ref_count(row[k]) > 1;
-    if (grow + shared > pool_.num_unused()) return errc::out_of_blocks;
+    if (grow + shared > pool_.num_unused() + returned) return errc::out_of_blocks;
     if (copies_.size() + shared > copies_.capacity())
       return errc::buffer_too_small;  // the engine never called clear_copies()
+    release_out_of_window(s, row, leaving);  // disjoint from the blocks copied below
     for (std::int32_t k = first_written; shared > 0 && k < last_existing; ++k) {
       if (pool_.ref_count(row[k]) <= 1) continue;
       const block_id dst = take_block(s.priority);
@@ -478,6 +503,34 @@ class paged_allocator {
     // Every block from the write position to the end of the row is private now.
     if (last_existing == s.num_blocks) s.tail_may_be_shared = false;
     return errc::ok;
+  }
+
+  /// The first block a query at the sequence's next position can still see: blocks before it
+  /// hold only keys below p - W + 1. first_block when there is no window.
+  std::int32_t window_start_block(const sequence_state& s) const {
+    if (config_.sliding_window == 0) return s.first_block;
+    const std::int32_t invisible = s.num_tokens - config_.sliding_window + 1;  // keys [0, invisible)
+    return invisible <= 0 ? s.first_block : std::max(s.first_block, div_.quot(invisible));
+  }
+
+  /// Releases blocks [first_block, leaving) and nulls their entries. A block registered since
+  /// the last commit leaves the prefix index first, as in free(): its step may yet be dropped.
+  void release_out_of_window(sequence_state& s, std::span<block_id> row, std::int32_t leaving) {
+    for (std::int32_t k = s.first_block; k < leaving; ++k) {
+      if constexpr (Cache::enabled)
+        if (k >= s.committed_blocks) forget_if_pending(row[k]);
+      [[maybe_unused]] const errc e = pool_.release(row[k]);
+      RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+      row[k] = null_block;
+    }
+    s.first_block = leaving;
+  }
+
+  void forget_if_pending(block_id b) {
+    if (!cache_.pending(b)) return;
+    cache_.forget(b);
+    [[maybe_unused]] const errc e = pool_.unmark_cached(b);
+    RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
   }
 
   /// Only after checking that enough blocks are unused.
