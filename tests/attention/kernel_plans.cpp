@@ -11,8 +11,17 @@
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
 //    8 KV heads, its group, head dim, dtype and cache type) and the benchmark's shapes
 //    (benchmarks/RESULTS.md), each with its kernel ("kernel": simt or tensor_cores; the
-//    benchmark's GQA shapes with both).
+//    benchmark's GQA shapes with both);
+//  * the prefill plans (plan_prefill) with their grids (detail::prefill_grid): each default
+//    prefill and tensor-core prefill instance on a 2048-token chunk over 4096 cached tokens
+//    (8 KV heads, group 4), and the documented chunks (benchmarks/RESULTS.md);
+//  * the split merges those plans launch (detail::merge_grid): each default merge instance
+//    after the planner's decode of batch 16 x context 4096 (32/8 heads), and every split decode
+//    and prefill of the documented shapes;
+//  * the cache writes (detail::cache_write_grid): each default cache-write instance on a
+//    2048-token chunk of 8 KV heads, and a decode step of batch 64.
 // Host-only; built with the cuda preset's targets (tests/attention/CMakeLists.txt).
+#include <rungs/attention/detail/params.cuh>  // the launch grids: plain C++, no CUDA types
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/plan.hpp>
 
@@ -24,6 +33,7 @@
 
 namespace ra = rungs::attention;
 namespace geo = rungs::attention::geometry;
+namespace rad = rungs::attention::detail;
 
 namespace {
 
@@ -103,22 +113,92 @@ std::string instance_json(const instance& i) {
   return s + "}";
 }
 
+ra::attention_config config_of(ra::dtype t, int qo, int kv, int d, std::optional<ra::dtype> cache) {
+  return {t,
+          {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize, .num_blocks = 1},
+          0.0f,
+          {},
+          {.type = cache}};
+}
+
+std::string grid_json(rad::launch_grid g) {
+  std::string s = "[";
+  for (const unsigned v : {g.x, g.y, g.z}) s += (s.size() > 1 ? ", " : "") + std::to_string(v);
+  return s + "]";
+}
+
+// The merge a split plan launches: rows = tokens x query heads, one warp each.
+std::string merge_json(const char* role, const char* after, ra::dtype t, int tokens, int qo, int d, int splits) {
+  rad::merge_params m{};
+  m.max_tokens = tokens;
+  m.num_qo_heads = qo;
+  m.num_splits = splits;
+  return "{\"role\": \"" + std::string(role) + "\", \"after\": \"" + after + "\", \"dtype\": \"" +
+         dtype_key(t, {}) + "\", \"head_dim\": " + std::to_string(d) + ", \"rows\": " +
+         std::to_string(static_cast<std::int64_t>(tokens) * qo) + ", \"num_splits\": " + std::to_string(splits) +
+         ", \"threads\": " + std::to_string(32 * geo::merge_warps) + ", \"grid\": " + grid_json(rad::merge_grid(m)) +
+         "}";
+}
+
+// The merge after a split decode plan.
+std::string decode_merge_json(const char* role, const ra::decode_plan& p) {
+  const ra::attention_shape& s = p.config.shape;
+  const std::string after = "decode " + std::to_string(p.bucket.max_batch) + " x " +
+                            std::to_string(p.bucket.max_context) + ", " + std::to_string(s.num_qo_heads) + "/" +
+                            std::to_string(s.num_kv_heads) + " " + std::string(ra::name(p.kernel));
+  return merge_json(role, after.c_str(), p.config.type, p.bucket.max_batch, s.num_qo_heads, s.head_dim, p.num_splits);
+}
+
 std::string plan_json(const char* role, ra::dtype t, int batch, int context, int qo, int kv, int d,
-                      std::optional<ra::dtype> cache = {}, ra::decode_kernel kernel = ra::decode_kernel::simt) {
-  const ra::attention_config cfg{t,
-                                 {.num_qo_heads = qo, .num_kv_heads = kv, .head_dim = d, .block_size = kBlockSize,
-                                  .num_blocks = 1},
-                                 0.0f,
-                                 {},
-                                 {.type = cache}};
+                      std::optional<ra::dtype> cache = {}, ra::decode_kernel kernel = ra::decode_kernel::simt,
+                      std::vector<std::string>* merges = nullptr) {
+  const ra::attention_config cfg = config_of(t, qo, kv, d, cache);
   const ra::decode_plan p =
       ra::plan_decode(cfg, {.max_batch = batch, .max_context = context}, {.num_sms = kSms, .sm = 90}, {.kernel = kernel});
+  if (merges != nullptr && p.split()) merges->push_back(decode_merge_json(role, p));
   return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + dtype_key(t, cache) +
          "\", \"batch\": " + std::to_string(batch) + ", \"context\": " + std::to_string(context) +
          ", \"qo_heads\": " + std::to_string(qo) + ", \"kv_heads\": " + std::to_string(kv) +
          ", \"head_dim\": " + std::to_string(d) + ", \"block_size\": " + std::to_string(kBlockSize) +
          ", \"sms\": " + std::to_string(kSms) + ", \"num_splits\": " + std::to_string(p.num_splits) +
          ", \"split_tokens\": " + std::to_string(p.split_tokens) + ", \"kernel\": \"" + ra::name(p.kernel) + "\"}";
+}
+
+// A prefill of `batch` sequences of q_len new tokens over `cached` cached ones each (the
+// chunk is the bucket: max_q_len = q_len, max_context = cached + q_len), with the kernel
+// forced (the kinds are separate instances).
+std::string prefill_json(const char* role, ra::dtype t, int batch, int q_len, int cached, int qo, int kv, int d,
+                         std::optional<ra::dtype> cache, ra::attention_kernel kernel,
+                         std::vector<std::string>* merges = nullptr) {
+  const ra::prefill_plan p =
+      ra::plan_prefill(config_of(t, qo, kv, d, cache), {.max_batch = batch, .max_q_len = q_len, .max_context = cached + q_len},
+                       {.num_sms = kSms, .sm = 90}, {.kernel = kernel});
+  if (merges != nullptr && p.split()) {
+    const std::string after = "prefill " + std::to_string(batch) + " x " + std::to_string(q_len) + " over " +
+                              std::to_string(cached) + ", " + std::to_string(qo) + "/" + std::to_string(kv) + " " +
+                              std::string(ra::name(p.kernel));
+    merges->push_back(merge_json(role, after.c_str(), t, batch * q_len, qo, d, p.num_splits));
+  }
+  return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + dtype_key(t, cache) +
+         "\", \"batch\": " + std::to_string(batch) + ", \"q_len\": " + std::to_string(q_len) +
+         ", \"cached\": " + std::to_string(cached) + ", \"qo_heads\": " + std::to_string(qo) +
+         ", \"kv_heads\": " + std::to_string(kv) + ", \"head_dim\": " + std::to_string(d) +
+         ", \"block_size\": " + std::to_string(kBlockSize) + ", \"rows_per_cta\": " +
+         std::to_string(geo::prefill_rows_per_cta(d)) + ", \"q_tiles\": " + std::to_string(p.q_tiles) +
+         ", \"num_splits\": " + std::to_string(p.num_splits) + ", \"split_tokens\": " +
+         std::to_string(p.split_tokens) + ", \"grid\": " + grid_json(rad::prefill_grid(p)) + ", \"kernel\": \"" +
+         ra::name(p.kernel) + "\"}";
+}
+
+// A cache write of `tokens` tokens' K and V rows (kv heads, head dim d) into the cache.
+std::string cache_write_json(const char* role, ra::dtype t, int tokens, int kv, int d, std::optional<ra::dtype> cache) {
+  rad::cache_write_params c{};
+  c.num_tokens = tokens;
+  c.num_kv_heads = kv;
+  return "{\"role\": \"" + std::string(role) + "\", \"dtype\": \"" + dtype_key(t, cache) +
+         "\", \"tokens\": " + std::to_string(tokens) + ", \"kv_heads\": " + std::to_string(kv) +
+         ", \"head_dim\": " + std::to_string(d) + ", \"threads\": " + std::to_string(geo::cache_write_threads) +
+         ", \"grid\": " + grid_json(rad::cache_write_grid(c, d)) + "}";
 }
 
 template <int... D>
@@ -152,32 +232,75 @@ int main() {
   tensor_core_prefill_instances(all, set::tensor_core_prefill::head_dims{}, set::tensor_core_prefill::dtype_list{});
   std::vector<std::string> instances;
   std::vector<std::string> shapes;
+  std::vector<std::string> prefill_shapes;
+  std::vector<std::string> merge_shapes;
+  std::vector<std::string> cache_write_shapes;
   for (const instance& i : all) {
     instances.push_back(instance_json(i));
+    const std::string kind = i.kind;
     // Every decode instance at the reference shape (batch 64, context 4096) with 8 KV heads.
-    if (std::string(i.kind) == "decode") {
+    if (kind == "decode") {
       shapes.push_back(plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv));
     }
-    if (std::string(i.kind) == "decode_tc") {
+    if (kind == "decode_tc") {
       shapes.push_back(
           plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv, ra::decode_kernel::tensor_cores));
     }
+    // Prefill instances: a 2048-token chunk over 4096 cached tokens, 32/8 heads.
+    if (kind == "prefill" || kind == "prefill_tc") {
+      prefill_shapes.push_back(prefill_json("instance", i.type, 1, 2048, 4096, 32, 8, i.head_dim, i.kv,
+                                            kind == "prefill" ? ra::attention_kernel::simt
+                                                              : ra::attention_kernel::tensor_cores));
+    }
+    // Merge instances: after the planner's decode of batch 16 x 4096 tokens, 32/8 heads (split).
+    // (scripts/sass-check fails an instance that has no shape: the planner must split here.)
+    if (kind == "merge") {
+      const ra::decode_plan p = ra::plan_decode(config_of(i.type, 32, 8, i.head_dim, {}),
+                                                {.max_batch = 16, .max_context = 4096}, {.num_sms = kSms, .sm = 90});
+      if (p.split()) merge_shapes.push_back(decode_merge_json("instance", p));
+    }
+    // Cache-write instances: a 2048-token chunk of 8 KV heads.
+    if (kind == "cache_write") cache_write_shapes.push_back(cache_write_json("instance", i.type, 2048, 8, i.head_dim, i.kv));
   }
-  // The benchmark's shapes (bf16, head dim 128: 32/8 and 32/32 heads) and Llama-3-70B's 64/8.
+  // The benchmark's shapes (bf16, head dim 128: 32/8 and 32/32 heads) and Llama-3-70B's 64/8;
+  // the merges of the 32/8 ones that split, under the kernel the planner picks there.
+  const ra::attention_kernel planned =
+      ra::plan_decode(config_of(ra::dtype::bf16, 32, 8, 128, {}), {.max_batch = 1, .max_context = 512},
+                      {.num_sms = kSms, .sm = 90})
+          .kernel;
   for (const int batch : {1, 16, 64, 256}) {
     for (const int context : {512, 4096, 16384}) {
       for (const int qo : {32, 64}) {
         for (const ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
-          shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, qo, 8, 128, {}, k));
+          shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, qo, 8, 128, {}, k,
+                                     qo == 32 && k == planned ? &merge_shapes : nullptr));
         }
       }
       shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, 32, 32, 128));
     }
   }
+  // Prefill chunks (bf16, head dim 128, one sequence): 2048 new tokens over 0 and 4096 cached
+  // ones (32/8 and Llama-3-70B's 64/8 heads), and 256 over 16384 (a late chunk, which splits).
+  struct chunk {
+    int q_len, cached, qo;
+  };
+  for (const chunk c : {chunk{2048, 0, 32}, chunk{2048, 4096, 32}, chunk{2048, 4096, 64}, chunk{256, 16384, 32}}) {
+    for (const ra::attention_kernel k : {ra::attention_kernel::simt, ra::attention_kernel::tensor_cores}) {
+      prefill_shapes.push_back(prefill_json("benchmark", ra::dtype::bf16, 1, c.q_len, c.cached, c.qo, 8, 128, {}, k,
+                                            k == planned ? &merge_shapes : nullptr));
+    }
+  }
+  // Cache writes (bf16, head dim 128, 8 KV heads): a decode step of batch 64, a 2048-token chunk.
+  for (const int tokens : {64, 2048}) {
+    cache_write_shapes.push_back(cache_write_json("benchmark", ra::dtype::bf16, tokens, 8, 128, {}));
+  }
   std::printf("{\n  \"threads\": %d,\n  \"stages\": %d,\n  \"tile_tokens\": %s,\n", geo::threads, geo::stages,
               tiles_json(set::head_dims{}).c_str());
   print_list("instances", instances, false);
-  print_list("shapes", shapes, true);
+  print_list("shapes", shapes, false);
+  print_list("prefill_shapes", prefill_shapes, false);
+  print_list("merge_shapes", merge_shapes, false);
+  print_list("cache_write_shapes", cache_write_shapes, true);
   std::printf("}\n");
   return 0;
 }

@@ -3,8 +3,11 @@
 recorded listing (fixtures/sass_probe_sm90.txt: `cuobjdump -sass -res-usage` 13.2 of
 fixtures/sass_probe.cu built by nvcc 13.0 for sm_90), with hand-counted expectations. No nvcc
 or cuobjdump needed (label host)."""
+import contextlib
 import importlib.machinery
 import importlib.util
+import io
+import json
 import os
 import sys
 import tempfile
@@ -196,6 +199,167 @@ class SassCheckTest(unittest.TestCase):
             sc.read_floors(f.name)
         self.assertIn(":1: 'A100 bf16 D128 g4 decode 0.97': expected", str(e.exception))
         os.unlink(f.name)
+
+
+# A merge kernel's listing for main(): sm_90 resources and a split loop whose body issues
+# `loads` 16-byte partial loads (the unrolled loop) among 40 instructions, closed by a backward
+# branch, inside an outer loop (the dims) that must not be taken for the main loop.
+MERGE = "_ZN5rungs9attention6detail19merge_splits_kernelI13__nv_bfloat16Li128ELb0EEEvNS1_12merge_paramsE"
+MERGE_PLANS = {"threads": 128, "stages": 3, "tile_tokens": {"128": 32},
+               "instances": [{"kind": "merge", "dtype": "bf16", "head_dim": 128}], "shapes": [],
+               "merge_shapes": [{"role": "instance", "after": "decode 16 x 4096, 32/8 tensor_cores", "dtype": "bf16",
+                                 "head_dim": 128, "rows": 512, "num_splits": 4, "threads": 128,
+                                 "grid": [128, 1, 1]}]}
+
+
+def merge_listing(loads):
+    body = ["LDG.E.128 R8, desc[UR4][R28.64]"] * loads + ["FFMA R19, R27, R8, R19"] * (39 - loads)
+    lines = ["S2R R13, SR_TID.X", "LDG.E R26, desc[UR4][R24.64]"] + body + ["@P4 BRA 0x20", "@!P1 BRA 0x10", "EXIT"]
+    sass = "\n".join(f"        /*{16 * i:04x}*/                   {t} ;\n        /* 0x000000000000000000000000 */"
+                     for i, t in enumerate(lines))
+    return (f"arch = sm_90\n\nResource usage:\n Function {MERGE}:\n"
+            "  REG:32 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:560 TEXTURE:0 SURFACE:0 SAMPLER:0\n\n"
+            f"\tcode for sm_90\n\n\t\tFunction : {MERGE}\n{sass}\n")
+
+
+class ModelTest(unittest.TestCase):
+    """The merge, cache-write and prefill predictions and their floors, hand-computed."""
+
+    def test_stream_loop_and_counts(self):
+        f = sc.parse_listing(merge_listing(4))[(MERGE, 90)]
+        # The inner loop (0x20 .. 0x290: 4 LDG.E.128 of 40 instructions), not the outer one
+        # around it (0x10 .. 0x2a0) and not the probe's LDGSTS tile loop.
+        self.assertEqual(sc.stream_loop(f.instructions), (0x20, 0x290))
+        self.assertEqual(sc.stream_counts(f, "merge"), (10.0, 4.0))
+        self.assertEqual(sc.stream_counts(f, "cache_write"), (20.0, 2.0))  # K and V: two loads an element
+        self.assertIsNone(sc.stream_loop(self_functions()[(TILE, 90)].instructions))
+
+    def test_merge_prediction(self):
+        # 128 CTAs of 4 warps on 132 SMs (0.97 resident), each lane 4 splits' float4 in flight:
+        # 0.97 x 4 x 32 x 4 x 16 B = 7944 B against 22841 needed: the 1,056,768 bytes read at
+        # the copy bandwidth x 7944 / 22841, plus two round trips (lse, then partials).
+        f = sc.parse_listing(merge_listing(4))[(MERGE, 90)]
+        shape = MERGE_PLANS["merge_shapes"][0]
+        p = sc.predict_stream(f, "merge", shape, sc.GPUS["H100 SXM"])
+        copy = 0.9 * 3.35e12
+        moved = 512 * (4 * (128 * 4 + 4) + 128 * 2)
+        self.assertEqual(moved, 1187840)
+        in_flight = 128 / 132 * 4 * 32 * 4 * 16
+        t = (moved - 512 * 256) / (copy * in_flight / (copy / 132 * 1e-6)) + 2e-6
+        self.assertEqual((p["bound"], p["ctas_per_sm"], p["unroll"], p["per_element"]), ("latency", 16, 4.0, 10.0))
+        self.assertAlmostEqual(p["fraction"], moved / copy / t, places=9)
+        self.assertAlmostEqual(p["fraction"], 0.1310, places=4)
+        # Not unrolled: one float4 in flight per lane, a quarter of the bytes in flight.
+        q = sc.predict_stream(sc.parse_listing(merge_listing(1))[(MERGE, 90)], "merge", shape, sc.GPUS["H100 SXM"])
+        t1 = (moved - 512 * 256) / (copy * in_flight / 4 / (copy / 132 * 1e-6)) + 2e-6
+        self.assertAlmostEqual(q["fraction"], moved / copy / t1, places=9)
+
+    def test_cache_write_prediction(self):
+        # 2048 tokens x 8 heads x 16 vectors = 262144 over 1024 CTAs x 256 threads: one each, K
+        # and V (32 B) in flight; 8 CTAs per SM (2048 threads) but 7.76 resident: 63550 B in
+        # flight, memory-bound: K and V read and written, 8 B of slot per token, plus one latency.
+        f = sc.parse_listing(merge_listing(4))[(MERGE, 90)]
+        shape = {"role": "instance", "dtype": "bf16", "tokens": 2048, "kv_heads": 8, "head_dim": 128, "threads": 256,
+                 "grid": [1024, 1, 1]}
+        p = sc.predict_stream(f, "cache_write", shape, sc.GPUS["H100 SXM"])
+        moved = 262144 * 16 * 4 + 2048 * 8
+        self.assertEqual((p["bound"], p["ctas_per_sm"], p["moved"]), ("memory", 8, moved))
+        self.assertAlmostEqual(p["in_flight_kib"] * 1024, 1024 / 132 * 8 * 32 * 1 * 32)
+        self.assertAlmostEqual(p["fraction"], moved / 3.015e12 / (moved / 3.015e12 + 1e-6), places=9)
+        # An fp8 cache writes 1-byte elements: 262144 x 8 x 2 x (2 + 1) bytes.
+        q = sc.predict_stream(f, "cache_write", dict(shape, dtype="bf16/e4m3"), sc.GPUS["H100 SXM"])
+        self.assertEqual(q["moved"], 262144 * 8 * 2 * 3 + 2048 * 8)
+
+    def test_prefill_tiles_and_schedule(self):
+        # 8 new tokens over 4 cached, group 2, 4 rows per CTA: CTA j's last token is 2j + 1 and
+        # sees 2j + 6 keys, in tiles of 8: 1, 1, 2, 2. Split at 8 keys: the second split of the
+        # first two CTAs is empty.
+        shape = {"batch": 1, "q_len": 8, "cached": 4, "qo_heads": 2, "kv_heads": 1, "rows_per_cta": 4, "q_tiles": 4,
+                 "num_splits": 1, "split_tokens": 12}
+        self.assertEqual(sc.prefill_cta_tiles(shape, 8), [1, 1, 2, 2])
+        self.assertEqual(sc.prefill_cta_tiles(dict(shape, num_splits=2, split_tokens=8), 8), [1, 0, 1, 0, 1, 1, 1, 1])
+        self.assertEqual(sc.prefill_cta_tiles(dict(shape, q_tiles=5), 8), [1, 1, 2, 2, 0])  # past the rows
+        self.assertEqual(sc.prefill_cta_tiles(dict(shape, batch=2, kv_heads=2, qo_heads=4), 8), [1, 1, 2, 2] * 4)
+        self.assertEqual(sc.list_schedule([3, 1, 2, 2], 2), 5)  # slots: 3 | 1, 2, 2
+
+    def test_prefill_prediction(self):
+        # The probe's tile loop as a prefill: 32 cycles a tile (the shared-memory port), 16 CTAs
+        # per SM; the longest CTA's 2 tiles take 2 x 32 x 16 cycles; the roofline is memory's
+        # (7172 ideal bytes: KV 12 x 64 x 2 x 2, Q and O 2 x 8 x 2 x 64 x 2, one table entry).
+        tile = self_functions()[(TILE, 90)]
+        classes, lds = sc.loop_counts(tile)
+        shape = {"dtype": "fp16", "head_dim": 64, "batch": 1, "q_len": 8, "cached": 4, "qo_heads": 2, "kv_heads": 1,
+                 "block_size": 16, "rows_per_cta": 4, "q_tiles": 4, "num_splits": 1, "split_tokens": 12,
+                 "kernel": "simt"}
+        p = sc.predict_prefill(tile, classes, lds, shape, PLANS, sc.GPUS["H100 SXM"])
+        t = 2 * 32 * 16 / 1.98e9 + 1e-6
+        self.assertEqual((p["bound"], p["roof"], p["ctas"], p["flops"]), ("smem", "memory", 4, 4 * 64 * 2 * (32 + 36)))
+        self.assertAlmostEqual(p["time"], t)
+        self.assertAlmostEqual(p["fraction"], 7172 / 3.015e12 / t, places=12)
+        self.assertAlmostEqual(p["rereads"], 6 * 2048 / 3072)
+        # Built for 32 CTAs per SM where only 16 fit: each CTA issues at 1/32 of its SM.
+        plans = dict(PLANS, instances=[{"kind": "prefill", "dtype": "fp16", "head_dim": 64, "ctas_per_sm": {"90": 32}}])
+        r = sc.predict_prefill(tile, classes, lds, shape, plans, sc.GPUS["H100 SXM"])
+        self.assertAlmostEqual(r["time"], 2 * 32 * 32 / 1.98e9 + 1e-6)
+        # On tensor cores the same time against the tensor peak: the roofline is still memory's.
+        q = sc.predict_prefill(tile, classes, lds, dict(shape, kernel="tensor_cores"), PLANS, sc.GPUS["H100 SXM"])
+        self.assertAlmostEqual(q["fraction"], p["fraction"])
+        self.assertEqual(q["peak"], 989.4e12)
+
+    def test_hmma_cost_matches_the_peak(self):
+        # 132 SMs x 4 SMSPs x 1.98 GHz x 4096 FLOPs / cycles = the datasheet's 989.4 TFLOPS.
+        self.assertAlmostEqual(132 * 4 * 1.98e9 * 4096 / sc.HMMA_CYCLES / 989.4e12, 1.0)
+        self.assertAlmostEqual(sc.HMMA_CYCLES, 4.3280, places=4)
+
+    def test_floor_lines(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("H100 bf16 D128 g4 decode 0.97\nH200 bf16/e4m3 D128 prefill 0.22\nH100 fp16 D64 merge 0.05\n")
+        self.assertEqual(sc.read_floors(f.name), {("H100", ("decode", "bf16", 128, 4)): 0.97,
+                                                  ("H200", ("prefill", "bf16/e4m3", 128, 0)): 0.22,
+                                                  ("H100", ("merge", "fp16", 64, 0)): 0.05})
+        for bad in ("H100 bf16 D128 g4 prefill 0.3", "H100 bf16 D128 decode 0.3", "H100 bf16 D128 merge x"):
+            with open(f.name, "w") as g:
+                g.write(bad + "\n")
+            with self.assertRaises(SystemExit) as e:
+                sc.read_floors(f.name)
+            self.assertIn(f":1: '{bad}': expected", str(e.exception))
+        os.unlink(f.name)
+        self.assertEqual(sc.floor_line("H100", ("prefill_tc", "bf16", 128, 0), 0.2345), "H100 bf16 D128 prefill_tc 0.22\n")
+        self.assertEqual(sc.floor_line("H200", ("decode_tc", "bf16", 128, 8), 1.0), "H200 bf16 D128 g8 decode_tc 0.99\n")
+
+    def test_a_lowered_prediction_fails_its_floor(self):
+        # main() end to end on a recorded-style listing: the merge unrolled 4 times passes its
+        # floors (0.12 and 0.08, as benchmarks/bandwidth_floors.txt records them); the same loop
+        # not unrolled predicts half and fails, naming instance, prediction and floor.
+        d = tempfile.mkdtemp()
+        plans, floors, listing = (os.path.join(d, n) for n in ("plans.json", "floors.txt", "listing.txt"))
+        with open(plans, "w") as f:
+            json.dump(MERGE_PLANS, f)
+        with open(floors, "w") as f:
+            f.write("H100 bf16 D128 merge 0.12\nH200 bf16 D128 merge 0.08\n")
+        for loads, status in ((4, 0), (1, 1)):
+            with open(listing, "w") as f:
+                f.write(merge_listing(loads))
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                self.assertEqual(sc.main(["--plans", plans, "--floors", floors, "--arch", "90", "--listing", listing]),
+                                 status)
+            if status:
+                self.assertIn("H100 merge bf16 D128: predicted 0.065 of copy bandwidth, below its floor 0.12",
+                              out.getvalue())
+                self.assertIn("failures: 2", out.getvalue())
+        # No merge shape in --plans: the instance has no prediction, which fails too.
+        with open(plans, "w") as f:
+            json.dump(dict(MERGE_PLANS, merge_shapes=[]), f)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(sc.main(["--plans", plans, "--floors", floors, "--arch", "90", "--listing", listing]), 1)
+        self.assertIn("default instance merge bf16 D128: no prediction", out.getvalue())
+
+
+def self_functions():
+    with open(os.path.join(HERE, "fixtures", "sass_probe_sm90.txt")) as f:
+        return sc.parse_listing(f.read())
 
 
 if __name__ == "__main__":
