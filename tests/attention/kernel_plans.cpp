@@ -17,7 +17,7 @@
 //    (8 KV heads, group 4), and the documented chunks (benchmarks/RESULTS.md);
 //  * the split merges those plans launch (detail::merge_grid): each default merge instance
 //    after the planner's decode of batch 16 x context 4096 (32/8 heads), and every split decode
-//    and prefill of the documented shapes;
+//    and prefill of the documented shapes (and of batches 4, 8, 33, 48 at context 4096);
 //  * the cache writes (detail::cache_write_grid): each default cache-write instance on a
 //    2048-token chunk of 8 KV heads, and a decode step of batch 64.
 // Host-only; built with the cuda preset's targets (tests/attention/CMakeLists.txt).
@@ -278,6 +278,13 @@ int main() {
       }
       shapes.push_back(plan_json("benchmark", ra::dtype::bf16, batch, context, 32, 32, 128));
     }
+  }
+  // The merges of more of the planner's split decodes at 32/8 heads, context 4096 (the waves
+  // split batches up to 48, docs/kernels.md "Choosing splits").
+  for (const int batch : {4, 8, 33, 48}) {
+    const ra::decode_plan p = ra::plan_decode(config_of(ra::dtype::bf16, 32, 8, 128, {}),
+                                              {.max_batch = batch, .max_context = 4096}, {.num_sms = kSms, .sm = 90});
+    if (p.split()) merge_shapes.push_back(decode_merge_json("benchmark", p));
   }
   // Prefill chunks (bf16, head dim 128, one sequence): 2048 new tokens over 0 and 4096 cached
   // ones (32/8 and Llama-3-70B's 64/8 heads), and 256 over 16384 (a late chunk, which splits).
