@@ -1,11 +1,13 @@
 # --dispatch (vLLM V1's (tokens, uniform decode) key over the 1-D ladder): the run replays
 # uniform-decode graphs and gives the same token digest as the same run without --dispatch
 # (the graphs change, and on CUDA the attention kernel of decode graphs, not the tokens); on
-# the host both runs also verify their tokens against the plain loop. With DECODE_KERNEL, a
-# third run adds --decode-kernel DECODE_KERNEL to --dispatch (CUDA: the forced decode kernel
-# must run and give the same tokens). Called by CTest:
+# the host both runs also verify their tokens against the plain loop. With DECODE_KERNEL and/or
+# PREFILL_KERNEL, a third run adds --decode-kernel DECODE_KERNEL and --prefill-kernel
+# PREFILL_KERNEL to --dispatch (CUDA: the forced kernels must run and give the same tokens);
+# with PLANNER_PREFILL (tensor_cores or simt) the --dispatch run must report that prefill kernel
+# as the planner's. Called by CTest:
 #   cmake -DDEMO=path/to/serve_demo [-DARGS=<;-separated demo flags>] [-DDECODE_KERNEL=simt|tensor-cores]
-#         -P check_dispatch.cmake
+#         [-DPREFILL_KERNEL=simt|tensor-cores] [-DPLANNER_PREFILL=simt|tensor_cores] -P check_dispatch.cmake
 if(NOT DEMO)
   message(FATAL_ERROR "check_dispatch.cmake: pass -DDEMO=<serve_demo>")
 endif()
@@ -16,7 +18,7 @@ else()
 endif()
 include("${CMAKE_CURRENT_LIST_DIR}/demo_digest.cmake")
 set(modes plain dispatch)
-if(DECODE_KERNEL)
+if(DECODE_KERNEL OR PREFILL_KERNEL)
   list(APPEND modes forced)
 endif()
 foreach(mode IN LISTS modes)
@@ -24,18 +26,32 @@ foreach(mode IN LISTS modes)
   if(mode STREQUAL "dispatch")
     set(extra --dispatch)
   elseif(mode STREQUAL "forced")
-    set(extra --dispatch --decode-kernel ${DECODE_KERNEL})
+    set(extra --dispatch)
+    if(DECODE_KERNEL)
+      list(APPEND extra --decode-kernel ${DECODE_KERNEL})
+    endif()
+    if(PREFILL_KERNEL)
+      list(APPEND extra --prefill-kernel ${PREFILL_KERNEL})
+    endif()
   endif()
   run_demo_for_digest(digest_${mode} out_${mode} COMMAND "${DEMO}" ${args} ${extra})
   if(NOT digest_plain STREQUAL digest_${mode})
     message(FATAL_ERROR "${extra} changed the tokens: digest ${digest_${mode}}, without it ${digest_plain}")
   endif()
 endforeach()
-if(DECODE_KERNEL)
-  string(REPLACE "-" "_" kernel_name "${DECODE_KERNEL}")
-  if(NOT out_forced MATCHES "Decode kernel of uniform-decode graphs: ${kernel_name} \\(--decode-kernel\\)")
-    message(FATAL_ERROR "the --decode-kernel ${DECODE_KERNEL} run does not report that kernel:\n${out_forced}")
+set(report_DECODE "Decode kernel of uniform-decode graphs")
+set(report_PREFILL "Prefill kernel of the other steps")
+foreach(kind IN ITEMS DECODE PREFILL)
+  if(${kind}_KERNEL)
+    string(REPLACE "-" "_" kernel_name "${${kind}_KERNEL}")
+    string(TOLOWER "--${kind}-kernel" flag)
+    if(NOT out_forced MATCHES "${report_${kind}}: ${kernel_name} \\(${flag}\\)")
+      message(FATAL_ERROR "the ${flag} ${${kind}_KERNEL} run does not report that kernel:\n${out_forced}")
+    endif()
   endif()
+endforeach()
+if(PLANNER_PREFILL AND NOT out_dispatch MATCHES "${report_PREFILL}: ${PLANNER_PREFILL} \\(the planner's\\)")
+  message(FATAL_ERROR "the --dispatch run does not report the planner's prefill kernel ${PLANNER_PREFILL}:\n${out_dispatch}")
 endif()
 set(wanted "Dispatch key \\(tokens, uniform decode\\), vLLM V1's: [0-9]+ uniform-decode graphs"
            "uniform decode [0-9]+x[0-9]+ -> \\([0-9]+, 1\\) replay")

@@ -18,7 +18,8 @@
 // kernel the planner picks (tensor cores at the full model's GQA group of 4; the SIMT decode
 // at the tiny model's group of 2; --decode-kernel forces either); every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
 // steps and whose shape alone cannot say that a step holds one token per sequence) runs the
-// prefill/extend kernel. The attention plan is made on the host for the step's padded shape
+// prefill/extend kernel the planner picks (tensor cores at both models' head dims;
+// --prefill-kernel forces either). The attention plan is made on the host for the step's padded shape
 // (FlashInfer's plan/run): the heuristic split-KV plan for bucket shapes, whose workspace is
 // sized at setup from every bucket; an unsplit prefill plan (no workspace) for the live shapes
 // of eager steps.
@@ -69,13 +70,15 @@ constexpr int kQCols = kHidden;
 constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
 constexpr int kGroup = gpu_model.num_qo_heads / gpu_model.num_kv_heads;
-// The attention instances of the model's one shape: cache write, prefill, the SIMT decode and
-// the tensor-core decode (which takes both models' shapes), so that plan_decode<Set> chooses
-// among the decode kernels this file compiles and decode<Set> runs the plan's.
+// The attention instances of the model's one shape: cache write, the SIMT and tensor-core
+// prefill and decode (the tensor-core kernels take both models' shapes), so that
+// plan_decode<Set> and plan_prefill<Set> choose among the kernels this file compiles and
+// decode<Set> and prefill<Set> run the plan's.
 using attention_instances =
     ra::instantiation_set<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<ra::dynamic_block_size>,
                           ra::values<kGroup>, ra::no_fp8_kv,
-                          ra::tensor_core_decode_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<kGroup>>>;
+                          ra::tensor_core_decode_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<kGroup>>,
+                          ra::tensor_core_prefill_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>>>;
 
 // A graph shape as the forward plans it: sequences, tokens, block-table width, uniform query
 // length (graph_shape::query).
@@ -274,14 +277,15 @@ class gpu_decoder {
   using dims = decoder_dims<gpu_model>;
 
   /// `bucket_shapes`: every graph shape a graph is captured at; `max_seqs`: the most sequences
-  /// a step samples (the scheduler's max_num_seqs); `decode_options`: those of every decode
-  /// plan (a forced kernel).
+  /// a step samples (the scheduler's max_num_seqs); `decode_options`, `prefill_options`: those
+  /// of every decode and prefill plan (a forced kernel).
   gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs,
-              const ra::plan_options& decode_options)
+              const ra::plan_options& decode_options, const ra::plan_options& prefill_options)
       : c_(c),
         config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks)},
         device_(ra::query_device()),
         decode_options_(decode_options),
+        prefill_options_(prefill_options),
         bucket_shapes_(std::move(bucket_shapes)),
         max_seqs_(max_seqs) {
     RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -416,7 +420,7 @@ class gpu_decoder {
       } else {
         // Rows of padded tokens are not written by prefill: clear them so the products read zeros.
         RUNGS_CUDA_CHECK(cudaMemsetAsync(attn, 0, static_cast<std::size_t>(T * H) * sizeof(bf16), s));
-        ra::launch_prefill<rungs::bf16, kHead, ra::dynamic_block_size>(
+        ra::prefill<attention_instances>(
             p,
             {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
              .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = attn,
@@ -449,6 +453,8 @@ class gpu_decoder {
   /// The kernel of every decode plan (it depends on the shape, the device and the options,
   /// not on the batch).
   ra::decode_kernel decode_kernel() const { return decode_plan(1, 1).kernel; }
+  /// The kernel of every prefill plan (likewise).
+  ra::attention_kernel prefill_kernel() const { return plan(1, 1, 1, true).kernel; }
 
   /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
@@ -493,9 +499,9 @@ class gpu_decoder {
                                     .max_q_len = static_cast<int>(std::min<std::int64_t>(tokens, context)),
                                     .max_total_q = static_cast<int>(tokens),
                                     .max_context = context};
-    ra::plan_options o;
+    ra::plan_options o = prefill_options_;
     if (!heuristic) o.split_tokens = std::max(context, 1);
-    return ra::plan_prefill(config_, bucket, device_, o);
+    return ra::plan_prefill<attention_instances>(config_, bucket, device_, o);
   }
 
   // The decode plan of a uniform-decode graph shape (only graphs declare one token per
@@ -509,7 +515,7 @@ class gpu_decoder {
   model_config c_;
   ra::attention_config config_;
   ra::device_info device_;
-  ra::plan_options decode_options_;
+  ra::plan_options decode_options_, prefill_options_;
   std::set<shape_key> bucket_shapes_;
   std::int64_t max_seqs_;
   std::int64_t attention_workspace_ = 0;
@@ -565,13 +571,19 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
       const std::int64_t context = g.context > 0 ? std::min(g.context, len) : len;
       shapes.insert({g.seqs, g.tokens, eng::blocks_for(context, gpu_model.block_size), g.query});
     }
-    ra::plan_options decode_options;
-    if (s.opts.decode_kernel == decode_kernel_kind::simt) decode_options.kernel = ra::decode_kernel::simt;
-    if (s.opts.decode_kernel == decode_kernel_kind::tensor_cores) decode_options.kernel = ra::decode_kernel::tensor_cores;
-    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs, decode_options);
+    auto options = [](kernel_choice k) {
+      ra::plan_options o;
+      if (k == kernel_choice::simt) o.kernel = ra::attention_kernel::simt;
+      if (k == kernel_choice::tensor_cores) o.kernel = ra::attention_kernel::tensor_cores;
+      return o;
+    };
+    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs,
+                                   options(s.opts.decode_kernel), options(s.opts.prefill_kernel));
     if (s.opts.dispatch) {
       log << "Decode kernel of uniform-decode graphs: " << ra::name(m.decode_kernel())
           << (s.opts.decode_kernel == decode_kernel_kind::automatic ? " (the planner's)" : " (--decode-kernel)") << "\n";
+      log << "Prefill kernel of the other steps: " << ra::name(m.prefill_kernel())
+          << (s.opts.prefill_kernel == kernel_choice::automatic ? " (the planner's)" : " (--prefill-kernel)") << "\n";
     }
     eng::cuda_backend::options o;
     o.workspace_bytes = [&m](std::int64_t seqs, std::int64_t tokens) { return m.workspace_bytes(seqs, tokens); };

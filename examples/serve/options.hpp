@@ -29,9 +29,10 @@ enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by
 enum class timing_kind { startup, delayed, lazy, idle };
 using rungs::engine::allocator_kind;
 enum class clock_kind { wall, virtual_time };
-/// The CUDA backend's decode kernel in uniform-decode graphs (--dispatch): the planner's
+/// An attention kernel of the CUDA backend (--decode-kernel, --prefill-kernel): the planner's
 /// choice, or forced (rungs::attention::plan_options::kernel).
-enum class decode_kernel_kind { automatic, simt, tensor_cores };
+enum class kernel_choice { automatic, simt, tensor_cores };
+using decode_kernel_kind = kernel_choice;
 
 /// Every setting. Unset optionals take the backend's default (see resolve_defaults in main).
 struct demo_options {
@@ -60,6 +61,7 @@ struct demo_options {
   std::optional<std::int32_t> max_capture_size;
   bool dispatch = false;  ///< vLLM V1's (tokens, uniform decode) key over the 1-D ladder
   decode_kernel_kind decode_kernel = decode_kernel_kind::automatic;  ///< --backend cuda with --dispatch
+  kernel_choice prefill_kernel = kernel_choice::automatic;           ///< --backend cuda with --dispatch
   order_kind order = order_kind::automatic;
   timing_kind timing = timing_kind::startup;
   bool largest_at_startup = false;
@@ -137,11 +139,15 @@ inline void define_options(CLI::App& app, demo_options& o) {
                "key graphs on (tokens, uniform decode) as vLLM V1 does: steps where every sequence decodes one "
                "token replay full decode graphs (cuda: the decode kernel), other steps the ladder's token-count "
                "graphs; 1-D ladders only");
-  choices<decode_kernel_kind>(app, "--decode-kernel auto|simt|tensor-cores", o.decode_kernel,
-                              {{"auto", decode_kernel_kind::automatic}, {"simt", decode_kernel_kind::simt},
-                               {"tensor-cores", decode_kernel_kind::tensor_cores}},
-                              "cuda backend, --dispatch: the attention kernel of uniform-decode graphs: auto (default; the "
-                              "planner's: tensor cores at GQA groups of 4 and more) | simt | tensor-cores");
+  const std::vector<std::pair<std::string_view, kernel_choice>> kernels = {
+      {"auto", kernel_choice::automatic}, {"simt", kernel_choice::simt}, {"tensor-cores", kernel_choice::tensor_cores}};
+  choices<kernel_choice>(app, "--decode-kernel auto|simt|tensor-cores", o.decode_kernel, kernels,
+                         "cuda backend, --dispatch: the attention kernel of uniform-decode graphs: auto (default; the "
+                         "planner's: tensor cores at GQA groups of 4 and more) | simt | tensor-cores");
+  choices<kernel_choice>(app, "--prefill-kernel auto|simt|tensor-cores", o.prefill_kernel, kernels,
+                         "cuda backend, --dispatch: the attention kernel of every other step (prefill, mixed): auto "
+                         "(default; the planner's: tensor cores at head dims 64 and 128 over 16-bit caches) | simt | "
+                         "tensor-cores");
   choices<order_kind>(app, "--capture-order KIND", o.order,
                       {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},
                        {"max-bs", order_kind::max_bs}, {"min-tokens", order_kind::min_tokens},
@@ -195,6 +201,8 @@ inline demo_options parse_options(const std::vector<std::string_view>& args) {
       throw usage_error("--rungs applies to --ladder explicit only");
     if (app.count("--decode-kernel") && !o.dispatch)
       throw usage_error("--decode-kernel applies to --dispatch runs only (their uniform-decode graphs run the decode kernel)");
+    if (app.count("--prefill-kernel") && !o.dispatch)
+      throw usage_error("--prefill-kernel applies to --dispatch runs only (as --decode-kernel: the run names both kernels)");
     if (o.dispatch && o.ladder && is_gaudi(*o.ladder))
       throw usage_error("--dispatch applies to 1-D ladders only (--ladder vllm, sglang, trtllm or explicit)");
     if (o.max_capture_size && o.ladder && !rungs::engine::is_capture_size_preset(*o.ladder))

@@ -65,6 +65,8 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   // The host model has no attention kernels to choose from.
   if (host && o.decode_kernel != decode_kernel_kind::automatic)
     throw usage_error("--decode-kernel needs --backend cuda");
+  if (host && o.prefill_kernel != kernel_choice::automatic)
+    throw usage_error("--prefill-kernel needs --backend cuda");
   // Workload: the blog's chats (scaled down on the host), or a trace.
   std::vector<serving::trace_request> rows;
   if (!o.trace.empty()) {

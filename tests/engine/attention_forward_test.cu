@@ -1,8 +1,10 @@
 // The engine on the GPU with rungs' PagedAttention kernels as its forward
 // (attention_forward.cuh): replays match eager runs and the CPU reference on random decode
 // batches for every bucket, with the decode kernel the planner picks (tensor cores at this
-// group of 4) and with the SIMT decode forced, over a bf16 cache and over fp8 caches; padding
-// never writes the cache. Exits 77 (skipped) when no GPU is visible.
+// group of 4) and with the SIMT decode forced, over a bf16 cache and over fp8 caches, and on
+// random prefill/extend batches in prompt buckets with the planner's prefill kernel (tensor
+// cores at this head dim of 64 over a 16-bit cache) and the SIMT one forced; padding never
+// writes the cache. Exits 77 (skipped) when no GPU is visible.
 #include <rungs/cuda/error.hpp>
 #include <rungs/engine/attention_forward.cuh>
 #include <rungs/engine/cuda_backend.hpp>
@@ -42,8 +44,11 @@ constexpr std::int64_t max_len = 256;
 constexpr std::int64_t per_seq = max_len / gqa.block_size;
 constexpr std::int64_t pool = 16 * per_seq * 4;
 
-template <class Timing>
-using gpu_engine = graph_runner<token_ladder, largest_first, Timing, cuda_backend>;
+template <class Space, class Timing>
+using gpu_engine = graph_runner<Space, largest_first, Timing, cuda_backend>;
+// Prompt-phase buckets of (sequences, context): shapes of sequences x context tokens, which
+// the forward runs with its prefill kernel.
+using prompt_grid = grid_buckets<rungs::bucket_grid<2>>;
 
 template <model_shape M>
 std::vector<unsigned char> cache_bytes(const attention_forward<M>& f) {
@@ -66,20 +71,20 @@ float check_close(const std::vector<float>& a, const std::vector<float>& b, floa
 
 // The same batches through captured graphs, eager CUDA steps and the CPU reference (float64
 // attention over the same cache type: reference_forward.hpp).
-template <model_shape M>
+template <model_shape M, class Space = token_ladder>
 struct three_ways {
   attention_forward<M> graphs_fwd, eager_fwd;
   reference_forward<M> host_fwd;
-  gpu_engine<startup> graphs;
-  gpu_engine<lazy> eager;
-  graph_runner<token_ladder, largest_first, lazy, host_backend> host;
+  gpu_engine<Space, startup> graphs;
+  gpu_engine<Space, lazy> eager;
+  graph_runner<Space, largest_first, lazy, host_backend> host;
   float tol;
   float worst = 0;  // largest difference from the reference so far
 
-  three_ways(const token_ladder& ladder, std::int64_t blocks, std::int64_t len, float tolerance,
-             const ra::plan_options& options = {})
-      : graphs_fwd(blocks, len, options),
-        eager_fwd(blocks, len, options),
+  three_ways(const Space& ladder, std::int64_t blocks, std::int64_t len, float tolerance,
+             const ra::plan_options& options = {}, const ra::plan_options& prefill_options = {})
+      : graphs_fwd(blocks, len, options, prefill_options),
+        eager_fwd(blocks, len, options, prefill_options),
         host_fwd(blocks),
         graphs(ladder, cuda_backend(std::ref(graphs_fwd), graphs_fwd.backend_options()),
                {.max_model_len = len, .shape = run_shape::of(M, blocks)}),
@@ -92,10 +97,10 @@ struct three_ways {
   }
 
   // One step on all three: the replay must match the eager run and the reference.
-  void step(std::span<const sequence> seqs) {
-    auto a = graphs.step(seqs);
-    auto b = eager.step(seqs);
-    auto c = host.step(seqs);
+  void step(std::span<const sequence> seqs, phase ph = phase::decode) {
+    auto a = graphs.step(seqs, ph);
+    auto b = eager.step(seqs, ph);
+    auto c = host.step(seqs, ph);
     REQUIRE(a.run == run_kind::replay);
     REQUIRE(b.run == run_kind::eager);
     std::vector<float> replayed = host_rows(a.rows, graphs.backend().stream());
@@ -140,9 +145,42 @@ TEST_CASE("paged-attention forward over fp8 caches: the cache write quantises, d
   check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({}, ra::decode_kernel::tensor_cores, 2e-2f);
 }
 
+// Random prefill/extend batches (2-9 new tokens per sequence after 0-40 cached ones) in every
+// prompt bucket of 1, 2 and 4 sequences of up to 64 tokens, twice each: replays of the
+// prefill kernel's graphs, eager steps (their live shapes' plans) and the reference agree.
+template <model_shape M>
+void check_prefill_buckets(const ra::plan_options& prefill_options, ra::attention_kernel kernel, float tol) {
+  const prompt_grid grid(rungs::bucket_grid<2>({{1, 64}, {2, 64}, {4, 64}}), phase::prompt);
+  three_ways<M, prompt_grid> run(grid, pool, max_len, tol, {}, prefill_options);
+  REQUIRE(run.graphs_fwd.prefill_kernel() == kernel);
+  REQUIRE(run.graphs.stats().captures == 3);
+  std::mt19937 rng(17);
+  batch_builder bb(per_seq);
+  for (std::int64_t n : {1, 2, 4}) {
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      const std::int64_t query = std::uniform_int_distribution<std::int64_t>(2, 9)(rng);
+      const std::int64_t context = std::uniform_int_distribution<std::int64_t>(0, 40)(rng);
+      run.step(bb.make(n, context, query, static_cast<std::int32_t>(n * 10 + repeat)), phase::prompt);
+      CHECK(cache_bytes(run.graphs_fwd) == cache_bytes(run.eager_fwd));  // padding wrote nothing
+    }
+  }
+  std::printf("attention_forward %s cache, %s prefill: largest difference from the float64 reference %.3g\n",
+              std::string(rungs::name(M.dtype)).c_str(), ra::name(kernel), static_cast<double>(run.worst));
+}
+
+TEST_CASE("paged-attention forward: prefill steps run the planner's prefill kernel, replay equals eager and the "
+          "CPU reference") {
+  check_prefill_buckets<gqa>({}, ra::attention_kernel::tensor_cores, 2e-2f);
+  check_prefill_buckets<gqa>({.kernel = ra::attention_kernel::simt}, ra::attention_kernel::simt, 2e-2f);
+  // The tensor-core prefill takes 16-bit caches: over E4M3 the forward's set has the SIMT one.
+  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::simt, 2e-2f);
+}
+
 TEST_CASE("paged-attention forward: bad plan options are refused when it is built") {
   CHECK_THROWS_WITH((attention_forward<gqa>(pool, max_len, {.split_tokens = -1})),
                     "plan_options.split_tokens = -1 must be 0 (choose) or positive");
+  CHECK_THROWS_WITH((attention_forward<gqa>(pool, max_len, {}, {.split_tokens = -2})),
+                    "plan_options.split_tokens = -2 must be 0 (choose) or positive");
 }
 
 TEST_CASE("paged-attention forward: long contexts take the split-KV path within the sized workspace") {

@@ -3,18 +3,22 @@
 //
 // The Model fixes the kernel instances: the forward's instantiation set (`instances`) holds
 // exactly the Model's dtype, head size, block size and GQA group, so an engine compiles one
-// cache write and the decode kernels of one shape (the SIMT decode, and the tensor-core decode
-// where it takes the shape), not the dispatcher's 90. Each step: a weightless projection
-// writes every token's query, key and value (the same functions of token id and position as
-// reference_forward), the cache write stores the new K/V at their slots (slot -1, a padded
-// token, writes nothing), the decode kernel attends one query per sequence over its paged KV
-// (plan_decode<instances>'s plan, made once per graph shape and cached: it fixes the kernel,
-// the grid and the split count, so the launch is capturable), and the output rows are widened
-// to float for the engine. Queries, keys, values, outputs and the split-KV partials live in
-// the engine's workspace, sized once for the largest bucket.
+// cache write and the decode and prefill kernels of one shape (the SIMT kernels, and the
+// tensor-core ones where they take the shape), not the dispatcher's 90. Each step: a
+// weightless projection writes every token's query, key and value (the same functions of
+// token id and position as reference_forward), the cache write stores the new K/V at their
+// slots (slot -1, a padded token, writes nothing), attention runs over the paged KV, and each
+// sequence's last output row is widened to float for the engine. A step whose shape has one
+// token per sequence (tokens == seqs: decode batches, and uniform-decode graphs) runs the
+// decode kernel (plan_decode<instances>); any other step (prefill, chunked prefill, mixed)
+// the prefill/extend kernel (plan_prefill<instances>). Plans are made once per step shape and
+// cached: each fixes the kernel, the grid and the split count, so the launch is capturable.
+// Queries, keys, values, outputs and the split-KV partials live in the engine's workspace,
+// sized once for the largest bucket.
 //
-// Decode steps only: one new token per sequence (prefill batches need plan_prefill, not wired
-// here). Model.dtype is the KV cache's type: fp16 or bf16 (queries, keys and values in the
+// A shape with tokens == seqs cannot serve a live batch with several tokens for a sequence
+// (the decode kernel reads one query per sequence): backend_options()' per-step check refuses
+// such a batch. Model.dtype is the KV cache's type: fp16 or bf16 (queries, keys and values in the
 // same type), or fp8_e4m3 / fp8_e5m2 (bf16 queries; the cache write quantises with scale 1, as
 // reference_forward's cache does, and decode dequantises). The head size, block size and GQA
 // group must be ones the kernels support (instantiation_set's static_asserts name what does
@@ -33,6 +37,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -78,6 +83,18 @@ __global__ void widen_rows(const T* in, float* out, std::int64_t n) {
   const std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (i < n) out[i] = load_element(in + i);
 }
+
+// After a prefill: out[s] = the row of sequence s's last new token, widened; zeros for a
+// sequence with no new token or no context (padding), as reference_forward. One block per
+// sequence.
+template <class T, int QRow>
+__global__ void widen_last_rows(const T* in, const std::int32_t* query_start, const std::int32_t* seq_lens, float* out) {
+  const std::int64_t s = blockIdx.x;
+  const std::int32_t first = query_start[s], last = query_start[s + 1] - 1;
+  const bool real = seq_lens[s] > 0 && last >= first;
+  for (int c = threadIdx.x; c < QRow; c += blockDim.x)
+    out[s * QRow + c] = real ? load_element(in + std::int64_t{last} * QRow + c) : 0.0f;
+}
 }  // namespace detail
 
 template <model_shape Model>
@@ -100,9 +117,11 @@ class attention_forward {
   static constexpr int kv_row = Model.num_kv_heads * Model.head_dim;
   static constexpr int group = Model.num_qo_heads / Model.num_kv_heads;
 
-  /// The kernels this forward compiles: one shape, the fp8 instances over an fp8 cache, and the
+  /// The kernels this forward compiles: one shape, the fp8 instances over an fp8 cache, the
   /// tensor-core decode where it takes the shape (geometry::tensor_core_decode_fits; over an fp8
-  /// cache too: the set has it where its tensor-core and fp8 lists share the shape).
+  /// cache too: the set has it where its tensor-core and fp8 lists share the shape), and the
+  /// tensor-core prefill where it takes the shape (geometry::tensor_core_prefill_fits, 16-bit
+  /// caches).
   using instances = rungs::attention::instantiation_set<
       rungs::attention::dtypes<query_dtype>, rungs::attention::values<Model.head_dim>,
       rungs::attention::values<Model.block_size>, rungs::attention::values<group>,
@@ -116,21 +135,30 @@ class attention_forward {
                          rungs::attention::tensor_core_decode_instances<rungs::attention::dtypes<query_dtype>,
                                                                         rungs::attention::values<Model.head_dim>,
                                                                         rungs::attention::values<group>>,
-                         rungs::attention::no_tensor_core_decode>>;
+                         rungs::attention::no_tensor_core_decode>,
+      std::conditional_t<!quantized && rungs::attention::geometry::tensor_core_prefill_fits(Model.head_dim),
+                         rungs::attention::tensor_core_prefill_instances<rungs::attention::dtypes<query_dtype>,
+                                                                         rungs::attention::values<Model.head_dim>>,
+                         rungs::attention::no_tensor_core_prefill>>;
 
   /// KV pools of `num_blocks` blocks (one layer) on the current device, for sequences up to
-  /// `max_model_len` tokens. decode_options go to every decode plan: the default lets the
-  /// planner choose the kernel; {.kernel = rungs::attention::decode_kernel::simt} forces the
-  /// SIMT decode.
+  /// `max_model_len` tokens. decode_options go to every decode plan, prefill_options to every
+  /// prefill plan: the default lets the planner choose the kernel; {.kernel =
+  /// rungs::attention::attention_kernel::simt} forces the SIMT kernel. Prefill plans do not
+  /// split the KV unless prefill_options.split_tokens asks (their query tiles are the work
+  /// that fills the GPU; an unsplit plan needs no workspace).
   attention_forward(std::int64_t num_blocks, std::int64_t max_model_len,
-                    const rungs::attention::plan_options& decode_options = {})
+                    const rungs::attention::plan_options& decode_options = {},
+                    const rungs::attention::plan_options& prefill_options = {})
       : config_{query_dtype, rungs::attention::attention_shape::of(Model, num_blocks), 0.0f, {},
                 {.type = quantized ? std::optional<dtype>(Model.dtype) : std::nullopt}},
         max_model_len_(max_model_len),
         device_(rungs::attention::query_device()),
-        decode_options_(decode_options) {
+        decode_options_(decode_options),
+        prefill_options_(prefill_options) {
     // Validates the options once, naming what is wrong, instead of on the first step.
     (void)plan(1, 1);
+    (void)prefill_plan_of(1, 1, 1);
     const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(cache_element);
     RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
@@ -147,42 +175,52 @@ class attention_forward {
   }
 
   /// Workspace of a step of up to `seqs` sequences and `tokens` tokens: q, k, v and output
-  /// rows, and the largest split-KV workspace a plan for up to `seqs` sequences of any
-  /// context up to max_model_len may ask for (rungs::attention::decode_workspace_bound:
-  /// smaller batches, and some shorter contexts, split more).
+  /// rows, and the largest split-KV workspace a plan may ask for: a decode plan for up to
+  /// `seqs` sequences of any context up to max_model_len (rungs::attention::decode_workspace_bound:
+  /// smaller batches, and some shorter contexts, split more), or a prefill plan of up to
+  /// `tokens` tokens when prefill_options.split_tokens splits it.
   std::int64_t workspace_bytes(std::int64_t seqs, std::int64_t tokens) const {
     const std::int64_t context = blocks_for(max_model_len_, Model.block_size) * Model.block_size;
-    const std::size_t split = rungs::attention::decode_workspace_bound<instances>(
+    std::size_t split = rungs::attention::decode_workspace_bound<instances>(
         config_, {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)), .max_context = static_cast<int>(context)},
         device_, decode_options_);
+    if (prefill_options_.split_tokens > 0) {
+      const auto splits = static_cast<int>((context + prefill_options_.split_tokens - 1) / prefill_options_.split_tokens);
+      split = std::max(split, rungs::attention::detail::make_split_workspace(
+                                  std::max<std::int64_t>(tokens, 1) * Model.num_qo_heads, splits, Model.head_dim)
+                                  .bytes);
+    }
     return static_cast<std::int64_t>(layout_of(seqs, tokens).split + split);
   }
 
   /// cuda_backend options for this forward: its workspace, and a per-step host check (the
-  /// backend's plan hook, run on every replay and eager step) that the live batch is a decode
-  /// batch. A replay cannot be checked inside the forward: it sees the bucket's padded shape,
-  /// where tokens equal sequences even when the live batch had several tokens per sequence.
+  /// backend's plan hook, run on every replay and eager step) that a step whose shape runs the
+  /// decode kernel (tokens == seqs) holds a decode batch. A replay cannot be checked inside the
+  /// forward: it sees the bucket's padded shape, where tokens equal sequences even when the
+  /// live batch had several tokens per sequence.
   cuda_backend_options backend_options() const {
     cuda_backend_options o;
     o.workspace_bytes = [this](std::int64_t seqs, std::int64_t tokens) { return workspace_bytes(seqs, tokens); };
     o.plan = [](const padded_batch& staged, std::span<std::byte>) {
-      require_decode(staged.real_tokens(), staged.real_seqs());
+      if (staged.tokens() == staged.seqs()) require_decode(staged.real_tokens(), staged.real_seqs());
     };
     return o;
   }
 
   void operator()(const cuda_step& s) {
     const batch_view& b = s.batch;
-    require_decode(b.tokens, b.seqs);
+    const bool decode = b.tokens == b.seqs;
     const layout l = layout_of(b.seqs, b.tokens);
     auto* q = reinterpret_cast<device_element*>(s.workspace + l.q);
     auto* k = reinterpret_cast<device_element*>(s.workspace + l.k);
     auto* v = reinterpret_cast<device_element*>(s.workspace + l.v);
     auto* out = reinterpret_cast<device_element*>(s.workspace + l.out);
-    const rungs::attention::decode_plan& p = plan_for(b.seqs, b.width * Model.block_size);
-    if (l.split + p.workspace.bytes > s.workspace_bytes)
+    const rungs::attention::decode_plan* p = decode ? &plan_for(b.seqs, b.width * Model.block_size) : nullptr;
+    const rungs::attention::prefill_plan* pp = decode ? nullptr : &prefill_plan_for(b.seqs, b.tokens, b.width);
+    const std::size_t split_bytes = decode ? p->workspace.bytes : pp->workspace.bytes;
+    if (l.split + split_bytes > s.workspace_bytes)
       throw std::invalid_argument("attention_forward: the workspace holds " + std::to_string(s.workspace_bytes) +
-                                  " bytes; this step needs " + std::to_string(l.split + p.workspace.bytes) + " bytes");
+                                  " bytes; this step needs " + std::to_string(l.split + split_bytes) + " bytes");
     if (b.tokens > 0)
       detail::project_tokens<device_element, q_row, kv_row>
           <<<static_cast<unsigned>(b.tokens), 128, 0, s.stream>>>(b.token_ids, b.positions, q, k, v);
@@ -190,20 +228,35 @@ class attention_forward {
     rungs::attention::cache_write<instances>(
         config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_},
         s.stream);
-    // Decode: sequence i's query is its one new token, row query_start[i] = i; the plan's kernel.
-    rungs::attention::decode<instances>(
-        p,
-        {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
-         .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},
-        s.stream);
-    const std::int64_t n = b.seqs * q_row;
-    detail::widen_rows<device_element><<<static_cast<unsigned>((n + 255) / 256), 256, 0, s.stream>>>(out, s.out, n);
+    if (decode) {
+      // Decode: sequence i's query is its one new token, row query_start[i] = i; the plan's kernel.
+      rungs::attention::decode<instances>(
+          *p,
+          {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
+           .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},
+          s.stream);
+      const std::int64_t n = b.seqs * q_row;
+      detail::widen_rows<device_element><<<static_cast<unsigned>((n + 255) / 256), 256, 0, s.stream>>>(out, s.out, n);
+    } else {
+      // Prefill/extend: each sequence's new tokens against its whole context; the plan's kernel.
+      rungs::attention::prefill<instances>(
+          *pp,
+          {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
+           .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split,
+           .workspace_bytes = s.workspace_bytes - l.split},
+          s.stream);
+      if (b.seqs > 0)
+        detail::widen_last_rows<device_element, q_row>
+            <<<static_cast<unsigned>(b.seqs), 128, 0, s.stream>>>(out, b.query_start, b.seq_lens, s.out);
+    }
     RUNGS_CUDA_CHECK(cudaGetLastError());
   }
 
   /// The decode kernel this forward's plans run (the same for every step: it depends on the
   /// Model, the instances, the device and the options, not on the batch).
   rungs::attention::decode_kernel decode_kernel() const { return plan(1, 1).kernel; }
+  /// The prefill kernel this forward's prefill plans run (likewise the same for every step).
+  rungs::attention::attention_kernel prefill_kernel() const { return prefill_plan_of(1, 1, 1).kernel; }
   const void* k_cache() const { return k_cache_; }
   const void* v_cache() const { return v_cache_; }
   const rungs::attention::attention_config& config() const { return config_; }
@@ -211,8 +264,10 @@ class attention_forward {
  private:
   static void require_decode(std::int64_t tokens, std::int64_t seqs) {
     if (tokens != seqs) {
-      throw std::invalid_argument("attention_forward: decode steps only (one new token per sequence); this step has " +
-                                  std::to_string(tokens) + " tokens for " + std::to_string(seqs) + " sequences");
+      throw std::invalid_argument("attention_forward: a step shaped with one token per sequence runs the decode kernel, "
+                                  "which takes one new token per sequence; this step has " +
+                                  std::to_string(tokens) + " tokens for " + std::to_string(seqs) +
+                                  " sequences (prefill batches need a shape with more tokens than sequences)");
     }
   }
 
@@ -227,7 +282,7 @@ class attention_forward {
     l.k = l.q + align256(t * q_row * e);
     l.v = l.k + align256(t * kv_row * e);
     l.out = l.v + align256(t * kv_row * e);
-    l.split = l.out + align256(static_cast<std::size_t>(seqs) * q_row * e);
+    l.split = l.out + align256(static_cast<std::size_t>(std::max(seqs, tokens)) * q_row * e);  // decode: seqs rows
     return l;
   }
 
@@ -244,13 +299,35 @@ class attention_forward {
     return it->second;
   }
 
+  // The prefill plan of a step shape: a sequence's new tokens fit its context, the shape's
+  // block-table width in tokens.
+  rungs::attention::prefill_plan prefill_plan_of(std::int64_t seqs, std::int64_t tokens, std::int64_t width) const {
+    const auto context = static_cast<int>(std::max<std::int64_t>(width * Model.block_size, 1));
+    rungs::attention::plan_options o = prefill_options_;
+    if (o.split_tokens == 0) o.split_tokens = context;
+    return rungs::attention::plan_prefill<instances>(
+        config_,
+        {.max_batch = static_cast<int>(std::max<std::int64_t>(seqs, 1)),
+         .max_q_len = static_cast<int>(std::clamp<std::int64_t>(tokens, 1, context)),
+         .max_total_q = static_cast<int>(std::max<std::int64_t>(tokens, 1)),
+         .max_context = context},
+        device_, o);
+  }
+  const rungs::attention::prefill_plan& prefill_plan_for(std::int64_t seqs, std::int64_t tokens, std::int64_t width) {
+    auto key = std::tuple(seqs, tokens, width);
+    auto it = prefill_plans_.find(key);
+    if (it == prefill_plans_.end()) it = prefill_plans_.emplace(key, prefill_plan_of(seqs, tokens, width)).first;
+    return it->second;
+  }
+
   rungs::attention::attention_config config_;
   std::int64_t max_model_len_;
   rungs::attention::device_info device_;
-  rungs::attention::plan_options decode_options_;
+  rungs::attention::plan_options decode_options_, prefill_options_;
   void* k_cache_ = nullptr;
   void* v_cache_ = nullptr;
   std::map<std::pair<std::int64_t, std::int64_t>, rungs::attention::decode_plan> plans_;
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, rungs::attention::prefill_plan> prefill_plans_;
 };
 
 }  // namespace rungs::engine
