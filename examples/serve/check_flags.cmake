@@ -1,6 +1,7 @@
 # Runs serve_demo with bad flags and checks the contract: exit status 2, nothing on stdout,
-# exactly one line on stderr, naming the flag. Called by CTest:
-#   cmake -DDEMO=path/to/serve_demo -P check_flags.cmake
+# exactly one line on stderr, naming the flag. With -DCUDA=ON, the cases of the CUDA backend
+# (a build with it: the cuda-sim step) instead. Called by CTest:
+#   cmake -DDEMO=path/to/serve_demo [-DCUDA=ON] -P check_flags.cmake
 if(NOT DEMO)
   message(FATAL_ERROR "check_flags.cmake: pass -DDEMO=<serve_demo>")
 endif()
@@ -32,6 +33,8 @@ set(cases
   "--prefill-kernel|--prefill-kernel,fast"
   "--prefill-kernel applies to --dispatch runs only|--prefill-kernel,simt"
   "--prefill-kernel needs --backend cuda|--prefill-kernel,tensor-cores,--dispatch,--ladder,vllm,--backend,host"
+  "--kv-cache-dtype|--kv-cache-dtype,int8"
+  "--kv-cache-dtype|--kv-cache-dtype,FP8"
   "--max-capture-size applies to --ladder vllm, sglang and trtllm only|--max-capture-size,64,--ladder,explicit,--rungs,8"
   "--max-capture-size applies to --ladder vllm, sglang and trtllm only|--max-capture-size,64,--ladder,gaudi-exponential"
   "the default gaudi-linear|--max-capture-size,64,--backend,host"
@@ -40,6 +43,12 @@ set(cases
   # a trace row longer than any max_model_len: refused before its prompt is built (8 GiB)
   "longer than any --max-model-len (at most 2147483520)|--trace,${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv")
 file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv" "arrival,prompt_tokens,output_tokens\n0,2147483647,1\n")
+if(CUDA)
+  set(cases
+    "--kv-cache-dtype = fp16 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp16"
+    "--kv-cache-dtype = fp32 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp32"
+    "--prefill-kernel tensor-cores needs a 16-bit KV cache|--backend,cuda,--dispatch,--prefill-kernel,tensor-cores,--kv-cache-dtype,fp8")
+endif()
 
 foreach(case IN LISTS cases)
   string(REPLACE "|" ";" parts "${case}")

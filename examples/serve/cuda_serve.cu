@@ -3,7 +3,8 @@
 // per bucket and replays it; attention is rungs' paged-attention kernels.
 //
 // Model: hidden 2048 (16 query heads / 4 KV heads of 128), 8 layers, SwiGLU MLP 5632,
-// vocabulary 32000, bf16 weights and KV cache (about 1 GiB of weights), f32 activations.
+// vocabulary 32000, bf16 weights and KV cache (about 1 GiB of weights; --kv-cache-dtype fp8_e4m3
+// or fp8_e5m2: an fp8 cache, quantised with scale 1 by the cache write), f32 activations.
 //
 // The forward (one call per step, captured into a graph per bucket) reads nothing but the
 // engine's static buffers (token ids, positions, slot mapping, query starts, lengths, block
@@ -71,12 +72,16 @@ constexpr int kKvCols = gpu_model.num_kv_heads * gpu_model.head_dim;
 constexpr int kQkvCols = kQCols + 2 * kKvCols;
 constexpr int kGroup = gpu_model.num_qo_heads / gpu_model.num_kv_heads;
 // The attention instances of the model's one shape: cache write, the SIMT and tensor-core
-// prefill and decode (the tensor-core kernels take both models' shapes), so that
-// plan_decode<Set> and plan_prefill<Set> choose among the kernels this file compiles and
-// decode<Set> and prefill<Set> run the plan's.
+// prefill and decode (the tensor-core kernels take both models' shapes), over a bf16 cache and
+// over E4M3 and E5M2 caches (--kv-cache-dtype; the tensor-core prefill takes 16-bit caches
+// only), so that plan_decode<Set> and plan_prefill<Set> choose among the kernels this file
+// compiles and decode<Set> and prefill<Set> run the plan's.
 using attention_instances =
     ra::instantiation_set<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<ra::dynamic_block_size>,
-                          ra::values<kGroup>, ra::no_fp8_kv,
+                          ra::values<kGroup>,
+                          ra::fp8_kv_instances<ra::dtypes<gpu_model.dtype>,
+                                               ra::dtypes<rungs::dtype::fp8_e4m3, rungs::dtype::fp8_e5m2>,
+                                               ra::values<kHead>, ra::values<kGroup>>,
                           ra::tensor_core_decode_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<kGroup>>,
                           ra::tensor_core_prefill_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>>>;
 
@@ -282,7 +287,8 @@ class gpu_decoder {
   gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs,
               const ra::plan_options& decode_options, const ra::plan_options& prefill_options)
       : c_(c),
-        config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks)},
+        config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks), 0.0f, {},
+                {.type = c.kv_cache == gpu_model.dtype ? std::nullopt : std::optional<rungs::dtype>(c.kv_cache)}},
         device_(ra::query_device()),
         decode_options_(decode_options),
         prefill_options_(prefill_options),
@@ -316,12 +322,13 @@ class gpu_decoder {
       ly.wo = weights(H * H, H);
       ly.w_gate_up = weights(H * 2 * F, H);
       ly.w_down = weights(F * H, F);
-      ly.k_cache = device_alloc<bf16>(config_.shape.pool_elements());
-      ly.v_cache = device_alloc<bf16>(config_.shape.pool_elements());
+      const std::int64_t pool_bytes = config_.shape.pool_elements() * rungs::bytes_per_element(c.kv_cache);
+      ly.k_cache = device_alloc<std::byte>(pool_bytes);
+      ly.v_cache = device_alloc<std::byte>(pool_bytes);
       owned_.push_back(ly.k_cache);
       owned_.push_back(ly.v_cache);
-      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.k_cache, 0, config_.shape.pool_elements() * sizeof(bf16), stream_));
-      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.v_cache, 0, config_.shape.pool_elements() * sizeof(bf16), stream_));
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.k_cache, 0, static_cast<std::size_t>(pool_bytes), stream_));
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.v_cache, 0, static_cast<std::size_t>(pool_bytes), stream_));
       layers_.push_back(ly);
     }
     final_norm_ = ones(H);
@@ -407,7 +414,7 @@ class gpu_decoder {
       rms_norm<<<rows, 256, 0, s>>>(x, ly.attn_norm, h, c_.norm_eps);
       product(h, ly.wqkv, qkv, kQkvCols, H, false);
       rope_split<<<rows, 256, 0, s>>>(qkv, b.positions, inv_freq_, q, k, v);
-      ra::launch_cache_write<rungs::bf16, kHead>(
+      ra::cache_write<attention_instances>(
           config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
           s);
       if (decode) {  // every row written, zeros for padded sequences
@@ -458,17 +465,19 @@ class gpu_decoder {
 
   /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
-    const std::size_t block = static_cast<std::size_t>(gpu_model.num_kv_heads) * gpu_model.block_size * kHead;
+    const std::size_t block = static_cast<std::size_t>(gpu_model.num_kv_heads) * gpu_model.block_size * kHead *
+                              rungs::bytes_per_element(c_.kv_cache);
     for (const layer& ly : layers_)
-      for (bf16* pool : {ly.k_cache, ly.v_cache})
+      for (std::byte* pool : {ly.k_cache, ly.v_cache})
         for (const rungs::kv::block_copy& c : copies)
-          RUNGS_CUDA_CHECK(cudaMemcpyAsync(pool + c.dst * block, pool + c.src * block, block * sizeof(bf16),
-                                           cudaMemcpyDeviceToDevice, stream_));
+          RUNGS_CUDA_CHECK(cudaMemcpyAsync(pool + c.dst * block, pool + c.src * block, block, cudaMemcpyDeviceToDevice,
+                                           stream_));
   }
 
  private:
   struct layer {
-    bf16 *attn_norm, *mlp_norm, *wqkv, *wo, *w_gate_up, *w_down, *k_cache, *v_cache;
+    bf16 *attn_norm, *mlp_norm, *wqkv, *wo, *w_gate_up, *w_down;
+    std::byte *k_cache, *v_cache;  // the cache's type: bf16, or fp8 (--kv-cache-dtype)
   };
   struct layout {
     std::int64_t x, h, qkv, q, k, v, attn, mlp, act, end;
@@ -547,6 +556,7 @@ backend_info cuda_backend_info(std::uint64_t seed) {
   b.device = std::string("cuda (") + prop.name + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
              "; rungs' paged-attention kernels, one CUDA graph per bucket)";
   b.shape = gpu_model;
+  b.kv_cache_dtypes = {gpu_model.dtype, rungs::dtype::fp8_e4m3, rungs::dtype::fp8_e5m2};
   b.model = gpu_config(seed);
   b.weight_bytes = decoder_dims<gpu_model>::params(b.model) * static_cast<std::int64_t>(sizeof(bf16));
   b.default_memory = static_cast<std::int64_t>(static_cast<double>(free) * 0.9);

@@ -21,6 +21,8 @@
 #include <rungs/engine/batch.hpp>
 #include <rungs/engine/model.hpp>
 #include <rungs/kv/types.hpp>
+#include <rungs/numeric/float16.hpp>
+#include <rungs/numeric/float8.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -49,6 +51,10 @@ struct model_config {
   double rope_theta = 10000.0;
   float norm_eps = 1e-5f;
   std::uint64_t seed = 1;         ///< weights are a function of the seed alone
+  /// The KV cache's element type (--kv-cache-dtype). The host model keeps f32 pools and rounds
+  /// each new key and value to this type before the cache write (fp8: saturating, scale 1), so
+  /// its attention reads exactly what a cache of this type holds.
+  rungs::dtype kv_cache = rungs::dtype::fp32;
 };
 
 /// splitmix64: a tiny, portable generator (std::*_distribution differ between standard
@@ -207,6 +213,11 @@ class host_decoder {
         rope(row + dims::q_cols, Shape.num_kv_heads, b.positions[t]);  // keys
       }
       // K and V of this step's tokens into the paged pools, then attention over the context.
+      if (c_.kv_cache != rungs::dtype::fp32)
+        for (std::int64_t t = 0; t < T; ++t) {
+          float* kv_cols = qkv + t * dims::qkv_cols + dims::q_cols;
+          for (std::int64_t j = 0; j < 2 * dims::kv_cols; ++j) kv_cols[j] = in_cache_type(kv_cols[j]);
+        }
       const std::int64_t strided = (T - 1) * dims::qkv_cols + dims::kv_cols;
       ref::cache_write<float>(kv.shape(), kv.k(li), kv.v(li), crows(qkv + dims::q_cols, strided),
                               crows(qkv + dims::q_cols + dims::kv_cols, strided),
@@ -286,6 +297,17 @@ class host_decoder {
       for (std::int64_t i = 0; i < hidden; ++i) ss += double{xr[i]} * xr[i];
       const auto scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(hidden) + c_.norm_eps));
       for (std::int64_t i = 0; i < hidden; ++i) y[r * hidden + i] = xr[i] * scale * g[i];
+    }
+  }
+
+  // x as the KV cache stores it.
+  float in_cache_type(float x) const {
+    switch (c_.kv_cache) {
+      case rungs::dtype::fp16: return static_cast<float>(rungs::f16(x));
+      case rungs::dtype::bf16: return static_cast<float>(rungs::bf16(x));
+      case rungs::dtype::fp8_e4m3: return static_cast<float>(rungs::e4m3(x));
+      case rungs::dtype::fp8_e5m2: return static_cast<float>(rungs::e5m2(x));
+      default: return x;
     }
   }
 

@@ -62,6 +62,7 @@ struct demo_options {
   bool dispatch = false;  ///< vLLM V1's (tokens, uniform decode) key over the 1-D ladder
   decode_kernel_kind decode_kernel = decode_kernel_kind::automatic;  ///< --backend cuda with --dispatch
   kernel_choice prefill_kernel = kernel_choice::automatic;           ///< --backend cuda with --dispatch
+  std::optional<rungs::dtype> kv_cache_dtype;  ///< --kv-cache-dtype; empty (auto): the model's dtype
   order_kind order = order_kind::automatic;
   timing_kind timing = timing_kind::startup;
   bool largest_at_startup = false;
@@ -110,6 +111,15 @@ inline void define_options(CLI::App& app, demo_options& o) {
   option(app, "--prompt-graph-ratio F", o.prompt_graph_ratio, real(0, 1),
          "share of graph memory for prompt graphs (VLLM_GRAPH_PROMPT_RATIO, 0.3)");
   option(app, "--watermark F", o.watermark, real(0, 0.5), "share of KV blocks admission keeps free (default 0.01, vLLM v0's)");
+  option(app, "--kv-cache-dtype TYPE", o.kv_cache_dtype,
+         [](std::string_view f, std::string_view v) -> std::optional<rungs::dtype> {
+           if (v == "auto") return std::nullopt;
+           if (const std::optional<rungs::dtype> t = rungs::parse_dtype(v)) return t;
+           throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of auto, " +
+                             std::string(rungs::dtype_names));
+         },
+         "KV cache element type (vLLM's --kv-cache-dtype; fp8 is fp8_e4m3, scale 1): auto (default: the model's, host "
+         "fp32, cuda bf16) | host: fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2 | cuda: bf16, fp8, fp8_e4m3, fp8_e5m2");
   option(app, "--max-model-len N", o.max_model_len, count, "longest conversation in tokens (default: the workload's longest, rounded up)");
   // scheduler
   option(app, "--max-num-seqs N", o.max_num_seqs, count, "running requests at most (host 16, cuda 64)");

@@ -44,6 +44,8 @@ backend_info host_backend_info(std::uint64_t seed) {
   backend_info b;
   b.device = "host (CPU; attention through rungs' paged-attention reference)";
   b.shape = tiny_model;
+  b.kv_cache_dtypes = {rungs::dtype::fp32, rungs::dtype::fp16, rungs::dtype::bf16, rungs::dtype::fp8_e4m3,
+                       rungs::dtype::fp8_e5m2};
   b.model = model_config{.seed = seed};
   b.weight_bytes = decoder_dims<tiny_model>::params(b.model) * static_cast<std::int64_t>(sizeof(float));
   b.default_memory = 6 << 20;
@@ -67,6 +69,17 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
     throw usage_error("--decode-kernel needs --backend cuda");
   if (host && o.prefill_kernel != kernel_choice::automatic)
     throw usage_error("--prefill-kernel needs --backend cuda");
+  s.model.kv_cache = o.kv_cache_dtype.value_or(info.kv_cache_dtypes.front());
+  if (std::find(info.kv_cache_dtypes.begin(), info.kv_cache_dtypes.end(), s.model.kv_cache) == info.kv_cache_dtypes.end()) {
+    std::string known;
+    for (rungs::dtype t : info.kv_cache_dtypes) known += (known.empty() ? "" : ", ") + std::string(rungs::name(t));
+    throw usage_error("--kv-cache-dtype = " + std::string(rungs::name(s.model.kv_cache)) + " is not supported by the " +
+                      (host ? "host" : "cuda") + " backend's model (its caches: " + known + "; fp8 is fp8_e4m3)");
+  }
+  // The tensor-core prefill takes 16-bit caches (the planner would refuse the forced kernel).
+  if (rungs::is_fp8(s.model.kv_cache) && o.prefill_kernel == kernel_choice::tensor_cores)
+    throw usage_error("--prefill-kernel tensor-cores needs a 16-bit KV cache (the tensor-core prefill takes bf16 and fp16 "
+                      "caches); --kv-cache-dtype = " + std::string(rungs::name(s.model.kv_cache)));
   // Workload: the blog's chats (scaled down on the host), or a trace.
   std::vector<serving::trace_request> rows;
   if (!o.trace.empty()) {
@@ -121,7 +134,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
               .graph_reserved_mem = o.graph_memory};
   s.kv_bytes = rungs::kv::kv_memory(s.memory);
   s.graphs = eng::graph_budget::gaudi(s.memory, o.prompt_graph_ratio);
-  s.block_bytes = rungs::kv::bytes_per_block(info.shape.kv(), info.shape.block_size);
+  s.block_bytes = rungs::kv::bytes_per_block(with_cache_dtype(info.shape, s).kv(), info.shape.block_size);
   const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   std::int64_t blocks = fit;
   if (!o.kv_blocks && !memory_given && info.default_kv_blocks > 0) blocks = std::min(fit, info.default_kv_blocks);
@@ -171,7 +184,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
 }
 
 void print_setup(std::ostream& log, const run_setup& s, const backend_info& info) {
-  const rungs::engine::model_shape& m = info.shape;
+  const rungs::engine::model_shape m = with_cache_dtype(info.shape, s);
   const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   log << "rungs serving demo: " << info.device << "\n";
   log << "Model: " << m.num_layers << " layers, " << m.num_qo_heads << " query heads / " << m.num_kv_heads
@@ -279,7 +292,8 @@ std::string config_json(const run_setup& s, const backend_info& info) {
   os << "{\"backend\": " << json::quote(s.backend == backend_kind::host ? "host" : "cuda")
      << ", \"clock\": " << json::quote(s.virtual_clock ? "virtual" : "wall") << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_qo_heads
      << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_dim << ", \"block_size\": " << m.block_size
-     << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes << "}, \"memory_bytes\": "
+     << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes
+     << ", \"kv_cache_dtype\": " << json::quote(std::string(rungs::name(s.model.kv_cache))) << "}, \"memory_bytes\": "
      << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
      << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "
      << s.scheduler.max_num_seqs << ", \"max_num_batched_tokens\": " << s.scheduler.max_num_batched_tokens

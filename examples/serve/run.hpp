@@ -32,6 +32,7 @@ namespace demo {
 struct backend_info {
   std::string device;                 ///< what runs the model
   rungs::engine::model_shape shape{};
+  std::vector<rungs::dtype> kv_cache_dtypes;  ///< what --kv-cache-dtype may name (the first: auto)
   model_config model{};
   std::int64_t weight_bytes = 0;
   std::int64_t default_memory = 0;    ///< --memory when not given
@@ -61,6 +62,12 @@ struct run_setup {
   std::function<void(std::span<std::int64_t>)> ranks{};
 };
 
+/// `model` with the run's KV cache type (--kv-cache-dtype): what the KV accounting counts.
+inline eng::model_shape with_cache_dtype(eng::model_shape model, const run_setup& s) {
+  model.dtype = s.model.kv_cache;
+  return model;
+}
+
 /// The engine configuration the run's flags resolved to, for a backend running `model`.
 eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model);
 
@@ -75,7 +82,7 @@ serve_result serve_engine(const run_setup& s, MakeBackend make_backend, Runtime&
   using engine_t = eng::any_engine<std::invoke_result_t<MakeBackend&, const eng::any_buckets&>>;
   std::optional<engine_t> e;
   try {
-    e.emplace(engine_config(s, Shape), std::move(make_backend), &log);
+    e.emplace(engine_config(s, with_cache_dtype(Shape, s)), std::move(make_backend), &log);
   } catch (const rungs::ladder_error& x) {
     throw usage_error(std::string("--ladder: ") + x.what());
   }
