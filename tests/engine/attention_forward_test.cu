@@ -51,11 +51,24 @@ using gpu_engine = graph_runner<Space, largest_first, Timing, cuda_backend>;
 using prompt_grid = grid_buckets<rungs::bucket_grid<2>>;
 
 template <model_shape M>
-std::vector<unsigned char> cache_bytes(const attention_forward<M>& f) {
+std::vector<unsigned char> cache_bytes(const attention_forward<M>& f, bool values = false) {
   std::vector<unsigned char> h(static_cast<std::size_t>(f.config().shape.pool_elements()) *
                                sizeof(typename attention_forward<M>::cache_element));
-  RUNGS_CUDA_CHECK(cudaMemcpy(h.data(), f.k_cache(), h.size(), cudaMemcpyDeviceToHost));
+  RUNGS_CUDA_CHECK(cudaMemcpy(h.data(), values ? f.v_cache() : f.k_cache(), h.size(), cudaMemcpyDeviceToHost));
   return h;
+}
+
+// The share of an fp8 pool's bytes the CUDA forward's cache write and reference_forward's agree
+// on. They are not all equal: the forward's projection rounds __cosf/__sinf to bf16, the
+// reference's std::cos/std::sin, and a value near a bf16 midpoint can land on the other side.
+template <model_shape M>
+double same_cache_share(const attention_forward<M>& f, const reference_forward<M>& r, bool values) {
+  const std::vector<unsigned char> gpu = cache_bytes(f, values);
+  const auto host = values ? r.v_cache() : r.k_cache();
+  REQUIRE(gpu.size() == host.size());
+  std::size_t same = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) same += gpu[i] == host[i].bits;
+  return static_cast<double>(same) / static_cast<double>(gpu.size());
 }
 
 // |a - b| <= tol (1 + |b|) element-wise; returns the largest |a - b|.
@@ -82,10 +95,11 @@ struct three_ways {
   float worst = 0;  // largest difference from the reference so far
 
   three_ways(const Space& ladder, std::int64_t blocks, std::int64_t len, float tolerance,
-             const ra::plan_options& options = {}, const ra::plan_options& prefill_options = {})
-      : graphs_fwd(blocks, len, options, prefill_options),
-        eager_fwd(blocks, len, options, prefill_options),
-        host_fwd(blocks),
+             const ra::plan_options& options = {}, const ra::plan_options& prefill_options = {},
+             const ra::reference::kv_scales& scales = {})
+      : graphs_fwd(blocks, len, options, prefill_options, scales),
+        eager_fwd(blocks, len, options, prefill_options, scales),
+        host_fwd(blocks, scales),
         graphs(ladder, cuda_backend(std::ref(graphs_fwd), graphs_fwd.backend_options()),
                {.max_model_len = len, .shape = run_shape::of(M, blocks)}),
         eager(ladder, cuda_backend(std::ref(eager_fwd), eager_fwd.backend_options()),
@@ -111,9 +125,10 @@ struct three_ways {
 
 // Random decode batches filling every bucket of 1-16 sequences, twice each.
 template <model_shape M>
-void check_every_bucket(const ra::plan_options& options, ra::decode_kernel kernel, float tol) {
+void check_every_bucket(const ra::plan_options& options, ra::decode_kernel kernel, float tol,
+                        const ra::reference::kv_scales& scales = {}) {
   const token_ladder ladder{{1, 2, 4, 8, 16}};
-  three_ways<M> run(ladder, pool, max_len, tol, options);
+  three_ways<M> run(ladder, pool, max_len, tol, options, {}, scales);
   REQUIRE(run.graphs_fwd.decode_kernel() == kernel);
   REQUIRE(run.graphs.stats().captures == 5);
   std::mt19937 rng(11);
@@ -128,8 +143,18 @@ void check_every_bucket(const ra::plan_options& options, ra::decode_kernel kerne
     }
     previous = rung;
   }
-  std::printf("attention_forward %s cache, %s decode: largest difference from the float64 reference %.3g\n",
-              std::string(rungs::name(M.dtype)).c_str(), ra::name(kernel), static_cast<double>(run.worst));
+  if (!scales.k.empty()) {
+    // The cache write divides by the scales: the same fp8 codes as the reference's (a write
+    // that ignored them would agree on few bytes; the reads' use of them is checked above).
+    const double k_share = same_cache_share(run.graphs_fwd, run.host_fwd, false);
+    const double v_share = same_cache_share(run.graphs_fwd, run.host_fwd, true);
+    std::printf("fp8 cache bytes equal to the reference's: K %.5f, V %.5f\n", k_share, v_share);
+    CHECK(k_share > 0.99);
+    CHECK(v_share > 0.99);
+  }
+  std::printf("attention_forward %s cache%s, %s decode: largest difference from the float64 reference %.3g\n",
+              std::string(rungs::name(M.dtype)).c_str(), scales.k.empty() ? "" : " (scaled)", ra::name(kernel),
+              static_cast<double>(run.worst));
 }
 }  // namespace
 
@@ -149,9 +174,10 @@ TEST_CASE("paged-attention forward over fp8 caches: the cache write quantises, d
 // prompt bucket of 1, 2 and 4 sequences of up to 64 tokens, twice each: replays of the
 // prefill kernel's graphs, eager steps (their live shapes' plans) and the reference agree.
 template <model_shape M>
-void check_prefill_buckets(const ra::plan_options& prefill_options, ra::attention_kernel kernel, float tol) {
+void check_prefill_buckets(const ra::plan_options& prefill_options, ra::attention_kernel kernel, float tol,
+                           const ra::reference::kv_scales& scales = {}) {
   const prompt_grid grid(rungs::bucket_grid<2>({{1, 64}, {2, 64}, {4, 64}}), phase::prompt);
-  three_ways<M, prompt_grid> run(grid, pool, max_len, tol, {}, prefill_options);
+  three_ways<M, prompt_grid> run(grid, pool, max_len, tol, {}, prefill_options, scales);
   REQUIRE(run.graphs_fwd.prefill_kernel() == kernel);
   REQUIRE(run.graphs.stats().captures == 3);
   std::mt19937 rng(17);
@@ -164,8 +190,9 @@ void check_prefill_buckets(const ra::plan_options& prefill_options, ra::attentio
       CHECK(cache_bytes(run.graphs_fwd) == cache_bytes(run.eager_fwd));  // padding wrote nothing
     }
   }
-  std::printf("attention_forward %s cache, %s prefill: largest difference from the float64 reference %.3g\n",
-              std::string(rungs::name(M.dtype)).c_str(), ra::name(kernel), static_cast<double>(run.worst));
+  std::printf("attention_forward %s cache%s, %s prefill: largest difference from the float64 reference %.3g\n",
+              std::string(rungs::name(M.dtype)).c_str(), scales.k.empty() ? "" : " (scaled)", ra::name(kernel),
+              static_cast<double>(run.worst));
 }
 
 TEST_CASE("paged-attention forward: prefill steps run the planner's prefill kernel, replay equals eager and the "
@@ -174,6 +201,31 @@ TEST_CASE("paged-attention forward: prefill steps run the planner's prefill kern
   check_prefill_buckets<gqa>({.kernel = ra::attention_kernel::simt}, ra::attention_kernel::simt, 2e-2f);
   // The tensor-core prefill takes 16-bit caches: over E4M3 the forward's set has the SIMT one.
   check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::simt, 2e-2f);
+}
+
+TEST_CASE("paged-attention forward over fp8 caches with k/v scales, per KV head and per tensor") {
+  // Keys are in [-1, 1] and values in [-1, 3.8]: scales that move them across E4M3's and
+  // E5M2's range (x / 0.05 up to 76) without saturating; per-head k with a per-tensor v (the
+  // forward repeats it per head: the kernels take one layout).
+  const std::vector<float> k_heads{0.05f, 3.0f}, v_tensor{0.3f}, k_tensor{1.7f}, v_heads{0.6f, 0.09f};
+  check_every_bucket<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::decode_kernel::tensor_cores, 2e-2f,
+                                                         {.k = k_heads, .v = v_tensor});
+  check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({.kernel = ra::decode_kernel::simt}, ra::decode_kernel::simt,
+                                                         2e-2f, {.k = k_tensor, .v = v_heads});
+  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::simt, 2e-2f,
+                                                            {.k = k_heads, .v = v_heads});
+}
+
+TEST_CASE("paged-attention forward: bad fp8 scales are refused when it is built, naming the value") {
+  const std::vector<float> nan{std::nanf("")}, three{1, 1, 1}, one{1.0f};
+  CHECK_THROWS_WITH((attention_forward<with_cache(rungs::dtype::fp8_e4m3)>(pool, max_len, {}, {}, {.v = nan})),
+                    "rungs::attention::reference: v_scale[0] = nan must be finite and positive");
+  CHECK_THROWS_WITH((attention_forward<with_cache(rungs::dtype::fp8_e5m2)>(pool, max_len, {}, {}, {.k = three})),
+                    "rungs::attention::reference: k_scale has 3 values; it needs 1 (per tensor) or num_kv_heads = 2 "
+                    "(per head)");
+  CHECK_THROWS_WITH((attention_forward<gqa>(pool, max_len, {}, {}, {.k = one})),
+                    "rungs::attention::reference: k_scale is given for a cache of 16 bits or more (scales apply to "
+                    "fp8 caches only)");
 }
 
 TEST_CASE("paged-attention forward: bad plan options are refused when it is built") {

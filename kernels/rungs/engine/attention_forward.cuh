@@ -19,8 +19,9 @@
 // A shape with tokens == seqs cannot serve a live batch with several tokens for a sequence
 // (the decode kernel reads one query per sequence): backend_options()' per-step check refuses
 // such a batch. Model.dtype is the KV cache's type: fp16 or bf16 (queries, keys and values in the
-// same type), or fp8_e4m3 / fp8_e5m2 (bf16 queries; the cache write quantises with scale 1, as
-// reference_forward's cache does, and decode dequantises). The head size, block size and GQA
+// same type), or fp8_e4m3 / fp8_e5m2 (bf16 queries; the cache write quantises with the
+// caller's k/v scales, per tensor or per KV head, 1 when none are given, as reference_forward's
+// cache does, and decode and prefill dequantise). The head size, block size and GQA
 // group must be ones the kernels support (instantiation_set's static_asserts name what does
 // not fit).
 #pragma once
@@ -40,8 +41,10 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <rungs/attention/paged_attention.cuh>
+#include <rungs/attention/reference.hpp>
 #include <rungs/cuda/error.hpp>
 #include <rungs/engine/cuda_backend.hpp>
 #include <rungs/engine/model.hpp>
@@ -146,12 +149,18 @@ class attention_forward {
   /// prefill plan: the default lets the planner choose the kernel; {.kernel =
   /// rungs::attention::attention_kernel::simt} forces the SIMT kernel. Prefill plans do not
   /// split the KV unless prefill_options.split_tokens asks (their query tiles are the work
-  /// that fills the GPU; an unsplit plan needs no workspace).
+  /// that fills the GPU; an unsplit plan needs no workspace). `scales`: an fp8 cache's
+  /// dequantisation scales for K and V (vLLM's k_scale / v_scale), one per tensor or one per KV
+  /// head, each finite and positive (rungs::attention::reference::kv_scales; empty: 1); a cached
+  /// element x of KV head h stands for x * scale[h]. A bad scale, or scales for a 16-bit cache,
+  /// are refused here, naming the value.
   attention_forward(std::int64_t num_blocks, std::int64_t max_model_len,
                     const rungs::attention::plan_options& decode_options = {},
-                    const rungs::attention::plan_options& prefill_options = {})
+                    const rungs::attention::plan_options& prefill_options = {},
+                    const rungs::attention::reference::kv_scales& scales = {})
       : config_{query_dtype, rungs::attention::attention_shape::of(Model, num_blocks), 0.0f, {},
-                {.type = quantized ? std::optional<dtype>(Model.dtype) : std::nullopt}},
+                {.type = quantized ? std::optional<dtype>(Model.dtype) : std::nullopt,
+                 .per_head_scales = scales.k.size() > 1 || scales.v.size() > 1}},
         max_model_len_(max_model_len),
         device_(rungs::attention::query_device()),
         decode_options_(decode_options),
@@ -159,11 +168,25 @@ class attention_forward {
     // Validates the options once, naming what is wrong, instead of on the first step.
     (void)plan(1, 1);
     (void)prefill_plan_of(1, 1, 1);
+    rungs::attention::reference::detail::check_scales<cache_element>(config_.shape, scales);
     const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(cache_element);
     RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
     RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
     RUNGS_CUDA_CHECK(cudaMemset(v_cache_, 0, bytes));
+    if (!scales.k.empty() || !scales.v.empty()) {
+      // The kernels take one layout for both (kv_cache_format::per_head_scales): a per-tensor
+      // scale beside per-head ones is repeated per head, a missing one is 1.
+      const int n = config_.kv.per_head_scales ? Model.num_kv_heads : 1;
+      std::vector<float> host(2 * static_cast<std::size_t>(n));
+      for (int h = 0; h < n; ++h) {
+        host[static_cast<std::size_t>(h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.k, h));
+        host[static_cast<std::size_t>(n + h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.v, h));
+      }
+      RUNGS_CUDA_CHECK(cudaMalloc(&k_scale_, host.size() * sizeof(float)));
+      v_scale_ = k_scale_ + n;
+      RUNGS_CUDA_CHECK(cudaMemcpy(k_scale_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
     // cudaMemset runs on the legacy stream, which a non-blocking backend stream does not wait for.
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
   }
@@ -172,6 +195,7 @@ class attention_forward {
   ~attention_forward() {
     cudaFree(k_cache_);
     cudaFree(v_cache_);
+    cudaFree(k_scale_);
   }
 
   /// Workspace of a step of up to `seqs` sequences and `tokens` tokens: q, k, v and output
@@ -226,14 +250,17 @@ class attention_forward {
           <<<static_cast<unsigned>(b.tokens), 128, 0, s.stream>>>(b.token_ids, b.positions, q, k, v);
     RUNGS_CUDA_CHECK(cudaGetLastError());
     rungs::attention::cache_write<instances>(
-        config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_},
+        config_,
+        {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = b.tokens, .k_cache = k_cache_, .v_cache = v_cache_,
+         .k_scale = k_scale_, .v_scale = v_scale_},
         s.stream);
     if (decode) {
       // Decode: sequence i's query is its one new token, row query_start[i] = i; the plan's kernel.
       rungs::attention::decode<instances>(
           *p,
           {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
-           .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split},
+           .seq_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split, .workspace_bytes = s.workspace_bytes - l.split,
+           .k_scale = k_scale_, .v_scale = v_scale_},
           s.stream);
       const std::int64_t n = b.seqs * q_row;
       detail::widen_rows<device_element><<<static_cast<unsigned>((n + 255) / 256), 256, 0, s.stream>>>(out, s.out, n);
@@ -243,7 +270,7 @@ class attention_forward {
           *pp,
           {.q = q, .k_cache = k_cache_, .v_cache = v_cache_, .block_tables = b.block_tables, .block_table_stride = b.width,
            .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = out, .workspace = s.workspace + l.split,
-           .workspace_bytes = s.workspace_bytes - l.split},
+           .workspace_bytes = s.workspace_bytes - l.split, .k_scale = k_scale_, .v_scale = v_scale_},
           s.stream);
       if (b.seqs > 0)
         detail::widen_last_rows<device_element, q_row>
@@ -326,6 +353,8 @@ class attention_forward {
   rungs::attention::plan_options decode_options_, prefill_options_;
   void* k_cache_ = nullptr;
   void* v_cache_ = nullptr;
+  float* k_scale_ = nullptr;  // device: k then v scales (null: 1); one allocation, freed through k_scale_
+  float* v_scale_ = nullptr;
   std::map<std::pair<std::int64_t, std::int64_t>, rungs::attention::decode_plan> plans_;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t>, rungs::attention::prefill_plan> prefill_plans_;
 };
