@@ -216,6 +216,13 @@ TEST_CASE("the tensor-core prefill dispatches to the set's tensor-core prefill i
     }
   }
   CHECK_FALSE(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 64, 16)));  // head dim 64
+  // fp8 caches: the shapes both lists have, bf16 queries over E4M3 at head dim 128 (any group:
+  // prefill does not depend on it).
+  CHECK(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
+  CHECK(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(24, 8, 128, 8), ra::dtype::fp8_e4m3));
+  CHECK(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::bf16));
+  CHECK_FALSE(ra::has_tensor_core_prefill<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e5m2));
+  CHECK_FALSE(ra::has_tensor_core_prefill<set>(ra::dtype::fp16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
   std::string got;
   ra::dispatch_tensor_core_prefill<set>(ra::dtype::fp16, shape(24, 8, 128, 64), [&]<class T, int D, int B>() {
     got = std::string(std::is_same_v<T, rungs::bf16> ? "bf16" : "f16") + " " + std::to_string(D) + " " +

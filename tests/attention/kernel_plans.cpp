@@ -2,7 +2,7 @@
 // checks and the bandwidth model never restate a rule of the C++ code:
 //  * every kernel instance of default_instantiations (the kernels CI compiles for sm_80 and
 //    sm_90), its fp8-cache instances included (dtype "bf16/e4m3": queries / cache; the
-//    tensor-core decode's where both lists have the shape), with the
+//    tensor-core decode's and prefill's where both lists have the shape), with the
 //    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm;
 //    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc";
 //    tensor_core_prefill_ctas_per_sm for the tensor-core prefills, kind "prefill_tc");
@@ -221,12 +221,13 @@ int main() {
   using set = ra::default_instantiations;
   std::vector<instance> all = default_instances(set::head_dims{}, set::dtype_list{});
   // The fp8-cache instances: decode, prefill and cache write each (the merge is the 16-bit one),
-  // and the tensor-core decode where the set's tensor-core list has the shape too.
+  // and the tensor-core decode and prefill where the set's tensor-core lists have the shape too.
   ra::for_each_fp8_instance<set::fp8_kv>([&]<ra::dtype Q, ra::dtype Kv, int D, int G>() {
     for (const char* kind : {"decode", "prefill", "cache_write"}) {
       all.push_back({Q, D, kind, std::string(kind) == "decode" ? G : 0, Kv});
     }
     if constexpr (set::tensor_core_decode::contains(Q, D, G)) all.push_back({Q, D, "decode_tc", G, Kv});
+    if constexpr (set::tensor_core_prefill::contains(Q, D)) all.push_back({Q, D, "prefill_tc", 0, Kv});
   });
   tensor_core_instances(all, set::tensor_core_decode::head_dims{}, set::tensor_core_decode::dtype_list{});
   tensor_core_prefill_instances(all, set::tensor_core_prefill::head_dims{}, set::tensor_core_prefill::dtype_list{});

@@ -350,7 +350,7 @@ TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and d
         "instance for it); plan with plan_decode<Set>, decode's instantiation set, or plan_options.kernel = simt");
 }
 
-TEST_CASE("prefill plan: tensor cores on sm_80+ for 16-bit caches, head dims 64 and 128, no score transforms") {
+TEST_CASE("prefill plan: tensor cores on sm_80+ at head dims 64 and 128, with score transforms and fp8 caches") {
   const ra::device_info a100{108, 80}, l40{142, 89};
   const ra::prefill_bucket bucket{.max_batch = 4, .max_q_len = 512, .max_context = 4096};
   using enum ra::attention_kernel;
@@ -366,15 +366,21 @@ TEST_CASE("prefill plan: tensor cores on sm_80+ for 16-bit caches, head dims 64 
   CHECK(ra::plan_prefill(config(32, 8, 96, 16), bucket, h100).kernel == simt);
   CHECK(ra::plan_prefill(config(32, 8, 80, 16), bucket, h100).kernel == simt);
   CHECK(ra::plan_prefill(config(32, 8, 256, 16), bucket, h100).kernel == simt);
+  // Score transforms run on either kernel (the instance compiles them in: prefill<Set, Mod>).
   ra::attention_config windowed = config(32, 8, 128, 16);
   windowed.scores.window = 4096;
-  CHECK(ra::plan_prefill(windowed, bucket, h100).kernel == simt);
+  CHECK(ra::plan_prefill(windowed, bucket, h100).kernel == tensor_cores);
   ra::attention_config capped = config(32, 8, 128, 16);
   capped.scores.logit_soft_cap = 30.0f;
-  CHECK(ra::plan_prefill(capped, bucket, h100).kernel == simt);
+  CHECK(ra::plan_prefill(capped, bucket, h100).kernel == tensor_cores);
+  // An fp8 cache: tensor cores where the set lists the shape in both its tensor-core prefill
+  // and its fp8 instances (the default set: bf16 queries over E4M3 at head dim 128).
   ra::attention_config fp8 = config(32, 8, 128, 16);
   fp8.kv.type = ra::dtype::fp8_e4m3;
-  CHECK(ra::plan_prefill(fp8, bucket, h100).kernel == simt);
+  CHECK(ra::plan_prefill(fp8, bucket, h100).kernel == tensor_cores);
+  ra::attention_config e5m2 = fp8;
+  e5m2.kv.type = ra::dtype::fp8_e5m2;
+  CHECK(ra::plan_prefill(e5m2, bucket, h100).kernel == simt);
   // The same q tiles, and on sm_80 (3 CTAs per SM for both kernels) the same splits and
   // workspace: the plan's kernel only picks the launch.
   for (const int q : {4, 64, 512}) {
@@ -391,12 +397,11 @@ TEST_CASE("prefill plan: tensor cores on sm_80+ for 16-bit caches, head dims 64 
   CHECK(error_of([&] { ra::plan_prefill(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
         "plan_options.kernel = tensor_cores cannot run head_dim = 96 (the tensor-core prefill takes head dims 64 and "
         "128)");
-  CHECK(error_of([&] { ra::plan_prefill(windowed, bucket, h100, {.kernel = tensor_cores}); }) ==
-        "plan_options.kernel = tensor_cores cannot run scores.window = 4096, scores.logit_soft_cap = 0 (the "
-        "tensor-core prefill compiles no score transforms)");
-  CHECK(error_of([&] { ra::plan_prefill(fp8, bucket, h100, {.kernel = tensor_cores}); }) ==
-        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3 (the tensor-core prefill takes "
-        "16-bit caches)");
+  CHECK(ra::plan_prefill(windowed, bucket, h100, {.kernel = simt}).kernel == simt);
+  CHECK(ra::plan_prefill(fp8, bucket, h100, {.kernel = simt}).kernel == simt);
+  CHECK(error_of([&] { ra::plan_prefill(e5m2, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run dtype = bf16, kv cache dtype = fp8_e5m2, head_dim = 128, "
+        "block_size = 16 (the instantiation set has no tensor-core prefill instance for it)");
   // The set decides too: a set without the instance plans the SIMT prefill, and prefill<Set>
   // refuses a tensor-core plan it cannot run.
   CHECK(ra::plan_prefill<simt_only_set>(config(32, 8, 128, 16), bucket, h100).kernel == simt);
@@ -493,7 +498,8 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   // made 43 of 384: 416 + 32 + 28.0 = 476).
   auto windowed = config(32, 8, 128, 16);
   windowed.scores.window = 1000;
-  const auto w = ra::plan_prefill(windowed, {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100);
+  const auto w = ra::plan_prefill(windowed, {.max_batch = 1, .max_q_len = 4, .max_context = 16384}, h100,
+                                  {.kernel = ra::attention_kernel::simt});
   CHECK(w.split_tokens == 352);
   CHECK(w.num_splits == 47);
   CHECK(w.kernel == ra::attention_kernel::simt);

@@ -122,32 +122,46 @@ void check_prefill_set() {
 }
 
 /// The score transforms (window 29, soft-cap, sinks) on one instance, head dim 128, groups 1
-/// and 8, every checked block size.
+/// and 8, every checked block size, on the SIMT prefill and (group 8) the tensor-core prefill.
 template <ra::dtype Type>
 void check_prefill_score_mods() {
-  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>>;
+  using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<128>, ra::values<ra::dynamic_block_size>, ra::values<4>,
+                                    ra::no_fp8_kv, ra::no_tensor_core_decode,
+                                    ra::tensor_core_prefill_instances<ra::dtypes<Type>, ra::values<128>>>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Type) * 1000 + 31);
   for (int block_size : checked_block_sizes) {
     for (int group : {1, 8}) {
-      INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", " << all_score_mods);
-      check_prefill<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, group, 0.3);
+      for (ra::attention_kernel k : {ra::attention_kernel::simt, ra::attention_kernel::tensor_cores}) {
+        if (k == ra::attention_kernel::tensor_cores && group != 8) continue;
+        INFO(rungs::name(Type) << ", head_dim 128, block_size " << block_size << ", group " << group << ", "
+                               << all_score_mods);
+        check_prefill<ra::host_type<Type>, set, all_score_mods>(rng, Type, 128, block_size, group, 0.3, false, k);
+      }
     }
   }
 }
 
 /// The fp8-cache prefill of one (query type, cache type, head dim) instance: groups 1 and 8,
-/// every checked block size, per-head and per-tensor scales.
+/// every checked block size, per-head and per-tensor scales, on the SIMT prefill and, where
+/// the tested set's tensor-core prefill list has the shape, (group 8) the tensor-core prefill.
 template <ra::dtype Type, ra::dtype Kv, int HeadDim>
 void check_prefill_fp8_instance() {
+  constexpr bool kTensorCores = tested_set::tensor_core_prefill::contains(Type, HeadDim);
+  using tensor_core = std::conditional_t<kTensorCores, ra::tensor_core_prefill_instances<ra::dtypes<Type>, ra::values<HeadDim>>,
+                                         ra::no_tensor_core_prefill>;
   using set = ra::instantiation_set<ra::dtypes<Type>, ra::values<HeadDim>, tested_set::block_sizes, ra::values<1>,
-                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<1>>>;
+                                    ra::fp8_kv_instances<ra::dtypes<Type>, ra::dtypes<Kv>, ra::values<HeadDim>, ra::values<1>>,
+                                    ra::no_tensor_core_decode, tensor_core>;
   std::mt19937_64 rng(static_cast<std::uint64_t>(Kv) * 1000 + HeadDim + 7);
   for (int block_size : checked_block_sizes) {
     for (int group : {1, 8}) {
-      INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
-                             << block_size << ", group " << group);
-      check_prefill<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size, group,
-                                                                                 0.3, group == 8);
+      for (ra::attention_kernel k : {ra::attention_kernel::simt, ra::attention_kernel::tensor_cores}) {
+        if (k == ra::attention_kernel::tensor_cores && (!kTensorCores || group != 8)) continue;
+        INFO(rungs::name(Type) << " queries, " << rungs::name(Kv) << " cache, head_dim " << HeadDim << ", block_size "
+                               << block_size << ", group " << group);
+        check_prefill<ra::host_type<Type>, set, ra::score_mod{}, ra::host_type<Kv>>(rng, Type, HeadDim, block_size,
+                                                                                   group, 0.3, group == 8, k);
+      }
     }
   }
 }

@@ -110,6 +110,12 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 128, 0>(p)"),
                          ("prefill_tc", "fp16", 128, 0))
         self.assertIsNone(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 64, 32>(p)"))  # static
+        self.assertEqual(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 128, 0, 0u, __half>(p)"),
+                         ("prefill_tc", "fp16", 128, 0))
+        self.assertEqual(
+            sc.instance_key(k + "tensor_core_prefill_kernel<__nv_bfloat16, 128, 0, 0u, __nv_fp8_e4m3>(p)"),
+            ("prefill_tc", "bf16/e4m3", 128, 0))
+        self.assertIsNone(sc.instance_key(k + "tensor_core_prefill_kernel<__half, 128, 0, 1u, __half>(p)"))  # mods
         self.assertIsNone(sc.instance_key("tile_probe(float4 const*, float*, int)"))
 
     def test_local_memory_fails(self):

@@ -237,14 +237,15 @@ using default_tensor_core_decode_instances = tensor_core_decode_instances<suppor
 
 /// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
 /// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT
-/// prefill.
+/// prefill. With default_fp8_kv_instances they also give the tensor-core prefill over the
+/// E4M3 cache (bf16, head dim 128).
 using default_tensor_core_prefill_instances = tensor_core_prefill_instances<supported_dtypes, values<128>>;
 
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// the fp8 instances, the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3) and the 2
-/// tensor-core prefill kernels.
+/// the fp8 instances, the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3) and the 3
+/// tensor-core prefill kernels (2 16-bit, 1 over E4M3).
 using default_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims, values<dynamic_block_size>, supported_decode_groups,
                       default_fp8_kv_instances, default_tensor_core_decode_instances,
@@ -406,10 +407,16 @@ void dispatch_tensor_core_decode(dtype type, const attention_shape& s, F&& f) {
   }
 }
 
-/// Whether Set has a tensor-core prefill instance for (type, shape) at a block size it lists.
+/// Whether Set has a tensor-core prefill instance for (type, shape) at a block size it lists,
+/// over a cache of kv_type (default: the queries' type). An fp8 cache's instance exists for
+/// each (query type, head dim) that both Set::tensor_core_prefill and Set::fp8_kv list (with
+/// the cache type), as has_tensor_core_decode's.
 template <class Set>
-bool has_tensor_core_prefill(dtype type, const attention_shape& s) {
-  return Set::tensor_core_prefill::contains(type, s.head_dim) &&
+bool has_tensor_core_prefill(dtype type, const attention_shape& s, std::optional<dtype> kv_type = {}) {
+  const bool fp8_listed = !kv_type || *kv_type == type ||
+                          (Set::fp8_kv::query_dtypes::contains(type) && Set::fp8_kv::kv_dtypes::contains(*kv_type) &&
+                           Set::fp8_kv::head_dims::contains(s.head_dim));
+  return fp8_listed && Set::tensor_core_prefill::contains(type, s.head_dim) &&
          detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
 }
 

@@ -41,9 +41,9 @@ struct device_info {
 };
 
 /// The kernel a plan runs: the SIMT kernel (every shape, transform and cache type) or the
-/// tensor-core one (kernels/rungs/attention/detail/tensor_core.cuh; decode: 16-bit and fp8
-/// caches, every score transform, geometry::tensor_core_decode_fits; prefill: 16-bit caches, no
-/// score transforms, geometry::tensor_core_prefill_fits). Both kernels of a plan share its grid,
+/// tensor-core one (kernels/rungs/attention/detail/tensor_core.cuh; 16-bit and fp8 caches,
+/// every score transform; decode: geometry::tensor_core_decode_fits, prefill:
+/// geometry::tensor_core_prefill_fits). Both kernels of a plan share its grid,
 /// split-KV workspace layout and merge; the kernel's launch bound sets the CTA slots the split
 /// model counts on.
 enum class attention_kernel { simt, tensor_cores };
@@ -129,8 +129,8 @@ struct prefill_plan {
   int split_tokens = 0;
   int num_splits = 1;
   split_workspace workspace{};
-  /// The planner's kernel. prefill<Set, Mod> runs the tensor-core prefill when this says so,
-  /// Mod is the default and Set has the instance (Set::tensor_core_prefill), else the SIMT one.
+  /// The planner's kernel: prefill<Set, Mod> runs the tensor-core prefill (compiled with Mod)
+  /// when this says so, else the SIMT one.
   attention_kernel kernel = attention_kernel::simt;
   bool split() const { return num_splits > 1; }
 };
@@ -400,17 +400,11 @@ inline void write_tables(const attention_shape& s, int max_batch, int max_blocks
   }
 }
 
-// Why the tensor-core decode (prefill: `op` "prefill") cannot run a configuration; empty when
-// it can.
+// Why the tensor-core decode (prefill: `prefill`) cannot run a configuration's shape; empty
+// when it can (either takes every cache type and score transform).
 inline std::string tensor_core_refusal(const attention_config& c, bool prefill) {
-  const char* op = prefill ? "prefill" : "decode";
   std::ostringstream os;
-  if (prefill && c.quantized_cache()) {
-    os << "kv cache dtype = " << name(c.cache_type()) << " (the tensor-core " << op << " takes 16-bit caches)";
-  } else if (prefill && (c.scores.window != 0 || c.scores.logit_soft_cap != 0.0f)) {
-    os << "scores.window = " << c.scores.window << ", scores.logit_soft_cap = " << c.scores.logit_soft_cap
-       << " (the tensor-core prefill compiles no score transforms)";
-  } else if (prefill && !geometry::tensor_core_prefill_fits(c.shape.head_dim)) {
+  if (prefill && !geometry::tensor_core_prefill_fits(c.shape.head_dim)) {
     os << "head_dim = " << c.shape.head_dim << " (the tensor-core prefill takes head dims 64 and 128)";
   } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
@@ -427,9 +421,10 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
   std::string why = tensor_core_refusal(c, prefill);
   if (!why.empty()) return why;
   std::ostringstream os;
-  if (prefill ? !has_tensor_core_prefill<Set>(c.type, c.shape) : !has_tensor_core_decode<Set>(c.type, c.shape, c.cache_type())) {
+  if (prefill ? !has_tensor_core_prefill<Set>(c.type, c.shape, c.cache_type())
+              : !has_tensor_core_decode<Set>(c.type, c.shape, c.cache_type())) {
     os << "dtype = " << name(c.type);
-    if (!prefill && c.quantized_cache()) os << ", kv cache dtype = " << name(c.cache_type());
+    if (c.quantized_cache()) os << ", kv cache dtype = " << name(c.cache_type());
     os << ", head_dim = " << c.shape.head_dim << ", block_size = " << c.shape.block_size;
     if (!prefill) os << ", group_size = " << c.shape.group_size();
     os << " (the instantiation set has no tensor-core " << (prefill ? "prefill" : "decode") << " instance for it)";

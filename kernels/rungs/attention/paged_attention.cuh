@@ -159,19 +159,20 @@ void launch_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_
   detail::launch_prefill_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 
-/// Typed launcher of one tensor-core prefill instance (tensor_core.cuh): the same plan and
-/// arguments as launch_prefill's (whatever plan.kernel says), 16-bit caches and no score
-/// transforms only.
-template <class HostT, int HeadDim, int BlockSize>
+/// Typed launcher of one tensor-core prefill instance (tensor_core.cuh): the same plan,
+/// arguments, score transforms Mod and cache type HostKV as launch_prefill's (whatever
+/// plan.kernel says).
+template <class HostT, int HeadDim, int BlockSize, score_mod Mod = score_mod{}, class HostKV = HostT>
 void launch_tensor_core_prefill(const prefill_plan& plan, const prefill_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
+  using KV = detail::device_type_t<HostKV>;
   static_assert(detail::tensor_core_prefill_agent<T, HeadDim>::kCtaRows == geometry::prefill_rows_per_cta(HeadDim));
-  detail::check_instance<HostT, HeadDim, BlockSize>(plan.config, "prefill (tensor cores)");
+  detail::check_instance<HostT, HeadDim, BlockSize, HostKV>(plan.config, "prefill (tensor cores)");
   validate(plan, a);
-  check_score_mod(score_mod{}, plan.config, a.sinks, "prefill (tensor cores)");
-  detail::launch(detail::tensor_core_prefill_kernel<T, HeadDim, BlockSize>, detail::prefill_grid(plan),
-                 geometry::threads, detail::prefill_params(plan, a), stream);
-  detail::launch_prefill_merge<T, HeadDim, false>(plan, a, stream);
+  check_score_mod(Mod, plan.config, a.sinks, "prefill (tensor cores)");
+  detail::launch(detail::tensor_core_prefill_kernel<T, HeadDim, BlockSize, score_mod_bits(Mod), KV>,
+                 detail::prefill_grid(plan), geometry::threads, detail::prefill_params(plan, a), stream);
+  detail::launch_prefill_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 
 /// Typed cache-write launcher of one instance (HostKV: the cache's element type; an fp8 cache
@@ -227,25 +228,29 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
 /// Prefill/extend: q_indptr-packed new tokens of each sequence, causal against the end of the
 /// context (the new tokens' K and V must already be in the cache). It runs the plan's kernel
 /// (plan.kernel), so plan with plan_prefill<Set>: a plan for a tensor-core prefill Set does not
-/// compile is refused (check_prefill_kernel), as is a tensor-core plan under a Mod with score
-/// transforms; a plan never runs on another kernel.
+/// compile is refused (check_prefill_kernel), never run on another kernel. Over an fp8 cache
+/// Set compiles the tensor-core prefill of each shape both Set::tensor_core_prefill and
+/// Set::fp8_kv list (has_tensor_core_prefill).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void prefill(const prefill_plan& plan, const prefill_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
   check_prefill_kernel<Set>(plan);
-  if (plan.kernel == attention_kernel::tensor_cores) {
-    if constexpr (Mod != score_mod{}) {
-      detail::fail("prefill: the plan's kernel is tensor_cores, which compiles no score transforms, but this call's "
-                   "instance compiles ", Mod, "; plan with plan_options.kernel = simt");
-    } else if constexpr (!Set::tensor_core_prefill::empty) {
+  if constexpr (!Set::tensor_core_prefill::empty) {
+    if (plan.kernel == attention_kernel::tensor_cores && !c.quantized_cache()) {
       dispatch_tensor_core_prefill<Set>(c.type, c.shape, [&]<class HostT, int D, int B>() {
-        launch_tensor_core_prefill<HostT, D, B>(plan, args, stream);
+        launch_tensor_core_prefill<HostT, D, B, Mod>(plan, args, stream);
       });
       return;
     }
   }
   if (c.quantized_cache()) {
     dispatch_fp8_prefill<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B>() {
+      if constexpr (Set::tensor_core_prefill::contains(detail::dtype_of<HostT>(), D)) {
+        if (plan.kernel == attention_kernel::tensor_cores) {  // check_prefill_kernel let it through
+          launch_tensor_core_prefill<HostT, D, B, Mod, HostKV>(plan, args, stream);
+          return;
+        }
+      }
       launch_prefill<HostT, D, B, Mod, HostKV>(plan, args, stream);
     });
     return;

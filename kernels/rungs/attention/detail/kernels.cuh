@@ -152,6 +152,16 @@ __device__ __forceinline__ bool prefill_cta(const attention_params& p, int q_til
   return true;
 }
 
+/// A prefill CTA's first key: its split's first, or under a window (Mod) the first key its
+/// first row sees (rows are in token order, so the first row's window starts earliest), if
+/// later: keys no row of the CTA sees are never loaded. Shared by the SIMT and the tensor-core
+/// prefill.
+template <score_mod Mod>
+__device__ __forceinline__ int prefill_kv_begin(const attention_params& p, const prefill_rows& rows, int split_begin) {
+  return Mod.sliding_window ? max(split_begin, rows.kv_len - rows.q_len + rows.first_row / rows.group + 1 - p.window)
+                            : split_begin;
+}
+
 /// grid: x = q_tile * num_splits + split (decode: split), y = KV head, z = sequence.
 /// ModBits: the score transforms compiled in (score_mod_bits of a score_mod, score_mod.hpp).
 /// KV: the cache's element type, T or an fp8 format (dequantised with the KV head's scales).
@@ -180,12 +190,8 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
     prefill_rows rows;
     int kv_end = 0;
     if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
-    // Under a window the CTA's first row sees the earliest keys (rows are in token order).
-    const int first_token = rows.first_row / p.group_size;
-    const int kv_begin = agent::Mod.sliding_window
-                             ? max(split_begin, kv_len - rows.q_len + first_token + 1 - p.window)
-                             : split_begin;
-    agent::run(smem, src, rows, kv_begin, kv_end, q, p.q_stride, scale_log2, transform, epilogue);
+    agent::run(smem, src, rows, prefill_kv_begin<agent::Mod>(p, rows, split_begin), kv_end, q, p.q_stride,
+               scale_log2, transform, epilogue);
   }
 }
 

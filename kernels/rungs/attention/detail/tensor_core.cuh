@@ -240,26 +240,77 @@ __device__ __forceinline__ void stash_fragments(float* merge_o, float* merge_m, 
   }
 }
 
-/// Shared memory of a tensor-core agent: the K/V pipeline (Stages x Tile tokens, swizzled),
-/// reused after it drains for MergeRows rows' states (HeadDim floats, a max and a sum each).
-template <class T, int HeadDim, int Tile, int MergeRows>
+/// The tiles of T the tensor cores read, from an fp8 cache (KV E4M3 or E5M2): its pipeline
+/// moves plain rows of fp8 (half the bytes), and once a tile has landed the CTA widens its K
+/// and V into one tile of T each, in tile_layout's swizzled rows, behind one more barrier.
+/// Shared by the tensor-core decode and prefill.
+template <class T, class KV, int HeadDim, int Tile>
+struct fp8_tile_widening {
+  static constexpr int kThreads = geometry::threads;
+  /// The rows the mma loop reads: T, swizzled (a 16-bit cache's pipeline stages are these).
+  using tile_layout = kv_pipeline<T, HeadDim, Tile, kThreads, geometry::stages, true>;
+  static constexpr int kVecs = Tile * HeadDim / 8;  // 8-element vectors of a K or V tile
+  static_assert(kVecs % kThreads == 0);
+  /// Shared memory of the widened K and V tiles.
+  static constexpr std::size_t kBytes = std::size_t{2} * Tile * HeadDim * sizeof(T);
+
+  /// Widens an fp8 tile (plain rows) into a tile of T in tile_layout's swizzled rows, 8
+  /// elements per step, exactly (fp8x8_to: values in units of kv_unit<KV>, which the scales
+  /// absorb); zero-filled tokens become zeros.
+  /// Thread tid widens vectors tid + k kThreads: token tid / (D/8) + k kThreads / (D/8), chunk
+  /// tid % (D/8). kThreads / (D/8) tokens is a multiple of the swizzle's 8 rows, so every k
+  /// has the same swizzled chunk: one place per thread, and k only adds whole rows.
+  static_assert((kThreads / (HeadDim / 8)) % 8 == 0);
+  __device__ __forceinline__ static void widen(const KV* from, T* to, int tid) {
+    const KV* src = from + tid * 8;
+    T* dst = to + tile_layout::place(0, tid / (HeadDim / 8), tid % (HeadDim / 8));
+#pragma unroll
+    for (int k = 0; k < kVecs / kThreads; ++k) {
+      *reinterpret_cast<uint4*>(dst + k * kThreads * 8) =
+          fp8x8_to<T, KV>(*reinterpret_cast<const uint2*>(src + k * kThreads * 8));
+    }
+  }
+
+  /// Widens pipeline tile `tile` (K to wide, V to wide + Tile HeadDim) and publishes it to the
+  /// CTA. The caller's pipe.advance(tile) barrier has ended every warp's reads of the last one.
+  template <class Pipeline>
+  __device__ __forceinline__ static void land(const Pipeline& pipe, int tile, T* wide, int tid) {
+    widen(pipe.k_tile(tile), wide, tid);
+    widen(pipe.v_tile(tile), wide + Tile * HeadDim, tid);
+    __syncthreads();
+  }
+};
+
+/// Shared memory of a tensor-core prefill agent: the K/V pipeline (Stages x Tile tokens of KV;
+/// swizzled rows of T, or plain fp8 rows and the widened tiles of fp8_tile_widening), reused
+/// after it drains for MergeRows rows' states (HeadDim floats, a max and a sum each).
+template <class T, int HeadDim, int Tile, int MergeRows, class KV = T>
 struct tensor_core_storage {
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(T);
+  static constexpr bool kFp8 = is_fp8_element<KV>;
+  using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(KV);
+  static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;
   static constexpr std::size_t kMergeFloats = std::size_t{MergeRows} * (HeadDim + 2);
-  static constexpr std::size_t kBytes =
-      kPipelineBytes > kMergeFloats * sizeof(float) ? kPipelineBytes : kMergeFloats * sizeof(float);
+  static constexpr std::size_t kBytes = kPipelineBytes + kWideBytes > kMergeFloats * sizeof(float)
+                                            ? kPipelineBytes + kWideBytes
+                                            : kMergeFloats * sizeof(float);
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
 
-  using pipeline = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
+  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
+  /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
+  using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued.
-  __device__ __forceinline__ pipeline start(const kv_source<T>& src, int kv_begin, int kv_end, int num_tiles, int tid) {
-    T* k = reinterpret_cast<T*>(bytes);
+  __device__ __forceinline__ pipeline start(const kv_source<KV>& src, int kv_begin, int kv_end, int num_tiles,
+                                            int tid) {
+    KV* k = reinterpret_cast<KV*>(bytes);
     pipeline pipe{src, k, k + geometry::stages * Tile * HeadDim, kv_begin, kv_end, num_tiles, tid,
                   (1 << src.log2_block) - 1, {}};
     pipe.start();
     return pipe;
   }
+  /// fp8: the widened K tile (V follows it).
+  __device__ __forceinline__ T* wide() { return reinterpret_cast<T*>(bytes + kPipelineBytes); }
 };
 
 /// Where a thread sits in the mma fragments of its warp: accumulator rows g and g + 8, and
@@ -295,13 +346,14 @@ struct tensor_core_decode_agent {
   // pipeline stages are those tiles; an fp8 cache's are plain rows of fp8, widened into one.
   using tile_layout = kv_pipeline<T, HeadDim, kTile, kThreads, kStages, true>;
   using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, kStages, !kFp8>;
+  using widening = fp8_tile_widening<T, KV, HeadDim, kTile>;
   static constexpr bool kHighRows = Group > 8;         // rows 8-15 of the tiles hold heads
   static constexpr int kHalves = kHighRows ? 2 : 1;    // accumulator row halves in use
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
 
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(KV);
-  static constexpr std::size_t kWideBytes = kFp8 ? std::size_t{2} * kTile * HeadDim * sizeof(T) : 0;  // K, V
+  static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;  // K, V
   static constexpr std::size_t kMergeFloats = std::size_t{kTokenWarps} * kRowsKept * (HeadDim + 2);
   // fp8: the scores' scale and the V scale (values read from global memory, unlike the
   // 16-bit path's kernel parameter) wait in shared memory past the merge's floats, read once
@@ -312,30 +364,11 @@ struct tensor_core_decode_agent {
   static constexpr std::size_t kSmemBytes = kPipelineBytes + kWideBytes + kScaleBytes > kMergeFloats * sizeof(float)
                                                 ? kPipelineBytes + kWideBytes + kScaleBytes
                                                 : kMergeFloats * sizeof(float);
-  static constexpr int kWidenVecs = kTile * HeadDim / 8;  // 8-element vectors of a K or V tile
-  static_assert(kWidenVecs % kThreads == 0);
   static_assert(kSmemBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
 
   struct storage {
     alignas(128) unsigned char bytes[kSmemBytes];
   };
-
-  /// Widens an fp8 tile (plain rows) into a tile of T in tile_layout's swizzled rows, 8
-  /// elements per step, exactly (fp8x8_to: values in units of kv_unit<KV>, which the scales
-  /// absorb); zero-filled tokens become zeros.
-  /// Thread tid widens vectors tid + k kThreads: token tid / (D/8) + k kThreads / (D/8), chunk
-  /// tid % (D/8). kThreads / (D/8) tokens is a multiple of the swizzle's 8 rows, so every k
-  /// has the same swizzled chunk: one place per thread, and k only adds whole rows.
-  static_assert((kThreads / (HeadDim / 8)) % 8 == 0);
-  __device__ __forceinline__ static void widen(const KV* from, T* to, int tid) {
-    const KV* src = from + tid * 8;
-    T* dst = to + tile_layout::place(0, tid / (HeadDim / 8), tid % (HeadDim / 8));
-#pragma unroll
-    for (int k = 0; k < kWidenVecs / kThreads; ++k) {
-      *reinterpret_cast<uint4*>(dst + k * kThreads * 8) =
-          fp8x8_to<T, KV>(*reinterpret_cast<const uint2*>(src + k * kThreads * 8));
-    }
-  }
 
   /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
   /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
@@ -404,9 +437,7 @@ struct tensor_core_decode_agent {
       const T* ks_tile;
       const T* vs_tile;
       if constexpr (kFp8) {
-        widen(pipe.k_tile(tile), wide_k, tid);
-        widen(pipe.v_tile(tile), wide_v, tid);
-        __syncthreads();
+        widening::land(pipe, tile, wide_k, tid);
         ks_tile = wide_k;
         vs_tile = wide_v;
         scale_log2 = scale_slot[0];
@@ -527,10 +558,19 @@ struct tensor_core_decode_agent {
 /// merge across warps) with its 16 rows' scores over the whole head dim (the dim warps of a
 /// row tile compute the same scores); the causal mask is per row (the row's last visible key),
 /// and a warp skips a tile wholly past its rows' last key.
-template <class T, int HeadDim>
+///
+/// Score transforms (ModBits) are the SIMT prefill's policies: the kernel starts the CTA's keys
+/// at its first row's window (prefill_kv_begin: no key before every row's window is loaded),
+/// and each row masks the keys before its own window start; the soft-cap bends
+/// each scaled score (score_transform::soft_cap); sinks join the shared epilogue's or merge's
+/// denominator. An fp8 cache (KV) streams as fp8 and is widened tile by tile into T
+/// (fp8_tile_widening, as in the tensor-core decode), its scales folded by kv_dequant.
+template <class T, int HeadDim, unsigned ModBits = 0, class KV = T>
 struct tensor_core_prefill_agent {
-  static_assert(is_device_element<T>,
-                "the tensor-core prefill takes __half or __nv_bfloat16 (fp8 caches: the SIMT prefill)");
+  static constexpr score_mod Mod = score_mod_from_bits(ModBits);
+  static constexpr bool kFp8 = is_fp8_element<KV>;
+  static_assert(is_device_element<T>, "the tensor-core prefill takes __half or __nv_bfloat16 queries");
+  static_assert(std::is_same_v<KV, T> || kFp8, "the tensor-core prefill takes a cache of the queries' type or fp8");
   static_assert(HeadDim == 64 || HeadDim == 128,
                 "the tensor-core prefill supports head dims 64 and 128 (80, 96, 256: the SIMT prefill)");
 
@@ -549,29 +589,35 @@ struct tensor_core_prefill_agent {
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
   static_assert(kRowWarps * kDimWarps == kWarps && kWarpDims == 64);
 
-  using storage = tensor_core_storage<T, HeadDim, kTile, kCtaRows>;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kCtaRows, KV>;
   using pipeline = typename storage::pipeline;
+  using tile_layout = typename storage::tile_layout;
 
   /// Attends the CTA's rows over keys [kv_begin, kv_end) (each row up to its own last visible
-  /// key) and calls epilogue(row_info, c, float (&o)[8], m, l) per valid row and 8-dim vector,
-  /// as attention_agent::run does.
+  /// key, and from its own window's first under Mod.sliding_window) and calls
+  /// epilogue(row_info, c, float (&o)[8], m, l) per valid row and 8-dim vector, as
+  /// attention_agent::run does.
   template <class Epilogue>
-  __device__ __forceinline__ static void run(storage& smem, const kv_source<T>& src, const prefill_rows& rows,
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<KV>& src, const prefill_rows& rows,
                                              int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
-                                             float scale_log2, Epilogue&& epilogue) {
+                                             float scale_log2, const score_transform& transform,
+                                             Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const auto [tid, warp, lane, g, t4] = fragment_lane{};
     const int row_warp = warp % kRowWarps;
     const int dim_warp = warp / kRowWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
-    // This lane's rows g and g + 8 of the warp's tile: queries, and the end of their keys.
+    // This lane's rows g and g + 8 of the warp's tile: queries, the end of their keys and
+    // (window) the start.
     int row_end[2];
+    int row_begin[2];  // read only under Mod.sliding_window
     const T* q_rows[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const row_info info = rows.at(row_warp * 16 + g + 8 * h);
       row_end[h] = info.valid ? min(info.end, kv_end) : kv_begin;
+      row_begin[h] = info.end - transform.window;
       q_rows[h] = info.valid && num_tiles > 0
                       ? q + static_cast<std::int64_t>(info.token) * q_stride + static_cast<std::int64_t>(info.head) * HeadDim
                       : nullptr;
@@ -590,7 +636,17 @@ struct tensor_core_prefill_agent {
 
     pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
     for (int tile = 0; tile < num_tiles; ++tile) {
-      pipe.advance(tile);
+      pipe.advance(tile);  // its barrier also ends every warp's reads of the last widened tile
+      const T* k_tile;
+      const T* v_tile;
+      if constexpr (kFp8) {
+        storage::widening::land(pipe, tile, smem.wide(), tid);
+        k_tile = smem.wide();
+        v_tile = k_tile + kTile * HeadDim;
+      } else {
+        k_tile = pipe.k_tile(tile);
+        v_tile = pipe.v_tile(tile);
+      }
       const int tile_start = kv_begin + tile * kTile;
       if (tile_start >= warp_end) continue;  // warp-uniform: every row of the warp is done
 
@@ -599,15 +655,19 @@ struct tensor_core_prefill_agent {
         const int first_key = tile_start + chunk;
         if (first_key >= warp_end) break;  // warp-uniform
         float s[kKeyTiles][4];
-        score_fragments<T, pipeline>(s, qa, pipe.k_tile(tile), chunk, lane);
+        score_fragments<T, tile_layout>(s, qa, k_tile, chunk, lane);
         std::uint32_t pa[kKeyTiles / 2][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          softmax_fragments<T, false>(
-              s, h, scale_log2, score_transform{},
-              [&](int j, int e) { return first_key + 8 * j + 2 * t4 + e < row_end[h]; }, m[h], l[h], o, pa);
+          softmax_fragments<T, Mod.soft_cap>(
+              s, h, scale_log2, transform,
+              [&](int j, int e) {
+                const int key = first_key + 8 * j + 2 * t4 + e;
+                return key < row_end[h] && (!Mod.sliding_window || key >= row_begin[h]);
+              },
+              m[h], l[h], o, pa);
         }
-        value_fragments<T, pipeline>(o, pa, pipe.v_tile(tile), chunk, dim_warp * (kWarpDims / 8), lane);
+        value_fragments<T, tile_layout>(o, pa, v_tile, chunk, dim_warp * (kWarpDims / 8), lane);
       }
     }
     pipe.finish();  // the pipeline's shared memory is free for the rows' states
@@ -675,19 +735,23 @@ constexpr int tensor_core_prefill_min_ctas_per_sm() {
 }
 
 /// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),
-/// parameters and workspace, so merge_splits_kernel<T, HeadDim> merges its splits.
-template <class T, int HeadDim, int BlockSize>
+/// parameters and workspace, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
+/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
+/// (T or an fp8 format), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, unsigned ModBits = 0, class KV = T>
 __global__ void __launch_bounds__(geometry::threads, tensor_core_prefill_min_ctas_per_sm())
     tensor_core_prefill_kernel(const attention_params p) {
-  using agent = tensor_core_prefill_agent<T, HeadDim>;
+  using agent = tensor_core_prefill_agent<T, HeadDim, ModBits, KV>;
   __shared__ typename agent::storage smem;
   const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
   prefill_rows rows;
   int kv_end = 0;
   if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
-  const attention_epilogue<T, HeadDim, 0u, T> epilogue{p, split, 1.0f};
-  agent::run(smem, make_kv_source<T, BlockSize>(p, seq, kv_head), rows, split_begin, kv_end,
-             static_cast<const T*>(p.q), p.q_stride, p.scale_log2, epilogue);
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, dq.v_scale};
+  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), rows,
+             prefill_kv_begin<agent::Mod>(p, rows, split_begin), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             dq.scale_log2, make_score_transform(p), epilogue);
 }
 
 }  // namespace rungs::attention::detail

@@ -145,8 +145,11 @@ void* const rungs_sim_fp8_widen_probes[] = {
     reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e5m2>),
 };
 
-// The tensor-core prefill (tensor_core.cuh): the set's instances (tensor_core_prefill_instances),
-// and beside them f16 at head dim 64 (kernels_test.cpp runs each against the reference).
+// The tensor-core prefill (tensor_core.cuh): the set's instances (tensor_core_prefill_instances,
+// and over an fp8 cache those its fp8_kv_instances list too), and beside them f16 at head dim
+// 64, every score transform at the SIMT prefill's shape above (bf16, D 128) and at f16 D 64
+// (with its SIMT prefill and sinks merge), and f16 over E5M2 at D 64 (kernels_test.cpp runs
+// each against the reference).
 namespace {
 template <class T, int... D>
 void tensor_core_prefill_dims(void**& out, ra::values<D...>) {
@@ -156,8 +159,24 @@ template <ra::dtype... Types>
 void tensor_core_prefill_set(void**& out, ra::dtypes<Types...>) {
   (tensor_core_prefill_dims<device_t<Types>>(out, set::tensor_core_prefill::head_dims{}), ...);
 }
+struct tensor_core_prefill_fp8 {
+  void**& out;
+  template <ra::dtype Type, ra::dtype Kv, int D, int G>
+  void operator()() const {
+    if constexpr (set::tensor_core_prefill::contains(Type, D)) {
+      *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<device_t<Type>, D, 0, 0, device_t<Kv>>);
+    }
+  }
+};
 }  // namespace
 void rungs_sim_tensor_core_prefill_instances(void** out) {
   tensor_core_prefill_set(out, set::tensor_core_prefill::dtype_list{});
+  ra::for_each_fp8_instance<set::fp8_kv>(tensor_core_prefill_fp8{out});
   *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<__half, 64, 0>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<__nv_bfloat16, 128, 0, all_mods>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<__half, 64, 0, all_mods>);
+  *out++ = reinterpret_cast<void*>(
+      &rd::paged_attention_kernel<__half, 64, 0, geo::prefill_rows_per_thread, geo::thread_rows(64), false, all_mods>);
+  *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<__half, 64, true>);
+  *out++ = reinterpret_cast<void*>(&rd::tensor_core_prefill_kernel<__half, 64, 0, 0, __nv_fp8_e5m2>);
 }

@@ -213,12 +213,12 @@ std::vector<traffic_row> check_decode(int block_size, std::uint64_t seed, int on
 
 // Prefill over an extend, a pure prefill and a sequence without new tokens, plus a padded row,
 // without and with splits (`only_split`: one of them), over a cache of KV (T, or fp8 with
-// fresh scales), with the SIMT prefill or the tensor-core one (TensorCores); returns the
-// unsplit launch's traffic, and the largest error against the reference in *max_error when
-// given.
+// fresh scales), with the SIMT prefill or the tensor-core one (TensorCores), under a sliding
+// window of `window` keys when Mod has one; returns the unsplit launch's traffic, and the
+// largest error against the reference in *max_error when given.
 template <class T, int D, ra::score_mod Mod = ra::score_mod{}, class KV = T, bool TensorCores = false>
 std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t seed, int only_split = kAllSplits,
-                                       bool per_head_scales = true, double* max_error = nullptr) {
+                                       bool per_head_scales = true, double* max_error = nullptr, int window = 5) {
   std::mt19937_64 rng(seed);
   constexpr int kMaxBatch = 4, kMaxQ = 12;
   const int max_context = 5 * geo::tile_tokens(D) + 23;
@@ -232,14 +232,16 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   const std::int64_t row = p.shape.q_row_elements();
   const int max_total_q = kMaxBatch * kMaxQ;
   const auto q = random_vector<T>(rng, static_cast<std::size_t>(max_total_q * row));
-  // A window of 5 keys: shorter than the 12 new tokens, so q tiles start at different keys.
-  const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, 5);  // nothing drawn for the default
+  // The default window of 5 keys is shorter than the 12 new tokens, so q tiles start at
+  // different keys.
+  const mod_values mod = draw_mod_values<Mod>(rng, p.shape.num_qo_heads, window);  // nothing drawn for the default
   const auto sinks_dev = to_device(mod.sinks);
   std::vector<double> want(static_cast<std::size_t>(p.total_q() * row));
   ra::reference::prefill<KV, T, double>(p.shape, pools.k, pools.v, q, p.q_indptr, kv_lens, {p.tables, p.table_stride},
                                         0.0, want, {mod.values, mod.sinks}, {scales.k, scales.v});
   const std::string name =
-      TensorCores ? "tensor_core_prefill_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0>"
+      TensorCores ? "tensor_core_prefill_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
+                        mod_name(Mod) + ", " + type_name<KV>() + ">"
                   : "paged_attention_kernel<" + type_name<T>() + ", " + std::to_string(D) + ", 0, " +
                         std::to_string(geo::prefill_rows_per_thread) + ", " + std::to_string(geo::thread_rows(D)) +
                         ", false, " + mod_name(Mod) + ", " + type_name<KV>() + ">";
@@ -271,6 +273,23 @@ std::vector<traffic_row> check_prefill(int block_size, int group, std::uint64_t 
   const std::string what = name + ", " + std::to_string(plan.num_splits) + " splits, seed " + std::to_string(seed);
   INFO(what);
   const auto r = launch(name, rd::prefill_grid(plan), geo::threads, rd::prefill_params(plan, a), mem, seed);
+  // The KV stream: each CTA (q tile x split) loads the keys from its first row's window start
+  // (the split's first key without a window) to its last row's end, once each.
+  std::uint64_t loaded_tokens = 0;
+  const int cta_rows = geo::prefill_rows_per_cta(D);
+  for (std::size_t b = 0; b < kv_lens.size(); ++b) {
+    const int q_len = q_lens[b], kv_len = kv_lens[b];
+    for (int first_row = 0; first_row < q_len * group; first_row += cta_rows) {
+      const int first_token = first_row / group, last_token = (std::min(first_row + cta_rows, q_len * group) - 1) / group;
+      const int begin = Mod.sliding_window ? kv_len - q_len + first_token + 1 - mod.values.window : 0;
+      const int end = kv_len - q_len + last_token + 1;
+      for (int s = 0; s < plan.num_splits; ++s) {
+        const int from = std::max(begin, s * plan.split_tokens), to = std::min(end, (s + 1) * plan.split_tokens);
+        loaded_tokens += static_cast<std::uint64_t>(std::max(0, to - from));
+      }
+    }
+  }
+  CHECK(r.global.async_bytes_read == 2 * loaded_tokens * D * sizeof(KV));
   if (!plan.split()) {
     // Ideal: the KV of each sequence with new tokens once (a CTA of query rows re-reads the
     // keys it sees, so several row tiles of one sequence move more; at this shape each
@@ -413,15 +432,18 @@ TEST_CASE("prefill kernels (nvcc's PTX) match the reference under adversarial sc
 }
 
 // The tensor-core prefill (tensor_core.cuh) beside the SIMT prefill on the same problems
-// (unsplit and 8-token splits), printing both kernels' largest error against the float64
-// reference.
-template <class T, int D>
-void check_tensor_core_prefill(int block_size, int group, std::uint64_t seed) {
+// (unsplit and 8-token splits), with the score transforms Mod (a window of `window` keys) and
+// over a cache of KV, printing both kernels' largest error against the float64 reference.
+template <class T, int D, ra::score_mod Mod = ra::score_mod{}, class KV = T>
+void check_tensor_core_prefill(int block_size, int group, std::uint64_t seed, int window = 5,
+                               bool per_head_scales = true) {
   double tc = 0, simt = 0;
-  check_prefill<T, D, ra::score_mod{}, T, true>(block_size, group, seed, kAllSplits, true, &tc);
-  check_prefill<T, D>(block_size, group, seed, kAllSplits, true, &simt);
-  std::cout << "prefill " << type_name<T>() << " D " << D << " group " << group << " block " << block_size
-            << " seed " << seed << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
+  check_prefill<T, D, Mod, KV, true>(block_size, group, seed, kAllSplits, per_head_scales, &tc, window);
+  check_prefill<T, D, Mod, KV>(block_size, group, seed, kAllSplits, per_head_scales, &simt, window);
+  std::cout << "prefill " << type_name<T>() << " D " << D << " group " << group << " " << Mod << " window "
+            << (Mod.sliding_window ? window : 0) << " kv " << type_name<KV>()
+            << (per_head_scales ? " per-head" : " per-tensor") << " block " << block_size << " seed " << seed
+            << ": max |error| tensor cores " << tc << ", SIMT " << simt << "\n";
 }
 
 TEST_CASE("tensor-core prefill (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
@@ -430,6 +452,28 @@ TEST_CASE("tensor-core prefill (nvcc's PTX) matches the reference under adversar
   check_tensor_core_prefill<rungs::bf16, 128>(8, 3, 41);
   check_tensor_core_prefill<rungs::f16, 128>(128, 8, 42);
   check_tensor_core_prefill<rungs::f16, 64>(16, 1, 43);
+}
+
+TEST_CASE("tensor-core prefill with a sliding window, soft-cap and sinks (nvcc's PTX) matches the reference",
+          "[cuda-sim]") {
+  // Every transform at once, beside the SIMT prefill on the same inputs, unsplit and split
+  // (the sink merge). bf16 D 128, group 8 (3 q tiles, each from its own first row's window),
+  // window 5: smaller than a softmax step of 32 keys, rows masking within it, windows across
+  // blocks of 8; f16 D 64, group 3, window 37: longer than the 12 new tokens, across blocks of
+  // 16 and the 8-token splits. check_prefill asserts each CTA loads exactly its rows' window.
+  check_tensor_core_prefill<rungs::bf16, 128, all_score_mods>(8, 8, 45, 5);
+  check_tensor_core_prefill<rungs::f16, 64, all_score_mods>(16, 3, 46, 37);
+}
+
+TEST_CASE("tensor-core prefill over fp8 KV caches (nvcc's PTX) matches the reference", "[cuda-sim]") {
+  // E4M3 under bf16 queries at D 128 (the default set's instance) and E5M2 under f16 at D 64
+  // (not in it), per-head and per-tensor scales, unsplit and split, beside the SIMT prefill
+  // over the same quantised cache (the error is against the float64 reference over the
+  // dequantised cache).
+  check_tensor_core_prefill<rungs::bf16, 128, ra::score_mod{}, rungs::e4m3>(8, 4, 53, 5, true);
+  check_tensor_core_prefill<rungs::bf16, 128, ra::score_mod{}, rungs::e4m3>(32, 3, 54, 5, false);
+  check_tensor_core_prefill<rungs::f16, 64, ra::score_mod{}, rungs::e5m2>(16, 8, 55, 5, false);
+  check_tensor_core_prefill<rungs::f16, 64, ra::score_mod{}, rungs::e5m2>(8, 1, 56, 5, true);
 }
 
 namespace {
@@ -553,8 +597,8 @@ void check_tensor_core_prefill_set(std::vector<traffic_row>& table, ra::dtypes<T
 }
 
 // The fp8-cache instances of the set: decode unsplit and after a 16-token split (the merge),
-// on the tensor-core decode too where the set has its instance, prefill unsplit, the cache
-// write.
+// on the tensor-core decode too where the set has its instance, prefill unsplit (on the
+// tensor-core prefill too where the set has it), the cache write.
 struct check_fp8_instance {
   std::vector<traffic_row>& table;
   template <ra::dtype Type, ra::dtype Kv, int D, int G>
@@ -573,6 +617,10 @@ struct check_fp8_instance {
     }
     std::ranges::move(check_prefill<T, D, ra::score_mod{}, KV>(16, 4, seed, 5 * geo::tile_tokens(D) + 23),
                       std::back_inserter(table));
+    if constexpr (ra::default_instantiations::tensor_core_prefill::contains(Type, D)) {
+      std::ranges::move(check_prefill<T, D, ra::score_mod{}, KV, true>(16, 4, seed, 5 * geo::tile_tokens(D) + 23),
+                        std::back_inserter(table));
+    }
     table.push_back(check_cache_write<T, D, KV>(seed));
   }
 };
@@ -616,11 +664,11 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   check_set(table, ra::default_instantiations::dtype_list{});
   CHECK(table.size() == 2 * 5 * (9 + 3));
   ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2);  // the default set's one fp8 shape, on both decodes
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1);  // the default set's one fp8 shape, on both decodes and prefills
   check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
   check_tensor_core_prefill_set(table, ra::default_instantiations::tensor_core_prefill::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 2 * 1 * 2 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 1 * 2 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
