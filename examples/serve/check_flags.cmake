@@ -46,8 +46,7 @@ file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv" "arrival,prompt_tokens,
 if(CUDA)
   set(cases
     "--kv-cache-dtype = fp16 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp16"
-    "--kv-cache-dtype = fp32 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp32"
-    "--prefill-kernel tensor-cores needs a 16-bit KV cache|--backend,cuda,--dispatch,--prefill-kernel,tensor-cores,--kv-cache-dtype,fp8")
+    "--kv-cache-dtype = fp32 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp32")
 endif()
 
 foreach(case IN LISTS cases)

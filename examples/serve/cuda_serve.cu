@@ -73,8 +73,7 @@ constexpr int kQkvCols = kQCols + 2 * kKvCols;
 constexpr int kGroup = gpu_model.num_qo_heads / gpu_model.num_kv_heads;
 // The attention instances of the model's one shape: cache write, the SIMT and tensor-core
 // prefill and decode (the tensor-core kernels take both models' shapes), over a bf16 cache and
-// over E4M3 and E5M2 caches (--kv-cache-dtype; the tensor-core prefill takes 16-bit caches
-// only), so that plan_decode<Set> and plan_prefill<Set> choose among the kernels this file
+// over E4M3 and E5M2 caches (--kv-cache-dtype; the tensor-core kernels too), so that plan_decode<Set> and plan_prefill<Set> choose among the kernels this file
 // compiles and decode<Set> and prefill<Set> run the plan's.
 using attention_instances =
     ra::instantiation_set<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<ra::dynamic_block_size>,

@@ -156,7 +156,7 @@ inline void define_options(CLI::App& app, demo_options& o) {
                          "planner's: tensor cores at GQA groups of 4 and more) | simt | tensor-cores");
   choices<kernel_choice>(app, "--prefill-kernel auto|simt|tensor-cores", o.prefill_kernel, kernels,
                          "cuda backend, --dispatch: the attention kernel of every other step (prefill, mixed): auto "
-                         "(default; the planner's: tensor cores at head dims 64 and 128 over 16-bit caches) | simt | "
+                         "(default; the planner's: tensor cores at head dims 64 and 128) | simt | "
                          "tensor-cores");
   choices<order_kind>(app, "--capture-order KIND", o.order,
                       {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},

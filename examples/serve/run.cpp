@@ -76,10 +76,6 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
     throw usage_error("--kv-cache-dtype = " + std::string(rungs::name(s.model.kv_cache)) + " is not supported by the " +
                       (host ? "host" : "cuda") + " backend's model (its caches: " + known + "; fp8 is fp8_e4m3)");
   }
-  // The tensor-core prefill takes 16-bit caches (the planner would refuse the forced kernel).
-  if (rungs::is_fp8(s.model.kv_cache) && o.prefill_kernel == kernel_choice::tensor_cores)
-    throw usage_error("--prefill-kernel tensor-cores needs a 16-bit KV cache (the tensor-core prefill takes bf16 and fp16 "
-                      "caches); --kv-cache-dtype = " + std::string(rungs::name(s.model.kv_cache)));
   // Workload: the blog's chats (scaled down on the host), or a trace.
   std::vector<serving::trace_request> rows;
   if (!o.trace.empty()) {

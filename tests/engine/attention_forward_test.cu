@@ -199,8 +199,8 @@ TEST_CASE("paged-attention forward: prefill steps run the planner's prefill kern
           "CPU reference") {
   check_prefill_buckets<gqa>({}, ra::attention_kernel::tensor_cores, 2e-2f);
   check_prefill_buckets<gqa>({.kernel = ra::attention_kernel::simt}, ra::attention_kernel::simt, 2e-2f);
-  // The tensor-core prefill takes 16-bit caches: over E4M3 the forward's set has the SIMT one.
-  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::simt, 2e-2f);
+  // Over an E4M3 cache the planner's prefill is the tensor-core one too.
+  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::tensor_cores, 2e-2f);
 }
 
 TEST_CASE("paged-attention forward over fp8 caches with k/v scales, per KV head and per tensor") {
@@ -212,7 +212,7 @@ TEST_CASE("paged-attention forward over fp8 caches with k/v scales, per KV head 
                                                          {.k = k_heads, .v = v_tensor});
   check_every_bucket<with_cache(rungs::dtype::fp8_e5m2)>({.kernel = ra::decode_kernel::simt}, ra::decode_kernel::simt,
                                                          2e-2f, {.k = k_tensor, .v = v_heads});
-  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::simt, 2e-2f,
+  check_prefill_buckets<with_cache(rungs::dtype::fp8_e4m3)>({}, ra::attention_kernel::tensor_cores, 2e-2f,
                                                             {.k = k_heads, .v = v_heads});
 }
 

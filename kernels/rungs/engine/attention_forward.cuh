@@ -123,8 +123,8 @@ class attention_forward {
   /// The kernels this forward compiles: one shape, the fp8 instances over an fp8 cache, the
   /// tensor-core decode where it takes the shape (geometry::tensor_core_decode_fits; over an fp8
   /// cache too: the set has it where its tensor-core and fp8 lists share the shape), and the
-  /// tensor-core prefill where it takes the shape (geometry::tensor_core_prefill_fits, 16-bit
-  /// caches).
+  /// tensor-core prefill where it takes the shape (geometry::tensor_core_prefill_fits; over an
+  /// fp8 cache too, as the decode).
   using instances = rungs::attention::instantiation_set<
       rungs::attention::dtypes<query_dtype>, rungs::attention::values<Model.head_dim>,
       rungs::attention::values<Model.block_size>, rungs::attention::values<group>,
@@ -139,7 +139,7 @@ class attention_forward {
                                                                         rungs::attention::values<Model.head_dim>,
                                                                         rungs::attention::values<group>>,
                          rungs::attention::no_tensor_core_decode>,
-      std::conditional_t<!quantized && rungs::attention::geometry::tensor_core_prefill_fits(Model.head_dim),
+      std::conditional_t<rungs::attention::geometry::tensor_core_prefill_fits(Model.head_dim),
                          rungs::attention::tensor_core_prefill_instances<rungs::attention::dtypes<query_dtype>,
                                                                          rungs::attention::values<Model.head_dim>>,
                          rungs::attention::no_tensor_core_prefill>>;
