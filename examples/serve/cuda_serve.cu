@@ -461,6 +461,8 @@ class gpu_decoder {
   ra::decode_kernel decode_kernel() const { return decode_plan(1, 1).kernel; }
   /// The kernel of every prefill plan (likewise).
   ra::attention_kernel prefill_kernel() const { return plan(1, 1, 1, true).kernel; }
+  /// The cache type the attention kernels are instantiated for and dispatched on.
+  rungs::dtype cache_type() const { return config_.cache_type(); }
 
   /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
@@ -593,6 +595,8 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
           << (s.opts.decode_kernel == decode_kernel_kind::automatic ? " (the planner's)" : " (--decode-kernel)") << "\n";
       log << "Prefill kernel of the other steps: " << ra::name(m.prefill_kernel())
           << (s.opts.prefill_kernel == kernel_choice::automatic ? " (the planner's)" : " (--prefill-kernel)") << "\n";
+      log << "KV cache of the attention kernels: " << rungs::name(m.cache_type()) << " (queries "
+          << rungs::name(gpu_model.dtype) << ")\n";
     }
     eng::cuda_backend::options o;
     o.workspace_bytes = [&m](std::int64_t seqs, std::int64_t tokens) { return m.workspace_bytes(seqs, tokens); };
