@@ -185,9 +185,12 @@ class paged_allocator {
     // Blocks [first_block, leaving) are out of the window of this step's first query. The ones
     // only this sequence holds come back as unused blocks when released, so they count
     // toward this append's blocks; they are released only once the append cannot fail.
-    const std::int32_t leaving = window_start_block(*s);
-    std::int32_t returned = 0;
-    for (std::int32_t k = s->first_block; k < leaving; ++k) returned += pool_.ref_count(row[k]) == 1;
+    // Full attention (no window) skips this: a decode append is a few dozen instructions.
+    std::int32_t leaving = s->first_block, returned = 0;
+    if (RUNGS_UNLIKELY(config_.sliding_window > 0)) {
+      leaving = window_start_block(*s);
+      for (std::int32_t k = s->first_block; k < leaving; ++k) returned += pool_.ref_count(row[k]) == 1;
+    }
     // Only fork shares a block at or past a sequence's write position (prefix hits and cached
     // blocks are full, and written positions never move back), so a sequence not forked since
     // its tail was last made private needs no copy-on-write pass.
@@ -196,7 +199,7 @@ class paged_allocator {
       if (e != errc::ok) return e;
     } else if (RUNGS_UNLIKELY(grow > pool_.num_unused() + returned)) {
       return errc::out_of_blocks;
-    } else {
+    } else if (RUNGS_UNLIKELY(leaving > s->first_block)) {
       release_out_of_window(*s, row, leaving);
     }
     for (std::int32_t k = s->num_blocks; k < needed; ++k) row[k] = take_block(s->priority);
@@ -489,7 +492,7 @@ class paged_allocator {
     if (grow + shared > pool_.num_unused() + returned) return errc::out_of_blocks;
     if (copies_.size() + shared > copies_.capacity())
       return errc::buffer_too_small;  // the engine never called clear_copies()
-    release_out_of_window(s, row, leaving);  // disjoint from the blocks copied below
+    if (leaving > s.first_block) release_out_of_window(s, row, leaving);  // disjoint from the copies below
     for (std::int32_t k = first_written; shared > 0 && k < last_existing; ++k) {
       if (pool_.ref_count(row[k]) <= 1) continue;
       const block_id dst = take_block(s.priority);
@@ -505,10 +508,9 @@ class paged_allocator {
     return errc::ok;
   }
 
-  /// The first block a query at the sequence's next position can still see: blocks before it
-  /// hold only keys below p - W + 1. first_block when there is no window.
+  /// The first block a query at the sequence's next position can still see, with a window
+  /// (sliding_window > 0): blocks before it hold only keys below p - W + 1.
   std::int32_t window_start_block(const sequence_state& s) const {
-    if (config_.sliding_window == 0) return s.first_block;
     const std::int32_t invisible = s.num_tokens - config_.sliding_window + 1;  // keys [0, invisible)
     return invisible <= 0 ? s.first_block : std::max(s.first_block, div_.quot(invisible));
   }
