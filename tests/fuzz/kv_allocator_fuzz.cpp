@@ -3,7 +3,9 @@
 // plays the device: it keeps one token per KV slot, does the allocator's copy-on-write copies
 // and writes each appended token into its slot (the step computing its KV). After every
 // operation check_consistency() must be empty and every live sequence must read back, through
-// its block table, exactly the tokens it holds: its cached prefix included.
+// its block table, exactly the tokens it holds: its cached prefix included. With a sliding
+// window (half the inputs) the blocks each append released must be null in the table and the
+// tokens of the blocks still held must read back.
 #include <rungs/kv/paged_allocator.hpp>
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -22,6 +24,7 @@ struct live {
   std::vector<kv::token_id> tokens;   // what its KV slots must hold, positions 0..
   std::vector<kv::token_id> pending;  // the rest of its prompt, appended in chunks
   bool finished = false;
+  std::int32_t first_block = 0;       // blocks before it left the sliding window
 };
 
 template <class Allocator>
@@ -32,6 +35,7 @@ void run(FuzzedDataProvider& in) {
   c.max_sequences = in.ConsumeIntegralInRange(1, 6);
   c.max_model_len = in.ConsumeIntegralInRange(1, 160);
   c.watermark_blocks = in.ConsumeIntegralInRange(0, std::min(2, c.num_blocks - 1));
+  c.sliding_window = in.ConsumeBool() ? 0 : in.ConsumeIntegralInRange(1, 24);
   Allocator a(c);
   std::vector<kv::token_id> slots(static_cast<std::size_t>(c.num_blocks * c.block_size), -1);
   std::vector<live> seqs;
@@ -45,7 +49,10 @@ void run(FuzzedDataProvider& in) {
     RUNGS_FUZZ_CHECK(e.empty(), e.c_str());
     for (const live& s : seqs) {
       RUNGS_FUZZ_CHECK(a.num_tokens(s.id).value() == static_cast<std::int32_t>(s.tokens.size()), "token count");
-      for (std::size_t p = 0; p < s.tokens.size(); ++p)
+      const auto table = a.block_table(s.id).value();
+      for (std::int32_t k = 0; k < s.first_block; ++k)
+        RUNGS_FUZZ_CHECK(table[static_cast<std::size_t>(k)] == kv::null_block, "a block that left the window is held");
+      for (std::size_t p = static_cast<std::size_t>(s.first_block) * c.block_size; p < s.tokens.size(); ++p)
         RUNGS_FUZZ_CHECK(slots[slot_of(s, p)] == s.tokens[p], "a live sequence reads back a wrong token");
     }
   };
@@ -87,6 +94,10 @@ void run(FuzzedDataProvider& in) {
               slots[static_cast<std::size_t>(cp.dst * c.block_size + k)] = slots[static_cast<std::size_t>(cp.src * c.block_size + k)];
           a.clear_copies();
           const std::size_t first = s.tokens.size();
+          // The step's first query p = first sees keys from p - W + 1 on: whole blocks below left.
+          const std::int64_t invisible = static_cast<std::int64_t>(first) - c.sliding_window + 1;
+          if (c.sliding_window > 0 && invisible > 0)
+            s.first_block = std::max(s.first_block, static_cast<std::int32_t>(invisible / c.block_size));
           s.tokens.insert(s.tokens.end(), t.begin(), t.end());
           for (std::size_t p = first; p < s.tokens.size(); ++p) slots[slot_of(s, p)] = s.tokens[p];
           if (!s.pending.empty()) s.pending.erase(s.pending.begin(), s.pending.begin() + static_cast<std::ptrdiff_t>(t.size()));
