@@ -1,5 +1,5 @@
 // The PTX executor's speed on rungs' attention kernels as nvcc compiles them
-// (tests/cuda_sim/executor/kernels/attention_instances.cu): warp instructions executed per
+// (tests/sim/executor/kernels/attention_instances.cu): warp instructions executed per
 // second of CPU time, for a decode step (f16, head dim 128, GQA group 4, 4 sequences of 384
 // tokens, no split), with every check on and a randomized schedule, and the same launch with
 // the checks and the randomization off (their cost, side by side). Inputs are random bits

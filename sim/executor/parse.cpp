@@ -1,5 +1,5 @@
 // PTX text -> the executor's internal form (ptx.hpp). Handles what nvcc 13 emits for rungs'
-// kernels (see tests/cuda_sim/COVERAGE.md) and refuses anything else with the module name,
+// kernels (see tests/sim/COVERAGE.md) and refuses anything else with the module name,
 // line and text: a construct it cannot parse never becomes a silent no-op.
 #include "ptx.hpp"
 

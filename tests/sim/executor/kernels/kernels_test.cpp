@@ -19,7 +19,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "../tests/harness.hpp"
+#include "../harness.hpp"
 #include "attention_ptx.hpp"
 #include "compare.hpp"
 #include "paged_problem.hpp"

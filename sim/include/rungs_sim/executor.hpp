@@ -1,5 +1,5 @@
-// rungs' PTX executor: the interface between the executor (tests/cuda_sim/executor) and the host
-// CUDA runtime (tests/cuda_sim/runtime) that runs nvcc's own PTX for the kernels on the CPU.
+// rungs' PTX executor: the interface between the executor (sim/executor) and the host
+// CUDA runtime (sim/runtime) that runs nvcc's own PTX for the kernels on the CPU.
 //
 // Contract (both sides code against exactly this; extend, do not change):
 //  - load_ptx parses one PTX module as nvcc 13 emits it; any construct it cannot parse is a
