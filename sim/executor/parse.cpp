@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace rungs::sim {
 namespace {
@@ -249,8 +250,19 @@ class parser {
     if (w0 == ".version" || w0 == ".target" || w0 == ".address_size") return i + 1;
     if (w0 == ".section") return skip_block(st, i + 1);  // debug sections: nothing executable
     if (is_function_header(s.text)) {
-      if (i + 1 < st.size() && st[i + 1].text == "{") return function_body(st, i);
-      return i + 1;  // a prototype (.extern .func ...;)
+      if (i + 1 >= st.size() || st[i + 1].text != "{") return i + 1;  // a prototype (.extern .func ...;)
+      // Parsing is per function: a construct the executor cannot parse refuses only the
+      // function that has it, when it is launched (refusal(), launch()).
+      const std::size_t end = skip_block(st, i + 1);
+      try {
+        return function_body(st, i);
+      } catch (const sim_error& e) {
+        refuse(s, e.what());
+        return end;
+      } catch (const std::logic_error& e) {  // std::stoul on a malformed number
+        refuse(s, "PTX module '" + mod_.name + "': malformed number (" + e.what() + ")");
+        return end;
+      }
     }
     if (s.text == "{" || s.text == "}") fail(s.line, "unexpected brace at module scope", s.text);
     variable(s, module_symbols_, nullptr);
@@ -347,28 +359,63 @@ class parser {
     }
   }
 
+  // ".visible .entry NAME(" or ".func (.param .b32 ret) NAME(...)": kind and name.
+  static void function_name(const std::string& h, function& f) {
+    const auto lp = h.find('(');
+    const std::string before = h.substr(0, lp == std::string::npos ? h.size() : lp);
+    const auto words = split_words(before);
+    f.is_entry = std::find(words.begin(), words.end(), ".entry") != words.end();
+    f.name = words.empty() ? std::string("(unnamed)") : words.back();
+    if (!f.is_entry && lp != std::string::npos) {  // .func: the name follows the return list
+      const auto close = h.find(')', lp);
+      const auto next = close == std::string::npos ? close : h.find('(', close);
+      if (next != std::string::npos) {
+        const auto w2 = split_words(h.substr(close + 1, next - close - 1));
+        if (!w2.empty()) f.name = w2.back();
+      }
+    }
+  }
+
+  // A function whose body holds a construct the executor cannot parse: kept, with its
+  // parameters where they parse, so that launching it fails naming kernel, line and construct.
+  void refuse(const statement& head, const std::string& why) {
+    function f;
+    f.line = head.line;
+    function_name(head.text, f);
+    try {
+      std::unordered_map<std::string, symbol> fsyms;
+      parameters(head, f, fsyms);
+    } catch (const std::exception&) {
+      f.params.clear();
+      f.param_bytes = 0;
+    }
+    f.refused = "kernel " + f.name + " cannot run: " + why;
+    instr end;
+    end.code = op::exit;
+    end.line = head.line;
+    end.text = "(refused)";
+    f.code.push_back(end);
+    mod_.functions.push_back(std::move(f));
+    cur_ = nullptr;
+  }
+
   std::size_t function_body(const std::vector<statement>& st, std::size_t i) {
     const statement& head = st[i];
     function f;
     f.line = head.line;
     const std::string& h = head.text;
+    function_name(h, f);
+    std::unordered_map<std::string, symbol> fsyms;
+    parameters(head, f, fsyms);
+    f.static_shared = module_shared_;
+    return function_statements(st, i, f, fsyms);
+  }
+
+  // An entry's parameter list: each parameter's size, alignment and offset in the buffer.
+  void parameters(const statement& head, function& f, std::unordered_map<std::string, symbol>& fsyms) {
+    const std::string& h = head.text;
     const auto lp = h.find('(');
     const auto rp = h.rfind(')');
-    {
-      // ".visible .entry NAME(" or ".func (.param .b32 ret) NAME(...)"
-      std::string before = h.substr(0, lp == std::string::npos ? h.size() : lp);
-      const auto words = split_words(before);
-      f.is_entry = std::find(words.begin(), words.end(), ".entry") != words.end();
-      if (words.empty()) fail(head.line, "function without a name", h);
-      f.name = words.back();
-      if (!f.is_entry && lp != std::string::npos) {  // .func: the name follows the return list
-        const auto close = h.find(')', lp);
-        const auto next = h.find('(', close);
-        const auto w2 = split_words(h.substr(close + 1, next - close - 1));
-        if (!w2.empty()) f.name = w2.back();
-      }
-    }
-    std::unordered_map<std::string, symbol> fsyms;
     if (f.is_entry && lp != std::string::npos && rp != std::string::npos && rp > lp) {
       for (const std::string& p : split_commas(h.substr(lp + 1, rp - lp - 1))) {
         if (p.empty()) continue;
@@ -401,7 +448,12 @@ class parser {
         f.params.push_back(d);
       }
     }
-    f.static_shared = module_shared_;
+  }
+
+  std::size_t function_statements(const std::vector<statement>& st, std::size_t i, function& f,
+                                  std::unordered_map<std::string, symbol>& fsyms) {
+    const statement& head = st[i];
+    const std::string& h = head.text;
     scopes_.clear();
     scopes_.emplace_back();
     labels_.clear();
@@ -533,7 +585,16 @@ class parser {
         {"%ntid.x", special::ntid_x},     {"%ntid.y", special::ntid_y},     {"%ntid.z", special::ntid_z},
         {"%ctaid.x", special::ctaid_x},   {"%ctaid.y", special::ctaid_y},   {"%ctaid.z", special::ctaid_z},
         {"%nctaid.x", special::nctaid_x}, {"%nctaid.y", special::nctaid_y}, {"%nctaid.z", special::nctaid_z},
-        {"%laneid", special::laneid},     {"%warpid", special::warpid}};
+        {"%laneid", special::laneid},     {"%warpid", special::warpid},     {"%nwarpid", special::nwarpid},
+        {"%lanemask_eq", special::lanemask_eq}, {"%lanemask_le", special::lanemask_le},
+        {"%lanemask_lt", special::lanemask_lt}, {"%lanemask_ge", special::lanemask_ge},
+        {"%lanemask_gt", special::lanemask_gt}, {"%smid", special::smid}, {"%nsmid", special::nsmid},
+        {"%gridid", special::gridid}, {"%dynamic_smem_size", special::dynamic_smem_size},
+        {"%total_smem_size", special::total_smem_size},
+        {"%reserved_smem_offset_begin", special::reserved_smem_begin},
+        {"%reserved_smem_offset_end", special::reserved_smem_end},
+        {"%reserved_smem_offset_cap", special::reserved_smem_cap},
+        {"%reserved_smem_offset_0", special::reserved_smem_0}, {"%reserved_smem_offset_1", special::reserved_smem_1}};
     const auto it = specials.find(name);
     if (it == specials.end()) return std::nullopt;
     const auto have = specials_.find(it->second);
@@ -541,6 +602,13 @@ class parser {
     const std::uint32_t slot = slots_++;
     specials_.emplace(it->second, slot);
     return slot;
+  }
+
+  static std::optional<clock_kind> clock_register(const std::string& name) {
+    if (name == "%clock") return clock_kind::clock32;
+    if (name == "%clock64") return clock_kind::clock64;
+    if (name == "%globaltimer") return clock_kind::globaltimer;
+    return std::nullopt;
   }
 
   const symbol* find_symbol(const std::string& name) const {
@@ -656,6 +724,11 @@ class parser {
       }
       fail(s.line, "unknown register '" + tok + "'", s.text);
     }
+    if (tok == "WARP_SZ") {  // PTX's warp-size constant
+      o.kind = operand::k_imm;
+      o.imm = 32;
+      return o;
+    }
     if (const symbol* sym = find_symbol(tok)) {  // the address of a variable
       if (sym->dynamic_shared) dynamic_refs_.emplace_back(instr_index, op_index);
       o.kind = operand::k_imm;
@@ -700,7 +773,15 @@ class parser {
     decode(s, opcode, in);
     const std::size_t index = cur_->code.size();
     const auto toks = rest.empty() ? std::vector<std::string>{} : split_commas(rest);
-    if (in.code == op::bra) {
+    if (in.code == op::mov && toks.size() == 2 && clock_register(toks[1])) {
+      // %clock, %clock64, %globaltimer change while the kernel runs: read when executed.
+      in.code = op::clock;
+      in.ops.push_back(parse_operand(s, toks[0], in.type, index, 0));
+      operand kind;
+      kind.kind = operand::k_imm;
+      kind.imm = static_cast<std::uint64_t>(*clock_register(toks[1]));
+      in.ops.push_back(kind);
+    } else if (in.code == op::bra) {
       if (toks.size() != 1) fail(s.line, "bra takes one label", t);
       pending_branches_.emplace_back(index, toks[0]);
     } else {
@@ -714,6 +795,10 @@ class parser {
         if ((in.code == op::shl || in.code == op::shr) && k == 2) ot = vtype::u32;
         if (in.code == op::bfi && k >= 3) ot = vtype::u32;
         if (in.code == op::mad && in.wide && k == 3) ot = vtype::u64;
+        if ((in.code == op::vote || in.code == op::match) && k == in.ops.size() && k + 1 == toks.size()) ot = vtype::b32;
+        if (in.code == op::vote && k == 1) ot = vtype::pred;
+        if (in.code == op::bfe && k >= 2) ot = vtype::u32;
+        if ((in.code == op::clz || in.code == op::popc || in.code == op::bfind) && k == 0) ot = vtype::u32;
         in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
       }
     }
@@ -728,8 +813,14 @@ class parser {
     switch (in.code) {
       case op::ld: case op::st: case op::mov: case op::neg: case op::abs: case op::not_: case op::cvt:
       case op::cvta: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin: case op::cos:
-      case op::ldmatrix:
+      case op::ldmatrix: case op::clz: case op::popc: case op::brev: case op::bfind: case op::clock:
         want = 2; break;
+      case op::atom: want = in.aop == atom_op::cas ? 4 : 3; break;
+      case op::red: want = 2; break;
+      case op::vote: case op::match: want = 3; break;
+      case op::activemask: want = 1; break;
+      case op::bfe: want = 4; break;
+      case op::fence: want = 0; break;
       case op::mma: want = 4; break;
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
@@ -752,14 +843,15 @@ class parser {
     if (in.ops.size() != want) fail(s.line, "wrong operand count for " + std::to_string(want) + " operands", s.text);
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
       const operand& o = in.ops[k];
-      const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix;
+      const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix ||
+                       in.code == op::atom || in.code == op::red;
       if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async/ldmatrix", s.text);
-      const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl);
+      const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl || in.code == op::match);
       if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && !pair_dest) {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
-                           in.code != op::cp_async && in.code != op::cp_async_wait_group;
+                           in.code != op::cp_async && in.code != op::cp_async_wait_group && in.code != op::red;
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
         for (const operand& e : o.elems) {
@@ -771,6 +863,9 @@ class parser {
     }
     const bool mem = in.code == op::ld || in.code == op::st;
     if (mem && in.ops[in.code == op::ld ? 1 : 0].kind != operand::k_addr) fail(s.line, "ld/st need an address", s.text);
+    if ((in.code == op::atom || in.code == op::red) && in.ops[in.code == op::atom ? 1 : 0].kind != operand::k_addr) {
+      fail(s.line, std::string(in.code == op::atom ? "atom" : "red") + " needs an address", s.text);
+    }
     if (in.code == op::cp_async && (in.ops[0].kind != operand::k_addr || in.ops[1].kind != operand::k_addr)) {
       fail(s.line, "cp.async needs two addresses", s.text);
     }
@@ -821,7 +916,21 @@ class parser {
         {"or", op::or_},    {"xor", op::xor_},      {"not", op::not_},    {"shl", op::shl},   {"shr", op::shr},
         {"bfi", op::bfi},   {"prmt", op::prmt}, {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
         {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
-        {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos}};
+        {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos},
+        {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe}};
+    if (name == "atom" || name == "red") return decode_atom(opcode, parts, in, unsupported);
+    if (name == "vote" || name == "match" || name == "activemask") return decode_warp(opcode, parts, in, unsupported);
+    if (name == "fence" || name == "membar") {
+      // fence{.sem}.scope and membar.level: the executor runs every access in one sequentially
+      // consistent order, so a fence orders nothing further (proxy fences are not implemented).
+      static const std::unordered_set<std::string_view> forms{
+          "fence.cta", "fence.gpu", "fence.sys", "fence.cluster", "fence.sc.cta", "fence.sc.gpu", "fence.sc.sys",
+          "fence.sc.cluster", "fence.acq_rel.cta", "fence.acq_rel.gpu", "fence.acq_rel.sys", "fence.acq_rel.cluster",
+          "membar.cta", "membar.gl", "membar.sys"};
+      if (!forms.count(opcode)) return unsupported("fence form '" + opcode + "'");
+      in.code = op::fence;
+      return;
+    }
     if (name == "bar" || name == "barrier") {
       // bar.sync a / barrier.sync(.aligned) a / bar.warp.sync mask
       if (parts.size() >= 3 && parts[1] == "warp" && parts[2] == "sync" && parts.size() == 3) {
@@ -892,6 +1001,9 @@ class parser {
       else if (m == "local") in.where = space::local;
       else if (m == "const") in.where = space::global;  // the module's variables are host storage
       else if (m == "nc" && in.code == op::ld) {
+      } else if ((in.code == op::ld || in.code == op::st) && memory_qualifier(m, in)) {
+      } else if (in.code == op::bfind && m == "shiftamt") in.shiftamt = true;
+      else if (in.code == op::prmt && prmt_qualifier(m, in)) {
       } else if (m == "v2") in.vec = 2;
       else if (m == "v4") in.vec = 4;
       else if (m == "ftz") in.ftz = true;
@@ -934,10 +1046,120 @@ class parser {
       in.type = types[0];
     }
     if ((in.code == op::shfl) && opcode.find(".sync") == std::string::npos) return unsupported("shfl without .sync");
-    // prmt's modes (.f4e, .b4e, .rc8, .ecl, .ecr, .rc16) are modifiers the loop above refuses.
     if (in.code == op::prmt && in.type != vtype::b32) return unsupported("prmt type");
+    if ((in.code == op::clz || in.code == op::popc || in.code == op::brev) && in.type != vtype::b32 &&
+        in.type != vtype::b64) {
+      return unsupported(name + " type (b32, b64)");
+    }
+    if ((in.code == op::bfind || in.code == op::bfe) && in.type != vtype::u32 && in.type != vtype::s32 &&
+        in.type != vtype::u64 && in.type != vtype::s64) {
+      return unsupported(name + " type (u32, s32, u64, s64)");
+    }
     if (in.code == op::shfl && in.type != vtype::b32) return unsupported("shfl type");
     (void)s;
+  }
+
+  // ld/st ordering, scope and cache qualifiers (PTX ISA: ld, st). Scopes and cache hints change
+  // nothing on a device that runs every access in one order; the ordering feeds the race check.
+  static bool memory_qualifier(const std::string& m, instr& in) {
+    static const std::unordered_map<std::string_view, mem_order> orders{
+        {"weak", mem_order::weak},       {"relaxed", mem_order::relaxed}, {"acquire", mem_order::acquire},
+        {"release", mem_order::release}, {"volatile", mem_order::volatile_}};
+    if (const auto it = orders.find(m); it != orders.end()) {
+      in.order = it->second;
+      return true;
+    }
+    static const std::unordered_set<std::string_view> ignored{
+        "cta", "gpu", "sys", "cluster", "ca", "cg", "cs", "lu", "cv", "wb", "wt", "L1::evict_normal",
+        "L1::evict_unchanged", "L1::evict_first", "L1::evict_last", "L1::no_allocate", "L2::evict_normal",
+        "L2::evict_first", "L2::evict_last", "L2::64B", "L2::128B", "L2::256B"};
+    return ignored.count(m) != 0;
+  }
+
+  static bool prmt_qualifier(const std::string& m, instr& in) {
+    static const std::unordered_map<std::string_view, prmt_mode> modes{
+        {"f4e", prmt_mode::f4e}, {"b4e", prmt_mode::b4e}, {"rc8", prmt_mode::rc8},
+        {"ecl", prmt_mode::ecl}, {"ecr", prmt_mode::ecr}, {"rc16", prmt_mode::rc16}};
+    const auto it = modes.find(m);
+    if (it == modes.end()) return false;
+    in.pmode = it->second;
+    return true;
+  }
+
+  // atom{.sem}{.scope}{.space}.op{.noftz}.type and red likewise (PTX ISA: atom, red).
+  template <class Refuse>
+  static void decode_atom(const std::string& opcode, const std::vector<std::string>& parts, instr& in, Refuse&& unsupported) {
+    static const std::unordered_map<std::string_view, atom_op> ops{
+        {"add", atom_op::add}, {"min", atom_op::min}, {"max", atom_op::max}, {"inc", atom_op::inc},
+        {"dec", atom_op::dec}, {"exch", atom_op::exch}, {"cas", atom_op::cas}, {"and", atom_op::and_},
+        {"or", atom_op::or_},  {"xor", atom_op::xor_}};
+    static const std::unordered_map<std::string_view, mem_order> orders{
+        {"relaxed", mem_order::relaxed}, {"acquire", mem_order::acquire}, {"release", mem_order::release},
+        {"acq_rel", mem_order::acq_rel}};
+    in.code = parts[0] == "atom" ? op::atom : op::red;
+    in.order = mem_order::relaxed;  // an atomic is strong whatever its order
+    bool have_op = false;
+    std::vector<vtype> types;
+    for (std::size_t k = 1; k < parts.size(); ++k) {
+      const std::string& m = parts[k];
+      vtype t;
+      if (parse_type(m, t)) types.push_back(t);
+      else if (const auto o = ops.find(m); o != ops.end() && !have_op) {
+        in.aop = o->second;
+        have_op = true;
+      } else if (const auto r = orders.find(m); r != orders.end()) in.order = r->second;
+      else if (m == "global") in.where = space::global;
+      else if (m == "shared" || m == "shared::cta") in.where = space::shared;
+      else if (m == "cta" || m == "gpu" || m == "sys") {
+      } else if (m == "noftz") in.noftz = true;
+      else return unsupported("modifier '." + m + "' of " + parts[0]);
+    }
+    if (!have_op || types.size() != 1) return unsupported(parts[0] + " needs one operation and one type");
+    in.type = types[0];
+    const vtype t = in.type;
+    const bool b = t == vtype::b32 || t == vtype::b64, u = t == vtype::u32 || t == vtype::u64,
+               s = t == vtype::s32 || t == vtype::s64;
+    const bool half = t == vtype::f16 || t == vtype::bf16 || t == vtype::f16x2 || t == vtype::bf16x2;
+    bool ok = false;
+    switch (in.aop) {
+      case atom_op::and_: case atom_op::or_: case atom_op::xor_: ok = b; break;
+      case atom_op::exch: ok = b; break;
+      case atom_op::cas: ok = b || t == vtype::b16; break;
+      case atom_op::inc: case atom_op::dec: ok = t == vtype::u32; break;
+      case atom_op::min: case atom_op::max: ok = u || s; break;
+      case atom_op::add: ok = u || s || t == vtype::f32 || t == vtype::f64 || (half && in.noftz); break;
+    }
+    if (in.aop == atom_op::cas && in.code == op::red) ok = false;
+    if (!ok) return unsupported("the combination '" + opcode + "' (PTX ISA: atom's operation and type table)");
+  }
+
+  // vote.sync.{all,any,uni}.pred, vote.sync.ballot.b32, match.{any,all}.sync.{b32,b64},
+  // activemask.b32 (PTX ISA: vote, match, activemask).
+  template <class Refuse>
+  static void decode_warp(const std::string& opcode, const std::vector<std::string>& parts, instr& in, Refuse&& unsupported) {
+    if (opcode == "activemask.b32") {
+      in.code = op::activemask;
+      in.type = vtype::b32;
+      return;
+    }
+    static const std::unordered_map<std::string_view, vote_mode> votes{
+        {"vote.sync.all.pred", vote_mode::all}, {"vote.sync.any.pred", vote_mode::any},
+        {"vote.sync.uni.pred", vote_mode::uni}, {"vote.sync.ballot.b32", vote_mode::ballot}};
+    if (const auto v = votes.find(opcode); v != votes.end()) {
+      in.code = op::vote;
+      in.vote = v->second;
+      in.type = v->second == vote_mode::ballot ? vtype::b32 : vtype::pred;
+      return;
+    }
+    if (parts.size() == 4 && parts[0] == "match" && (parts[1] == "any" || parts[1] == "all") && parts[2] == "sync" &&
+        (parts[3] == "b32" || parts[3] == "b64")) {
+      in.code = op::match;
+      in.match_all = parts[1] == "all";
+      in.type = parts[3] == "b32" ? vtype::b32 : vtype::b64;
+      return;
+    }
+    return unsupported("form '" + opcode + "' (implemented: vote.sync.{all,any,uni}.pred, vote.sync.ballot.b32, "
+                       "match.{any,all}.sync.{b32,b64}, activemask.b32)");
   }
 
   static bool set_compare(const std::string& m, cmp& c) {
@@ -988,6 +1210,13 @@ std::shared_ptr<const module> load_ptx(std::string text, std::string name) {
   } catch (const std::logic_error& e) {  // std::stoul on a malformed number
     throw sim_error("PTX module '" + name + "': malformed number (" + e.what() + ")");
   }
+}
+
+std::string refusal(const module& m, std::string_view entry) { return find_entry(m, entry).refused; }
+
+entry_resources resources(const module& m, std::string_view entry) {
+  const detail::function& f = find_entry(m, entry);
+  return {f.static_shared, f.local_bytes, f.param_bytes};
 }
 
 std::vector<std::string> entries(const module& m) {

@@ -17,6 +17,7 @@ enum class op : std::uint8_t {
   ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi, prmt,
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
   cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
+  atom, red, fence, vote, match, activemask, clz, popc, brev, bfind, bfe, clock,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 
@@ -28,6 +29,14 @@ enum class space : std::uint8_t { none, global, shared, param, local, generic };
 enum class cmp : std::uint8_t { eq, ne, lt, le, gt, ge, equ, neu, ltu, leu, gtu, geu, num, nan };
 enum class shfl_mode : std::uint8_t { up, down, bfly, idx };
 enum class rounding : std::uint8_t { none, rn, rz, rm, rp, rni, rzi, rmi, rpi };
+enum class atom_op : std::uint8_t { add, min, max, inc, dec, exch, cas, and_, or_, xor_ };
+enum class vote_mode : std::uint8_t { all, any, uni, ballot };
+enum class prmt_mode : std::uint8_t { none, f4e, b4e, rc8, ecl, ecr, rc16 };
+// Memory ordering of ld/st/atom/red as written (PTX ISA, "Memory Consistency Model"). The
+// executor runs every access in one sequentially consistent order, so an order only matters to
+// the race check: two conflicting strong accesses (atomics, volatile, relaxed, acquire,
+// release) are not a data race; a weak (plain) one with anything is.
+enum class mem_order : std::uint8_t { weak, relaxed, acquire, release, acq_rel, sc, volatile_ };
 
 struct operand {
   enum kind_t : std::uint8_t { k_none, k_reg, k_imm, k_vec, k_addr } kind = k_none;
@@ -49,6 +58,13 @@ struct instr {
   std::uint8_t vec = 1;          // ld/st: .v2/.v4; ldmatrix: .x1/.x2/.x4 (matrices)
   bool trans = false;            // ldmatrix .trans
   bool satfinite = false;        // cvt .satfinite
+  atom_op aop = atom_op::add;    // atom/red
+  vote_mode vote = vote_mode::all;
+  prmt_mode pmode = prmt_mode::none;
+  mem_order order = mem_order::weak;  // ld/st/atom/red/fence
+  bool match_all = false;        // match.all (else match.any)
+  bool shiftamt = false;         // bfind.shiftamt
+  bool noftz = false;            // atom.add.noftz (f16, bf16 and their pairs)
   bool ftz = false, sat = false, approx = false, uni = false, hi = false, wide = false, to = false;
   std::int32_t guard = -1;       // predicate slot guarding the instruction, -1 none
   bool guard_negate = false;
@@ -69,7 +85,12 @@ struct param_decl {
 
 // A special register read by the kernel, with the slot it lives in.
 enum class special : std::uint8_t { tid_x, tid_y, tid_z, ntid_x, ntid_y, ntid_z, ctaid_x, ctaid_y, ctaid_z,
-                                    nctaid_x, nctaid_y, nctaid_z, laneid, warpid };
+                                    nctaid_x, nctaid_y, nctaid_z, laneid, warpid, nwarpid, lanemask_eq, lanemask_le,
+                                    lanemask_lt, lanemask_ge, lanemask_gt, smid, nsmid, gridid, dynamic_smem_size,
+                                    total_smem_size, reserved_smem_begin, reserved_smem_end, reserved_smem_cap,
+                                    reserved_smem_0, reserved_smem_1 };
+// Time read by `mov` from %clock, %clock64 or %globaltimer (op::clock; imm of operand 1).
+enum class clock_kind : std::uint8_t { clock32, clock64, globaltimer };
 
 struct function {
   std::string name;
@@ -83,6 +104,7 @@ struct function {
   std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
   std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
   std::size_t local_bytes = 0;                             // per-thread .local bytes
+  std::string refused;  // non-empty: a construct of the body cannot be parsed (kernel, line, construct)
 };
 
 }  // namespace rungs::sim::detail

@@ -11,12 +11,18 @@
 //    device), so synchronisation calls only check their arguments and report errors;
 //  - a kernel fault (a finding of the executor) is printed to stderr as "rungs-sim: ..." and
 //    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU;
+//  - a refused launch (a kernel, or its whole module, holds a construct the executor cannot
+//    parse) is printed the same way, naming kernel, PTX line and construct, and is a sticky
+//    cudaErrorNoKernelImageForDevice: a program that checks only cudaDeviceSynchronize still
+//    sees it (the other kernels of the module run);
 //  - stream capture records kernel launches, memcpys and memsets into a graph instead of
 //    running them; synchronous or allocating calls during a global or thread-local capture fail
 //    with cudaErrorStreamCaptureUnsupported and invalidate the capture, as CUDA's do;
 //  - events carry no time: cudaEventElapsedTime is not provided (nothing in rungs calls it).
 // Environment: RUNGS_SIM_SEED (default 1) seeds the adversarial schedule of every launch;
-// RUNGS_SIM_TRAFFIC=<file> appends one line of memory traffic per launch.
+// RUNGS_SIM_TRAFFIC=<file> appends one line of memory traffic per launch;
+// RUNGS_SIM_ABORT_ON_FINDING=1 aborts the process (SIGABRT) right after printing the first
+// finding or refused launch, for CI that must not miss one.
 #include <cuda_runtime_api.h>
 
 #include <rungs_sim/executor.hpp>
@@ -58,6 +64,17 @@ namespace {
 constexpr int kSms = 132;
 constexpr std::size_t kTotalMemory = std::size_t{80} << 30;
 constexpr std::size_t kSharedPerBlock = 48 * 1024;
+// The H100 SXM5's per-SM limits (CUDA C++ Programming Guide, "Technical Specifications per
+// Compute Capability", 9.0; clock from NVIDIA's H100 datasheet), for the occupancy calls and
+// device attributes. Occupancy is modelled from threads, blocks and shared memory: PTX's
+// registers are virtual, so the register limit is not applied.
+constexpr int kThreadsPerSm = 2048;
+constexpr int kBlocksPerSm = 32;
+constexpr std::size_t kSharedPerSm = 228 * 1024;
+constexpr std::size_t kSharedPerBlockOptin = 227 * 1024;
+constexpr std::size_t kReservedSharedPerBlock = 1024;  // the system's share of each block's shared memory
+constexpr int kClockKhz = 1980000;
+constexpr int kMemoryClockKhz = 2619000;
 constexpr std::size_t kAlignment = 256;
 // Unallocated bytes around every allocation, so that an access a little before or past one
 // buffer never lands inside its neighbour (where the bounds check could not see it).
@@ -152,6 +169,7 @@ struct state {
   std::set<capture_state*> captures;
   cudaError_t sticky = cudaSuccess;
   std::uint64_t seed = 1;
+  bool abort_on_finding = false;
   std::uint64_t launches = 0;
   unsigned long long capture_ids = 0;
   std::unique_ptr<std::ofstream> traffic;
@@ -164,6 +182,14 @@ struct state {
         std::fprintf(stderr, "rungs-sim: RUNGS_SIM_SEED='%s' is not a decimal integer\n", s);
         std::exit(2);
       }
+    }
+    if (const char* a = std::getenv("RUNGS_SIM_ABORT_ON_FINDING")) {
+      const std::string v = a;
+      if (v != "0" && v != "1") {
+        std::fprintf(stderr, "rungs-sim: RUNGS_SIM_ABORT_ON_FINDING='%s' must be 0 or 1\n", a);
+        std::exit(2);
+      }
+      abort_on_finding = v == "1";
     }
     if (const char* t = std::getenv("RUNGS_SIM_TRAFFIC")) {
       traffic = std::make_unique<std::ofstream>(t, std::ios::app);
@@ -241,6 +267,19 @@ capture_state* capture_of(cudaStream_t s) { return is_legacy(s) ? nullptr : s->c
 
 cudaError_t sticky() { return S().sticky == cudaSuccess ? cudaSuccess : fail(S().sticky); }
 
+// A finding of the executor or a refused launch: printed, sticky (as a device fault is on a
+// GPU), and under RUNGS_SIM_ABORT_ON_FINDING=1 the end of the process.
+cudaError_t finding(cudaError_t e, const std::string& what) {
+  std::fprintf(stderr, "rungs-sim: %s\n", what.c_str());
+  std::fflush(stderr);
+  if (S().abort_on_finding) {
+    std::fprintf(stderr, "rungs-sim: RUNGS_SIM_ABORT_ON_FINDING=1: aborting\n");
+    std::abort();
+  }
+  if (S().sticky == cudaSuccess) S().sticky = e;
+  return fail(e);
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory checks for copies and memsets: the device side must lie inside one live allocation.
 bool inside_allocation(const void* p, std::size_t bytes) {
@@ -288,7 +327,8 @@ cudaError_t load(kernel_record& k) {
       }
     }
   }
-  if (!m.error.empty()) return fail(cudaErrorNoKernelImageForDevice, "cannot load " + k.name + ": " + m.error);
+  if (!m.error.empty()) return finding(cudaErrorNoKernelImageForDevice, "cannot load " + k.name + ": " + m.error);
+  if (std::string why = refusal(*m.parsed, k.name); !why.empty()) return finding(cudaErrorNoKernelImageForDevice, why);
   return cudaSuccess;
 }
 
@@ -325,9 +365,8 @@ void run_kernel(const node& n) {
       s.traffic->flush();
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "rungs-sim: %s (launch %llu of %s, RUNGS_SIM_SEED=%llu)\n", e.what(),
-                 static_cast<unsigned long long>(index), n.k->name.c_str(), static_cast<unsigned long long>(s.seed));
-    s.sticky = cudaErrorLaunchFailure;
+    finding(cudaErrorLaunchFailure, std::string(e.what()) + " (launch " + std::to_string(index) + " of " + n.k->name +
+                                         ", RUNGS_SIM_SEED=" + std::to_string(s.seed) + ")");
   }
 }
 
@@ -413,6 +452,25 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
   X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread")
 
+// Kernel attributes and occupancy (modelled on the H100's per-SM limits, constants above).
+kernel_record* loaded_kernel(const void* func, const char* api) {
+  auto it = S().kernels.find(func);
+  if (it == S().kernels.end()) {
+    fail(cudaErrorInvalidDeviceFunction, std::string(api) + ": not a registered kernel");
+    return nullptr;
+  }
+  return load(it->second) == cudaSuccess ? &it->second : nullptr;
+}
+
+// Blocks of `block_size` threads with `dynamic_shared` bytes that fit on one SM at once.
+int blocks_per_sm(const kernel_record& k, int block_size, std::size_t dynamic_shared) {
+  const int warps = (block_size + 31) / 32;
+  const std::size_t shared = resources(*k.mod->parsed, k.name).static_shared + dynamic_shared + kReservedSharedPerBlock;
+  const int by_threads = kThreadsPerSm / (warps * 32);
+  const int by_shared = static_cast<int>(kSharedPerSm / shared);
+  return std::min({kBlocksPerSm, by_threads, by_shared});
+}
+
 }  // namespace
 }  // namespace rungs::sim::rt
 
@@ -490,6 +548,98 @@ cudaError_t cudaLaunchKernel(const void* func, dim3 gridDim, dim3 blockDim, void
   return launch_kernel(func, gridDim, blockDim, args, sharedMem, stream);
 }
 
+// cudaLaunchKernelEx (a template in cuda_runtime.h) calls this. Launch attributes that only
+// permit overlap or hint at caching hold on a device that runs work in issue order; those that
+// change what a kernel may do (cooperative grid sync, clusters) are refused by name.
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t* config, const void* func, void** args) {
+  if (config == nullptr) return fail(cudaErrorInvalidValue, "cudaLaunchKernelExC: a null config");
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const cudaLaunchAttribute& a = config->attrs[i];
+    switch (a.id) {
+      case cudaLaunchAttributeIgnore:
+      case cudaLaunchAttributeAccessPolicyWindow:
+      case cudaLaunchAttributeSynchronizationPolicy:
+      case cudaLaunchAttributePriority:
+      case cudaLaunchAttributeProgrammaticStreamSerialization:
+        break;
+      case cudaLaunchAttributeClusterDimension:
+        if (a.val.clusterDim.x * a.val.clusterDim.y * a.val.clusterDim.z <= 1) break;
+        return fail(cudaErrorNotSupported, "cudaLaunchKernelExC: thread-block clusters are not simulated");
+      case cudaLaunchAttributeCooperative:
+        if (a.val.cooperative == 0) break;
+        return fail(cudaErrorNotSupported, "cudaLaunchKernelExC: cooperative launches (grid sync) are not simulated");
+      default:
+        return fail(cudaErrorNotSupported,
+                    "cudaLaunchKernelExC: launch attribute " + std::to_string(static_cast<int>(a.id)) + " is not simulated");
+    }
+  }
+  return launch_kernel(func, config->gridDim, config->blockDim, args, config->dynamicSmemBytes, config->stream);
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel attributes and occupancy (modelled on the H100's per-SM limits, constants above).
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* func) {
+  std::lock_guard lock(S().mutex);
+  if (attr == nullptr) return fail(cudaErrorInvalidValue, "cudaFuncGetAttributes: a null attribute pointer");
+  const kernel_record* k = loaded_kernel(func, "cudaFuncGetAttributes");
+  if (k == nullptr) return last_error;
+  const rungs::sim::entry_resources r = resources(*k->mod->parsed, k->name);
+  *attr = cudaFuncAttributes{};
+  attr->sharedSizeBytes = r.static_shared;
+  attr->localSizeBytes = r.local_bytes;
+  attr->constSizeBytes = 0;
+  attr->maxThreadsPerBlock = 1024;
+  attr->numRegs = 0;  // PTX's registers are virtual: no count (occupancy ignores registers)
+  attr->ptxVersion = 80;
+  attr->binaryVersion = 80;
+  attr->maxDynamicSharedSizeBytes = static_cast<int>(kSharedPerBlock - std::min(kSharedPerBlock, r.static_shared));
+  attr->preferredShmemCarveout = -1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* numBlocks, const void* func, int blockSize,
+                                                                  size_t dynamicSMemSize, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (numBlocks == nullptr) return fail(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: a null result pointer");
+  if (flags != cudaOccupancyDefault && flags != cudaOccupancyDisableCachingOverride) {
+    return fail(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: flags " + std::to_string(flags));
+  }
+  if (blockSize <= 0 || blockSize > 1024) {
+    return fail(cudaErrorInvalidValue, "cudaOccupancyMaxActiveBlocksPerMultiprocessor: block size " +
+                                           std::to_string(blockSize) + " is outside 1..1024");
+  }
+  const kernel_record* k = loaded_kernel(func, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (k == nullptr) return last_error;
+  *numBlocks = dynamicSMemSize > kSharedPerBlockOptin ? 0 : blocks_per_sm(*k, blockSize, dynamicSMemSize);
+  return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* numBlocks, const void* func, int blockSize,
+                                                          size_t dynamicSMemSize) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize,
+                                                                cudaOccupancyDefault);
+}
+
+cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, const void* func, int numBlocks,
+                                                      int blockSize) {
+  std::lock_guard lock(S().mutex);
+  if (dynamicSmemSize == nullptr || numBlocks <= 0 || blockSize <= 0 || blockSize > 1024) {
+    return fail(cudaErrorInvalidValue, "cudaOccupancyAvailableDynamicSMemPerBlock: bad arguments");
+  }
+  const kernel_record* k = loaded_kernel(func, "cudaOccupancyAvailableDynamicSMemPerBlock");
+  if (k == nullptr) return last_error;
+  const int warps = (blockSize + 31) / 32;
+  if (numBlocks > kBlocksPerSm || numBlocks * warps * 32 > kThreadsPerSm) {
+    *dynamicSmemSize = 0;
+    return cudaSuccess;
+  }
+  const std::size_t per_block = kSharedPerSm / static_cast<std::size_t>(numBlocks);
+  const std::size_t used = resources(*k->mod->parsed, k->name).static_shared + kReservedSharedPerBlock;
+  *dynamicSmemSize = per_block > used ? std::min(per_block - used, kSharedPerBlockOptin) : 0;
+  return cudaSuccess;
+}
+
 // ---------------------------------------------------------------------------------------
 // Errors.
 cudaError_t cudaGetLastError(void) {
@@ -550,6 +700,31 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrMaxSharedMemoryPerBlock: *value = static_cast<int>(kSharedPerBlock); return cudaSuccess;
     case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
     case cudaDevAttrComputeCapabilityMinor: *value = 0; return cudaSuccess;
+    case cudaDevAttrComputeMode: *value = cudaComputeModeDefault; return cudaSuccess;
+    case cudaDevAttrClockRate: *value = kClockKhz; return cudaSuccess;
+    case cudaDevAttrMemoryClockRate: *value = kMemoryClockKhz; return cudaSuccess;
+    case cudaDevAttrGlobalMemoryBusWidth: *value = 5120; return cudaSuccess;
+    case cudaDevAttrL2CacheSize: *value = 50 * 1024 * 1024; return cudaSuccess;
+    case cudaDevAttrIntegrated: *value = 0; return cudaSuccess;
+    case cudaDevAttrMaxThreadsPerMultiProcessor: *value = kThreadsPerSm; return cudaSuccess;
+    case cudaDevAttrMaxBlocksPerMultiprocessor: *value = kBlocksPerSm; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = static_cast<int>(kSharedPerSm); return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = static_cast<int>(kSharedPerBlockOptin); return cudaSuccess;
+    case cudaDevAttrReservedSharedMemoryPerBlock: *value = static_cast<int>(kReservedSharedPerBlock); return cudaSuccess;
+    case cudaDevAttrMaxRegistersPerBlock:
+    case cudaDevAttrMaxRegistersPerMultiprocessor: *value = 65536; return cudaSuccess;
+    case cudaDevAttrTotalConstantMemory: *value = 65536; return cudaSuccess;
+    case cudaDevAttrMaxBlockDimX:
+    case cudaDevAttrMaxBlockDimY: *value = 1024; return cudaSuccess;
+    case cudaDevAttrMaxBlockDimZ: *value = 64; return cudaSuccess;
+    case cudaDevAttrMaxGridDimX: *value = 0x7fffffff; return cudaSuccess;
+    case cudaDevAttrMaxGridDimY:
+    case cudaDevAttrMaxGridDimZ: *value = 65535; return cudaSuccess;
+    case cudaDevAttrConcurrentKernels:
+    case cudaDevAttrUnifiedAddressing: *value = 1; return cudaSuccess;
+    case cudaDevAttrCooperativeLaunch:   // grid-wide sync is not simulated
+    case cudaDevAttrMemoryPoolsSupported:  // nor stream-ordered allocation
+    case cudaDevAttrManagedMemory: *value = 0; return cudaSuccess;
     default:
       return fail(cudaErrorNotSupported, "cudaDeviceGetAttribute: attribute " + std::to_string(attr) + " is not simulated");
   }
@@ -572,6 +747,18 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->major = 9;
   prop->minor = 0;
   prop->multiProcessorCount = kSms;
+  prop->maxThreadsPerMultiProcessor = kThreadsPerSm;
+  prop->maxBlocksPerMultiProcessor = kBlocksPerSm;
+  prop->sharedMemPerMultiprocessor = kSharedPerSm;
+  prop->sharedMemPerBlockOptin = kSharedPerBlockOptin;
+  prop->reservedSharedMemPerBlock = kReservedSharedPerBlock;
+  prop->regsPerMultiprocessor = 65536;
+  prop->totalConstMem = 65536;
+  prop->l2CacheSize = 50 * 1024 * 1024;
+  prop->memoryBusWidth = 5120;
+  prop->integrated = 0;
+  prop->concurrentKernels = 1;
+  prop->unifiedAddressing = 1;
   return cudaSuccess;
 }
 

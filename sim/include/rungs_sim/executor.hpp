@@ -2,8 +2,10 @@
 // CUDA runtime (sim/runtime) that runs nvcc's own PTX for the kernels on the CPU.
 //
 // Contract (both sides code against exactly this; extend, do not change):
-//  - load_ptx parses one PTX module as nvcc 13 emits it; any construct it cannot parse is a
-//    sim_error naming the module, line and text.
+//  - load_ptx parses one PTX module as nvcc 13 emits it. Parsing is per function: a construct
+//    it cannot parse inside a function refuses only that function (refusal() says why, and
+//    launching it is a sim_error naming kernel, PTX line and construct); one at module scope
+//    is a sim_error of load_ptx naming the module, line and text.
 //  - launch executes one grid. Global memory is plain host memory: a pointer argument is the
 //    host address the runtime handed out from cudaMalloc. Every global access is checked
 //    against `memory` first; an access outside every live allocation is a sim_error naming
@@ -48,6 +50,18 @@ struct param_info {
 };
 [[nodiscard]] std::vector<std::string> entries(const module& m);
 [[nodiscard]] std::vector<param_info> entry_params(const module& m, std::string_view entry);
+
+// Why entry `entry` of `m` cannot run (the construct of its body the executor cannot parse,
+// naming kernel, PTX line and construct), or empty when it can.
+[[nodiscard]] std::string refusal(const module& m, std::string_view entry);
+
+// What an entry needs per block and per thread, as PTX states it (cudaFuncGetAttributes):
+// static shared memory (module- and function-scope .shared), .local bytes per thread and the
+// parameter buffer. Registers are PTX's virtual ones, so no count is given.
+struct entry_resources {
+  std::size_t static_shared = 0, local_bytes = 0, param_bytes = 0;
+};
+[[nodiscard]] entry_resources resources(const module& m, std::string_view entry);
 
 struct dim3s {
   unsigned x = 1, y = 1, z = 1;

@@ -13,28 +13,6 @@
 using namespace rungs_sim_test;
 namespace sim = rungs::sim;
 
-namespace {
-
-// k(out, in): thread tid of a 1-D block; %tid, %lane, %rd_out = &out[tid], %rd_in = &in[tid] (u32).
-std::string kernel(const std::string& decls, const std::string& body) {
-  return lane_kernel("  .reg .b32 %lane, %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<8>;\n  .reg .f32 %f<8>;\n" + decls,
-                     "  mov.u32 %lane, %laneid;\n" + body);
-}
-
-struct buffers {
-  std::vector<std::uint32_t> in, out;
-  host_memory mem;
-  explicit buffers(std::size_t n) : in(n), out(n, 0xdeadbeefu) {
-    std::iota(in.begin(), in.end(), 0u);
-    mem.add(in);
-    mem.add(out);
-  }
-  sim::launch_result run(const std::string& text, unsigned threads, const sim::schedule& s = {}, unsigned ctas = 1) {
-    return rungs_sim_test::run(text, "k", {ctas, 1, 1}, {threads, 1, 1}, mem, s, out.data(), in.data());
-  }
-};
-
-}  // namespace
 
 TEST_CASE("entries and parameter sizes/alignments; ld.param of every kind",
           "[op:ld.param.u64][op:ld.param.u32][op:ld.param.v2.u32][op:ld.param.s8][op:ld.param.f32]") {
@@ -333,7 +311,8 @@ $L_join:
   b.run(text, 32);
   for (unsigned l = 0; l < 32; ++l) CHECK(b.out[l] == (l < 16 ? (l ^ 2) : (l ^ 1) + 500));
 
-  // A full mask in one half only: the other half exits, so the shuffle can never complete.
+  // A full mask in one half only, the other half exits: CUDA's rule names the non-exited
+  // threads of the mask, so the shuffle completes among the lanes still running.
   const std::string exits = kernel("", R"(
   setp.lt.u32 %p1, %lane, 16;
   @!%p1 bra $L_out;
@@ -342,13 +321,25 @@ $L_join:
 $L_out:
   ret;
 )");
-  buffers c(32);
-  CHECK_THROWS_WITH(c.run(exits, 32), Catch::Contains("deadlock") || Catch::Contains("exited"));
-  // A mask that leaves out the lane whose value is read.
-  const std::string partial = kernel("", "  shfl.sync.bfly.b32 %r2, %lane, 16, 31, -1;\n"
-                                         "  shfl.sync.bfly.b32 %r2, %lane, 16, 31, 0xffff;\n");
-  buffers d(16);
-  CHECK_THROWS_WITH(d.run(partial, 16), Catch::Contains("names exited or absent lanes"));
+  for (std::uint64_t seed : {1, 2, 3}) {
+    buffers c(32);
+    c.run(exits, 32, {.seed = seed});
+    for (unsigned l = 0; l < 32; ++l) CHECK(c.out[l] == (l < 16 ? l ^ 1 : 0xdeadbeefu));
+  }
+  // A live lane named in the mask that never arrives (it waits elsewhere) is still a deadlock.
+  const std::string never = kernel("", R"(
+  setp.lt.u32 %p1, %lane, 16;
+  @!%p1 bra $L_other;
+  shfl.sync.bfly.b32 %r2, %lane, 1, 31, -1;
+  bra.uni $L_out;
+$L_other:
+  shfl.sync.bfly.b32 %r2, %lane, 1, 31, 0xffff0000;
+  bar.warp.sync -1;
+$L_out:
+  ret;
+)");
+  buffers d(32);
+  CHECK_THROWS_WITH(d.run(never, 32), Catch::Contains("deadlock"));
   const std::string self = kernel("", "  shfl.sync.bfly.b32 %r2, %lane, 1, 31, 2;\n");
   buffers e(32);
   CHECK_THROWS_WITH(e.run(self, 32), Catch::Contains("does not name the lane itself"));
@@ -529,30 +520,70 @@ TEST_CASE("global accesses outside live allocations and misaligned accesses are 
 }
 
 TEST_CASE("unknown constructs: parse errors name the line; unimplemented opcodes fail when executed") {
-  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  mov.u32 %r1, 0;\n}\n"), "bad.ptx"),
-                    Catch::Contains("bad.ptx") && Catch::Contains("line 7") && Catch::Contains("unknown register"));
-  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  bra $L_nowhere;\n}\n"), "bad.ptx"),
-                    Catch::Contains("unknown label"));
-  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret\n}\n"), "bad.ptx"),
-                    Catch::Contains("line"));
-  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  .frobnicate 3;\n}\n"), "bad.ptx"),
-                    Catch::Contains("unsupported directive"));
+  // Parsing is per kernel: the module loads, the kernel with the construct is refused, naming
+  // kernel, PTX line and construct, and launching it fails with that message.
+  const auto refused = [](const std::string& text) {
+    const auto m = sim::load_ptx(text, "bad.ptx");
+    return sim::refusal(*m, "k");
+  };
+  CHECK_THAT(refused(ptx_module(".visible .entry k()\n{\n  mov.u32 %r1, 0;\n}\n")),
+             Catch::Contains("kernel k") && Catch::Contains("bad.ptx") && Catch::Contains("line 7") &&
+                 Catch::Contains("unknown register"));
+  CHECK_THAT(refused(ptx_module(".visible .entry k()\n{\n  bra $L_nowhere;\n}\n")), Catch::Contains("unknown label"));
+  // A statement without ';' cannot be told from the next one: the module is refused.
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret\n}\n"), "bad.ptx"), Catch::Contains("line 7"));
+  CHECK_THAT(refused(ptx_module(".visible .entry k()\n{\n  .frobnicate 3;\n}\n")), Catch::Contains("unsupported directive"));
   const auto body = [](const std::string& b) { return ptx_module(".visible .entry k()\n{\n" + b + "\n}\n"); };
-  CHECK_THROWS_WITH(sim::load_ptx(body(".reg .b32 %r<3>;\nadd.s32 %r1, [%r2], 1;"), "bad.ptx"),
-                    Catch::Contains("address operand outside ld/st"));
-  CHECK_THROWS_WITH(sim::load_ptx(body(".reg .b32 %r<3>;\nadd.s32 %r1, {%r2, %r2}, 1;"), "bad.ptx"),
-                    Catch::Contains("vector operand where the instruction takes a scalar"));
-  CHECK_THROWS_WITH(sim::load_ptx(body(".reg .b32 %r<3>;\nld.global.v4.u32 {%r1, %r2}, [%r0];"), "bad.ptx"),
-                    Catch::Contains("vector width mismatch"));
-  CHECK_THROWS_WITH(sim::load_ptx(body(".reg .b32 %r<99999999>;"), "bad.ptx"), Catch::Contains("registers"));
-  CHECK_THROWS_WITH(sim::load_ptx(body(".shared .b8 s[999999999];"), "bad.ptx"), Catch::Contains("too large"));
-  CHECK_THROWS_WITH(sim::load_ptx(body(".reg .b32 %r<99999999999999999999999>;"), "bad.ptx"),
-                    Catch::Contains("malformed number"));
-  // popc is not implemented: the module loads, the launch fails naming the instruction.
-  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 popc.b32 %r1, %tid;\n");
+  CHECK_THAT(refused(body(".reg .b32 %r<3>;\nadd.s32 %r1, [%r2], 1;")), Catch::Contains("address operand outside ld/st"));
+  CHECK_THAT(refused(body(".reg .b32 %r<3>;\nadd.s32 %r1, {%r2, %r2}, 1;")),
+             Catch::Contains("vector operand where the instruction takes a scalar"));
+  CHECK_THAT(refused(body(".reg .b32 %r<3>;\nld.global.v4.u32 {%r1, %r2}, [%r0];")), Catch::Contains("vector width mismatch"));
+  CHECK_THAT(refused(body(".reg .b32 %r<99999999>;")), Catch::Contains("registers"));
+  CHECK_THAT(refused(body(".shared .b8 s[999999999];")), Catch::Contains("too large"));
+  CHECK_THAT(refused(body(".reg .b32 %r<99999999999999999999999>;")), Catch::Contains("malformed number"));
+  // An unbalanced module is still refused as a whole.
+  CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret;\n"), "bad.ptx"), Catch::Contains("bad.ptx"));
+  // lop3 is not implemented: the module loads, the launch fails naming the instruction.
+  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 lop3.b32 %r1, %tid, %tid, %tid, 0x96;\n");
   buffers b(32);
   CHECK_NOTHROW(b.run(text, 1));  // thread 1 does not exist: never executed
-  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("popc"));
+  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("lop3"));
+}
+
+TEST_CASE("parsing is per kernel: a construct the executor cannot parse refuses only its kernel, at its launch") {
+  // Kernel `bad` reads an unknown special register; `good` in the same module runs.
+  const std::string text = ptx_module(R"(
+.visible .entry bad(.param .u64 bad_out)
+{
+  .reg .b32 %r<2>;
+  mov.u32 %r1, %frobnicate;
+  ret;
+}
+.visible .entry good(.param .u64 good_out)
+{
+  .reg .b32 %r<2>;
+  .reg .b64 %rd<2>;
+  ld.param.u64 %rd1, [good_out];
+  mov.u32 %r1, 42;
+  st.global.u32 [%rd1], %r1;
+  ret;
+}
+)");
+  const auto m = sim::load_ptx(text, "mixed.ptx");
+  CHECK(sim::entries(*m) == std::vector<std::string>{"bad", "good"});
+  CHECK(sim::refusal(*m, "good").empty());
+  CHECK(sim::refusal(*m, "bad") == "kernel bad cannot run: PTX module 'mixed.ptx' line 9: unknown register '%frobnicate': "
+                                   "`mov.u32 %r1, %frobnicate`");
+  CHECK(sim::entry_params(*m, "bad").size() == 1);
+  std::vector<std::uint32_t> out(1, 0);
+  host_memory mem;
+  mem.add(out);
+  std::uint32_t* p = out.data();
+  void* args[] = {&p};
+  sim::launch(*m, "good", {1, 1, 1}, {1, 1, 1}, 0, args, mem, {});
+  CHECK(out[0] == 42);
+  CHECK_THROWS_WITH(sim::launch(*m, "bad", {1, 1, 1}, {1, 1, 1}, 0, args, mem, {}),
+                    Catch::Equals(sim::refusal(*m, "bad")));
 }
 
 TEST_CASE("traffic: bytes requested and distinct 32-byte sectors per launch") {

@@ -62,6 +62,27 @@ inline std::string lane_kernel(const std::string& regs, const std::string& body,
                     std::to_string(out_stride) + ";\n  add.s64 %rd_out, %rd_out, %rd_t;\n" + body + "\n  ret;\n}\n");
 }
 
+// k(out, in): thread tid of a 1-D block; %tid, %lane, %rd_out = &out[tid], %rd_in = &in[tid] (u32).
+inline std::string kernel(const std::string& decls, const std::string& body) {
+  return lane_kernel("  .reg .b32 %lane, %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<8>;\n  .reg .f32 %f<8>;\n" + decls,
+                     "  mov.u32 %lane, %laneid;\n" + body);
+}
+
+// The u32 buffers of kernel(): in[i] = i, out filled with 0xdeadbeef.
+struct buffers {
+  std::vector<std::uint32_t> in, out;
+  host_memory mem;
+  explicit buffers(std::size_t n) : in(n), out(n, 0xdeadbeefu) {
+    for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<std::uint32_t>(i);
+    mem.add(in);
+    mem.add(out);
+  }
+  rungs::sim::launch_result run(const std::string& text, unsigned threads, const rungs::sim::schedule& s = {},
+                                unsigned ctas = 1) {
+    return rungs_sim_test::run(text, "k", {ctas, 1, 1}, {threads, 1, 1}, mem, s, out.data(), in.data());
+  }
+};
+
 inline std::uint32_t bits(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);

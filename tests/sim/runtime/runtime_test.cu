@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -17,6 +18,29 @@ __global__ void add_scalar(int* data, int n, int value) {
 }
 
 __global__ void write_past_end(int* data, int n) { data[n + threadIdx.x] = 1; }
+
+// An inclusive scan per warp with __shfl_up_sync and a full mask, as NVIDIA's shfl_scan sample
+// does; launched with 120 threads, the last warp is partial (lanes 24..31 absent).
+__global__ void warp_scan(int* data) {
+  int v = data[threadIdx.x];
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (int i = 1; i < 32; i *= 2) {
+    const int up = __shfl_up_sync(0xffffffffu, v, i);
+    if (lane >= i) v += up;
+  }
+  data[threadIdx.x] = v;
+}
+
+__global__ void with_shared(int* data) {
+  __shared__ int tile[64];
+  tile[threadIdx.x] = data[threadIdx.x];
+  __syncthreads();
+  data[threadIdx.x] = tile[63 - threadIdx.x];
+}
+
+// Device printf is a call with the .param ABI, which the executor does not parse: this kernel
+// is refused at its launch (and only it: the module's other kernels run).
+__global__ void with_printf(int* data) { printf("%d\n", data[threadIdx.x]); }
 
 std::vector<int> download(const int* device, int n) {
   std::vector<int> host(static_cast<std::size_t>(n));
@@ -163,6 +187,100 @@ TEST_CASE("error names and strings are CUDA's") {
   CHECK(std::string(cudaGetErrorString(cudaErrorInvalidValue)) == "invalid argument");
   CHECK(std::string(cudaGetErrorString(cudaSuccess)) == "no error");
   CHECK(std::string(cudaGetErrorName(cudaErrorStreamCaptureUnsupported)) == "cudaErrorStreamCaptureUnsupported");
+}
+
+TEST_CASE("partial warps follow CUDA's rule: a full mask names the non-exited lanes only") {
+  constexpr int n = 120;
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, n * sizeof(int)) == cudaSuccess);
+  std::vector<int> host(n);
+  for (int i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = i;
+  REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  warp_scan<<<1, n>>>(p);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const auto out = download(p, n);
+  for (int i = 0; i < n; ++i) {
+    const int first = i / 32 * 32;  // sum of first..i
+    CHECK(out[static_cast<std::size_t>(i)] == (first + i) * (i - first + 1) / 2);
+  }
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("device attributes of the simulated H100 that NVIDIA's helpers read") {
+  int v = -1;
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrComputeMode, 0) == cudaSuccess);
+  CHECK(v == cudaComputeModeDefault);
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrClockRate, 0) == cudaSuccess);
+  CHECK(v == 1980000);  // kHz, the H100 SXM5's boost clock
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrIntegrated, 0) == cudaSuccess);
+  CHECK(v == 0);
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrMaxThreadsPerMultiProcessor, 0) == cudaSuccess);
+  CHECK(v == 2048);
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0) == cudaSuccess);
+  CHECK(v == 228 * 1024);
+  CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrCanUseHostPointerForRegisteredMem, 0) == cudaErrorNotSupported);
+  cudaGetLastError();
+}
+
+TEST_CASE("cudaFuncGetAttributes and the occupancy calls, modelled on the H100's per-SM limits") {
+  cudaFuncAttributes a{};
+  REQUIRE(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(with_shared)) == cudaSuccess);
+  CHECK(a.sharedSizeBytes == 64 * sizeof(int));
+  CHECK(a.maxThreadsPerBlock == 1024);
+  CHECK(a.maxDynamicSharedSizeBytes == 48 * 1024 - 256);
+  int blocks = 0;
+  // threads: 2048 per SM; shared: 228 KiB per SM, each block's static + dynamic + 1 KiB reserved.
+  REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_scalar, 256, 0) == cudaSuccess);
+  CHECK(blocks == 8);
+  REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_scalar, 1024, 0) == cudaSuccess);
+  CHECK(blocks == 2);
+  REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_scalar, 32, 0) == cudaSuccess);
+  CHECK(blocks == 32);  // the 32-blocks-per-SM limit
+  REQUIRE(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, with_shared, 64, 48 * 1024) == cudaSuccess);
+  CHECK(blocks == 4);  // 233472 / (256 + 49152 + 1024) = 4.6
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, add_scalar, 1025, 0) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  std::size_t dynamic = 0;
+  REQUIRE(cudaOccupancyAvailableDynamicSMemPerBlock(&dynamic, with_shared, 4, 64) == cudaSuccess);
+  CHECK(dynamic == 228 * 1024 / 4 - 256 - 1024);
+  int min_grid = 0, block = 0;  // the template in cuda_runtime.h, over the calls above
+  REQUIRE(cudaOccupancyMaxPotentialBlockSize(&min_grid, &block, add_scalar) == cudaSuccess);
+  CHECK(block == 1024);
+  CHECK(min_grid == 2 * 132);
+}
+
+TEST_CASE("cudaLaunchKernelEx: a launch with a config; attributes that change semantics are refused") {
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 64 * sizeof(int)) == cudaSuccess);
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(2);
+  config.blockDim = dim3(32);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;  // permits overlap: holds in issue order
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  REQUIRE(cudaLaunchKernelEx(&config, add_scalar, p, 64, 5) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  for (const int v : download(p, 64)) CHECK(v == 5);
+  attr.id = cudaLaunchAttributeCooperative;
+  attr.val.cooperative = 1;
+  CHECK(cudaLaunchKernelEx(&config, add_scalar, p, 64, 5) == cudaErrorNotSupported);
+  CHECK(cudaGetLastError() == cudaErrorNotSupported);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+// Run alone: a refused launch is sticky for the rest of the process, as a fault is.
+TEST_CASE("a kernel the executor cannot parse is refused at its launch, loudly and stickily", "[.refused]") {
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 4 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 4 * sizeof(int)) == cudaSuccess);
+  add_scalar<<<1, 4>>>(p, 4, 1);  // the module's other kernels run
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  with_printf<<<1, 4>>>(p);
+  CHECK(cudaDeviceSynchronize() == cudaErrorNoKernelImageForDevice);  // sticky: not only the launch's own error
+  CHECK(cudaMemset(p, 0, 4) == cudaErrorNoKernelImageForDevice);
 }
 
 // Run alone (ctest runs it as its own test): the fault is sticky for the rest of the process.

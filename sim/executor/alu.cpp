@@ -1,0 +1,312 @@
+// Arithmetic, logic, comparison, selection and the special functions (PTX ISA, "Integer
+// Arithmetic", "Floating-Point", "Logic and Shift", "Comparison and Selection"), one handler
+// per family. Values live in 64-bit register slots; a result is stored truncated to its
+// type's width, and an operand is read through its type (sign-extended for .s types).
+#include "alu.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+
+namespace rungs::sim::detail {
+
+void executor::exec_mov(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  const unsigned bits = io.bits;
+  if (in.ops[0].kind == operand::k_vec) {  // unpack: mov.b32 {lo, hi}, %r
+    const unsigned eb = bits / static_cast<unsigned>(in.ops[0].elems.size());
+    for_lanes(mask, [&](unsigned l) {
+      const std::uint64_t v = io.rd(1, l);
+      for (std::size_t e = 0; e < in.ops[0].elems.size(); ++e) {
+        if (in.ops[0].elems[e].kind == operand::k_reg) set(w, in.ops[0].elems[e], l, (v >> (e * eb)) & width_mask(eb));
+      }
+    });
+  } else if (in.ops[1].kind == operand::k_vec) {  // pack: mov.b32 %r, {lo, hi}
+    const unsigned eb = bits / static_cast<unsigned>(in.ops[1].elems.size());
+    for_lanes(mask, [&](unsigned l) {
+      std::uint64_t v = 0;
+      for (std::size_t e = 0; e < in.ops[1].elems.size(); ++e) v |= (get(w, in.ops[1].elems[e], l) & width_mask(eb)) << (e * eb);
+      io.wr(l, v);
+    });
+  } else {
+    for_lanes(mask, [&](unsigned l) { io.wr(l, t == vtype::pred ? (io.pred(1, l) ? 1 : 0) : io.rd(1, l)); });
+  }
+}
+
+void executor::arith_f32(const lane_io& io) {
+  const instr& in = io.in;
+  const std::uint32_t mask = io.mask;
+  const bool f_rn_only = in.round == rounding::none || in.round == rounding::rn;
+  if (!f_rn_only) io.no("rounding mode other than .rn");
+  const bool ftz = in.ftz, sat = in.sat;
+  if (in.code == op::fma || in.code == op::mad) {
+    if (in.code == op::mad && in.round != rounding::rn) io.no("mad.f32 without .rn");
+    for_lanes(mask, [&](unsigned l) {
+      io.wr(l, f32_out(std::fma(f32_in(io.rd(1, l), ftz), f32_in(io.rd(2, l), ftz), f32_in(io.rd(3, l), ftz)), ftz, sat));
+    });
+    return;
+  }
+  if (in.code == op::div && in.round == rounding::none && !in.approx) io.no("div.f32 without .rn/.approx/.full");
+  for_lanes(mask, [&](unsigned l) {
+    const float a = f32_in(io.rd(1, l), ftz), b = f32_in(io.rd(2, l), ftz);
+    float r = 0;
+    switch (in.code) {
+      case op::add: r = a + b; break;
+      case op::sub: r = a - b; break;
+      case op::mul: r = a * b; break;
+      default: r = a / b; break;  // div.rn exact; div.approx/.full: within their bounds
+    }
+    io.wr(l, f32_out(r, ftz, sat));
+  });
+  return;
+}
+
+void executor::arith_f64(const lane_io& io) {
+  const instr& in = io.in;
+  const std::uint32_t mask = io.mask;
+  const bool f_rn_only = in.round == rounding::none || in.round == rounding::rn;
+  if (!f_rn_only || in.ftz || in.sat) io.no("f64 modifier");
+  for_lanes(mask, [&](unsigned l) {
+    const double a = as_f64(io.rd(1, l)), b = as_f64(io.rd(2, l));
+    double r = 0;
+    switch (in.code) {
+      case op::add: r = a + b; break;
+      case op::sub: r = a - b; break;
+      case op::mul: r = a * b; break;
+      case op::div: r = a / b; break;
+      default: r = std::fma(a, b, as_f64(io.rd(3, l))); break;
+    }
+    io.wr(l, f64_out(r));
+  });
+  return;
+}
+
+void executor::arith_int(const lane_io& io) {
+  const instr& in = io.in;
+  const std::uint32_t mask = io.mask;
+  const unsigned bits = io.bits;
+  const std::uint64_t wm = io.wm;
+  const bool sgn = io.sgn;
+  if (in.code == op::div) {
+    for_lanes(mask, [&](unsigned l) {
+      const std::uint64_t a = io.rd(1, l) & wm, b = io.rd(2, l) & wm;
+      if (b == 0) io.fail(l, "integer division by zero (undefined in PTX)");
+      if (sgn) {
+        const std::int64_t x = sext(a, bits), y = sext(b, bits);
+        io.wr(l, (y == -1) ? static_cast<std::uint64_t>(-static_cast<std::uint64_t>(x))
+                        : static_cast<std::uint64_t>(x / y));
+      } else {
+        io.wr(l, a / b);
+      }
+    });
+    return;
+  }
+  if (in.code == op::add || in.code == op::sub) {
+    if (in.sat && in.type != vtype::s32) io.no(".sat on this type");
+    for_lanes(mask, [&](unsigned l) {
+      if (in.sat) {
+        const std::int64_t r = in.code == op::add ? io.rs(1, l) + io.rs(2, l) : io.rs(1, l) - io.rs(2, l);
+        io.wr(l, static_cast<std::uint64_t>(std::clamp<std::int64_t>(r, INT32_MIN, INT32_MAX)));
+      } else {
+        io.wr(l, in.code == op::add ? io.rd(1, l) + io.rd(2, l) : io.rd(1, l) - io.rd(2, l));
+      }
+    });
+    return;
+  }
+  {
+    // mul / mad: .lo (default), .hi, .wide (result twice as wide); mad adds operand c.
+    if (bits > 64 || (in.wide && bits > 32)) io.no("mul.wide on 64-bit types");
+    const bool is_mad = in.code == op::mad;
+    for_lanes(mask, [&](unsigned l) {
+      std::uint64_t r = 0;
+      if (sgn) {
+        const int128 p = static_cast<int128>(io.rs(1, l)) * io.rs(2, l);
+        r = in.wide ? static_cast<std::uint64_t>(p) : in.hi ? static_cast<std::uint64_t>(p >> bits) : static_cast<std::uint64_t>(p);
+      } else {
+        const uint128 p = static_cast<uint128>(io.rd(1, l) & wm) * (io.rd(2, l) & wm);
+        r = in.wide ? static_cast<std::uint64_t>(p) : in.hi ? static_cast<std::uint64_t>(p >> bits) : static_cast<std::uint64_t>(p);
+      }
+      if (is_mad) r += io.rd(3, l);
+      executor::set(io.w, in.ops[0], l, in.wide ? r & width_mask(2 * bits) : r & wm);
+    });
+    return;
+  }
+}
+
+// add, sub, mul, mad, fma, div (PTX ISA, "Floating-Point" and "Integer Arithmetic"): one
+// handler per type family.
+void executor::exec_arith(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  if (in.type == vtype::f32) return arith_f32(io);
+  if (in.type == vtype::f64) return arith_f64(io);
+  if (!is_int(in.type)) io.no("arithmetic on this type");
+  arith_int(io);
+}
+
+void executor::exec_rem(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  const unsigned bits = io.bits;
+  const std::uint64_t wm = io.wm;
+  const bool sgn = io.sgn;
+  if (!is_int(t)) io.no("rem on this type");
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint64_t a = io.rd(1, l) & wm, b = io.rd(2, l) & wm;
+    if (b == 0) fail_at(pc, w.index * kLanes + l, "integer remainder by zero (undefined in PTX)");
+    if (sgn) {
+      const std::int64_t x = sext(a, bits), y = sext(b, bits);
+      io.wr(l, y == -1 ? 0 : static_cast<std::uint64_t>(x % y));
+    } else {
+      io.wr(l, a % b);
+    }
+  });
+}
+
+void executor::exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  const std::uint64_t wm = io.wm;
+  const bool sgn = io.sgn;
+  const bool is_max = in.code == op::max;
+  if (t == vtype::f32) {
+    for_lanes(mask, [&](unsigned l) { io.wr(l, f32_minmax(as_f32(io.rd(1, l)), as_f32(io.rd(2, l)), is_max, in.ftz)); });
+    return;
+  }
+  if (!is_int(t)) io.no("min/max on this type");
+  for_lanes(mask, [&](unsigned l) {
+    if (sgn) {
+      const std::int64_t a = io.rs(1, l), b = io.rs(2, l);
+      io.wr(l, static_cast<std::uint64_t>(is_max ? std::max(a, b) : std::min(a, b)));
+    } else {
+      const std::uint64_t a = io.rd(1, l) & wm, b = io.rd(2, l) & wm;
+      io.wr(l, is_max ? std::max(a, b) : std::min(a, b));
+    }
+  });
+}
+
+void executor::exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  const std::uint64_t wm = io.wm;
+  const bool is_neg = in.code == op::neg;
+  if (t == vtype::f32 || t == vtype::f64) {  // sign-bit operations (NaN inputs keep a NaN)
+    const std::uint64_t sign = t == vtype::f32 ? 0x80000000ull : 0x8000000000000000ull;
+    for_lanes(mask, [&](unsigned l) {
+      std::uint64_t v = io.rd(1, l) & wm;
+      if (in.ftz && t == vtype::f32) v = std::bit_cast<std::uint32_t>(flush(as_f32(v)));
+      io.wr(l, is_neg ? v ^ sign : v & ~sign);
+    });
+    return;
+  }
+  if (!is_int(t)) io.no("neg/abs on this type");
+  for_lanes(mask, [&](unsigned l) {
+    const std::int64_t a = io.rs(1, l);
+    io.wr(l, static_cast<std::uint64_t>(is_neg ? -static_cast<std::uint64_t>(a) : (a < 0 ? -static_cast<std::uint64_t>(a) : a)));
+  });
+}
+
+void executor::exec_logic(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  if (t == vtype::pred) {
+    for_lanes(mask, [&](unsigned l) {
+      const bool a = io.pred(1, l);
+      bool r = !a;
+      if (in.code != op::not_) {
+        const bool b = io.pred(2, l);
+        r = in.code == op::and_ ? (a && b) : in.code == op::or_ ? (a || b) : (a != b);
+      }
+      io.wr(l, r ? 1 : 0);
+    });
+    return;
+  }
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint64_t a = io.rd(1, l);
+    std::uint64_t r = ~a;
+    if (in.code != op::not_) {
+      const std::uint64_t b = io.rd(2, l);
+      r = in.code == op::and_ ? (a & b) : in.code == op::or_ ? (a | b) : (a ^ b);
+    }
+    io.wr(l, r);
+  });
+}
+
+void executor::exec_shift(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const unsigned bits = io.bits;
+  const std::uint64_t wm = io.wm;
+  const bool sgn = io.sgn;
+  // Shift amounts are unsigned and clamp at the register width (PTX ISA: shl, shr).
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint64_t n = io.rd(2, l) & 0xffffffffu;
+    const std::uint64_t a = io.rd(1, l) & wm;
+    if (in.code == op::shl) {
+      io.wr(l, n >= bits ? 0 : a << n);
+    } else if (sgn) {
+      io.wr(l, static_cast<std::uint64_t>(sext(a, bits) >> (n >= bits ? bits - 1 : n)));
+    } else {
+      io.wr(l, n >= bits ? 0 : a >> n);
+    }
+  });
+}
+
+void executor::exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  const std::uint64_t wm = io.wm;
+  const bool sgn = io.sgn;
+  const operand& d = in.ops[0].kind == operand::k_vec ? in.ops[0].elems[0] : in.ops[0];
+  const operand* q = in.ops[0].kind == operand::k_vec && in.ops[0].elems.size() > 1 ? &in.ops[0].elems[1] : nullptr;
+  for_lanes(mask, [&](unsigned l) {
+    bool r = false;
+    if (t == vtype::f32) r = float_compare(f32_in(io.rd(1, l), in.ftz), f32_in(io.rd(2, l), in.ftz), in.compare);
+    else if (t == vtype::f64) r = float_compare(as_f64(io.rd(1, l)), as_f64(io.rd(2, l)), in.compare);
+    else if (sgn) r = int_compare(io.rs(1, l), io.rs(2, l), in.compare);
+    else if (is_int(t)) r = int_compare(io.rd(1, l) & wm, io.rd(2, l) & wm, in.compare);
+    else io.no("setp on this type");
+    if (!is_float(t) && static_cast<unsigned>(in.compare) > static_cast<unsigned>(cmp::ge)) io.no("unordered compare on integers");
+    set(w, d, l, r ? 1 : 0);
+    if (q && q->kind == operand::k_reg) set(w, *q, l, r ? 0 : 1);
+  });
+}
+
+void executor::exec_selp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  for_lanes(mask, [&](unsigned l) { io.wr(l, io.pred(3, l) ? io.rd(1, l) : io.rd(2, l)); });
+}
+
+void executor::exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  if (in.type != vtype::f32 || !in.approx) io.no("ex2 form");
+  for_lanes(mask, [&](unsigned l) { io.wr(l, ex2_f32(as_f32(io.rd(1, l)), in.ftz)); });
+}
+
+void executor::exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  const vtype t = in.type;
+  if (t == vtype::f64 && (in.code == op::rcp || in.code == op::sqrt) && in.round == rounding::rn) {
+    for_lanes(mask, [&](unsigned l) {
+      const double x = as_f64(io.rd(1, l));
+      io.wr(l, f64_out(in.code == op::rcp ? 1.0 / x : std::sqrt(x)));
+    });
+    return;
+  }
+  if (t != vtype::f32) io.no("this type");
+  if ((in.code == op::rsqrt || in.code == op::sin || in.code == op::cos) && !in.approx) io.no("non-approx form");
+  if ((in.code == op::rcp || in.code == op::sqrt) && !in.approx && in.round != rounding::rn) io.no("rounding mode");
+  for_lanes(mask, [&](unsigned l) {
+    const float x = f32_in(io.rd(1, l), in.ftz);
+    float r = 0;
+    switch (in.code) {
+      case op::rcp: r = 1.0f / x; break;  // .rn exact; .approx within its 1-ulp bound
+      case op::sqrt: r = std::sqrt(x); break;
+      case op::rsqrt: r = 1.0f / std::sqrt(x); break;
+      case op::sin: r = std::sin(x); break;
+      default: r = std::cos(x); break;
+    }
+    io.wr(l, f32_out(r, in.ftz, false));
+  });
+}
+
+}  // namespace rungs::sim::detail

@@ -1,0 +1,280 @@
+// The executor's machine (internal to sim/executor): the state of one launch (CTAs of 32-lane
+// warps, shared memory and its shadow for the race checks, cp.async copies in flight) and the
+// members that act on it. The model is described in execute.cpp; instruction semantics live
+// in one file per instruction family, each a set of small handlers (handlers.cpp tables them
+// by opcode; docs/sim.md, "Adding an opcode").
+#pragma once
+
+#include "numeric.hpp"
+#include "ptx.hpp"
+
+#include <bit>
+#include <cstdint>
+#include <random>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+namespace rungs::sim::detail {
+
+const function& entry_function(const module& m, std::string_view entry);
+
+constexpr unsigned kLanes = 32;
+
+enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
+
+struct access_rec {
+  std::int32_t tid = -1;   // thread (flat index in the CTA); -1: none
+  std::uint32_t instr = 0;
+  std::uint32_t epoch = 0;  // CTA barriers completed before the access
+  std::uint32_t wsc = 0;    // the thread's warp-sync count at the access
+  bool strong = false;      // an atomic, volatile, relaxed, acquire or release access
+};
+
+struct shadow_byte {
+  access_rec w, r1, r2;  // last write; up to two readers since it (distinct threads)
+  bool pending = false;  // w is a cp.async that its thread has not waited for yet
+};
+
+struct copy_op {
+  std::uint32_t dst = 0;
+  std::uint64_t src = 0;
+  std::uint32_t size = 0, src_size = 0;
+  std::uint32_t tid = 0, instr = 0, group = 0, epoch = 0;
+  bool landed = false;
+};
+
+struct warp {
+  std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
+  std::uint32_t pc[kLanes] = {};
+  lane_state state[kLanes] = {};
+  std::uint32_t wait_mask[kLanes] = {};
+  std::uint32_t group_mask = 0, group_pc = 0;
+  bool group_valid = false;
+  bool diverged = false;  // running lanes outside the group
+  std::uint32_t wsc[kLanes] = {};
+  std::uint32_t pair_sync[kLanes][kLanes] = {};
+  unsigned index = 0;
+};
+
+struct thread_async {
+  std::uint32_t open_group = 0;
+  std::vector<std::uint32_t> pending;  // indices into cta::copies
+};
+
+template <class F>
+inline void for_lanes(std::uint32_t mask, F&& f) {
+  for (; mask; mask &= mask - 1) f(static_cast<unsigned>(std::countr_zero(mask)));
+}
+
+inline std::uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~0ull : ((1ull << bits) - 1); }
+
+inline unsigned type_bits(vtype t) {
+  switch (t) {
+    case vtype::pred: return 1;
+    case vtype::b8: case vtype::u8: case vtype::s8: return 8;
+    case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: case vtype::e4m3x2:
+    case vtype::e5m2x2: return 16;
+    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2: return 32;
+    case vtype::b64: case vtype::u64: case vtype::s64: case vtype::f64: return 64;
+    case vtype::none: return 0;
+  }
+  return 0;
+}
+inline bool is_signed(vtype t) { return t == vtype::s8 || t == vtype::s16 || t == vtype::s32 || t == vtype::s64; }
+inline std::int64_t sext(std::uint64_t v, unsigned bits) {
+  return bits >= 64 ? static_cast<std::int64_t>(v)
+                    : static_cast<std::int64_t>(v << (64 - bits)) >> (64 - bits);
+}
+
+class executor;
+struct lane_io;
+// One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
+using handler = void (executor::*)(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+// The handler of an opcode (handlers.cpp); control flow and warp-synchronous opcodes are the
+// scheduler's (executor::step) and have none.
+handler handler_of(op code);
+
+class executor {
+ public:
+  executor(const module& m, const function& f, dim3s grid, dim3s block, std::size_t dynamic_shared, const void* params,
+           const global_memory& memory, const schedule& sched)
+      : m_(m), f_(f), grid_(grid), block_(block), params_(static_cast<const unsigned char*>(params)),
+        memory_(memory), sched_(sched), rng_(sched.seed) {
+    threads_ = block.x * block.y * block.z;
+    shared_bytes_ = dynamic_shared > 0 ? f.dynamic_shared_offset + dynamic_shared : f.static_shared;
+    dynamic_shared_ = dynamic_shared;
+    shadow_on_ = sched.race_check || sched.uninitialized_check;
+  }
+
+  launch_result run();
+
+  // ---- handlers, one per instruction family (files named after the family) --------------
+  // alu.cpp
+  void exec_mov(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_arith(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void arith_f32(const lane_io& io);
+  void arith_f64(const lane_io& io);
+  void arith_int(const lane_io& io);
+  void exec_rem(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_logic(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_shift(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_selp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // bits.cpp
+  void exec_bit_count(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_brev(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_bfe(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_bfi(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_prmt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // convert.cpp
+  void exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // memory.cpp
+  void exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_cp_async_commit(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_cp_async_wait(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_fence(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // warp.cpp (vote and match run through warp_sync, like shfl)
+  void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // tensor.cpp
+  void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
+  void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
+  // execute.cpp
+  void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+
+ private:
+  friend struct lane_io;
+  // ---- messages ---------------------------------------------------------------------------
+  std::string thread_name(std::uint32_t tid) const;
+  std::string at(std::uint32_t instr_index) const;
+  // ---- CTA -------------------------------------------------------------------------------
+  void run_cta(dim3s id);
+  static bool has_runnable(const warp& w);
+  [[noreturn]] void deadlock() const;
+  void regroup(warp& w);
+  static void regroup_if_diverged(warp& w);
+  static void write_back(warp& w);
+  bool step(warp& w);
+  // ---- barriers --------------------------------------------------------------------------
+  bool bar_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void maybe_release_barrier();
+  static std::uint32_t dead_lanes(const warp& w);
+  static std::uint32_t ready_lanes(std::uint32_t arrived, const std::uint32_t* masks);
+  bool warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void release_waiters(warp& w);
+  void sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
+  // ---- memory ----------------------------------------------------------------------------
+  bool happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const;
+  [[noreturn]] void race(const access_rec& first, bool first_write, std::uint32_t instr_index, std::uint32_t tid,
+                         bool write, std::size_t offset) const;
+  void shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
+                     bool write, bool strong = false);
+  bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
+  unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
+  void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
+  void sync_vote(warp& w, const instr& in, std::uint32_t ready);
+  void sync_match(warp& w, const instr& in, std::uint32_t ready);
+  std::uint64_t special_value(special sp, unsigned warp_index, unsigned lane) const;
+  void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
+  unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
+  void memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // ---- ldmatrix and mma: warp-wide (.sync.aligned) ------------------------------------
+  void require_whole_warp(const warp& w, std::uint32_t pc, std::uint32_t mask) const;
+  void ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // ---- cp.async ------------------------------------------------------------------------
+  void cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void land_random();
+  void land(std::uint32_t index);
+  void issue_shadow(const warp& w, unsigned lane, const copy_op& c);
+  void complete(std::uint32_t index, const warp& w, unsigned lane);
+  void wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first);
+  // ---- the ALU -----------------------------------------------------------------------------
+  [[noreturn]] void unsupported(std::uint32_t pc, std::uint32_t tid, const std::string& why) const;
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw sim_error("kernel " + f_.name + " (module " + m_.name + "): " + what);
+  }
+  [[noreturn]] void fail_at(std::uint32_t instr_index, std::uint32_t tid, const std::string& what) const {
+    fail(what + " at " + at(instr_index) + ", " + thread_name(tid));
+  }
+
+  std::uint64_t get(const warp& w, const operand& o, unsigned l) const {
+    return o.kind == operand::k_reg ? w.regs[o.reg * kLanes + l] : o.imm;
+  }
+  bool get_pred(const warp& w, const operand& o, unsigned l) const { return ((get(w, o, l) & 1) != 0) != o.negate; }
+  static void set(warp& w, const operand& o, unsigned l, std::uint64_t v) { w.regs[o.reg * kLanes + l] = v; }
+
+  static std::string hex(std::uint32_t v) {
+    std::ostringstream os;
+    os << std::hex << v;
+    return os.str();
+  }
+  static std::string hex64(std::uint64_t v) {
+    std::ostringstream os;
+    os << std::hex << v;
+    return os.str();
+  }
+
+  std::uint64_t address(const warp& w, const operand& o, unsigned l) const {
+    return (o.has_base ? w.regs[o.reg * kLanes + l] : 0) + o.imm;
+  }
+
+  const module& m_;
+  const function& f_;
+  dim3s grid_, block_, cta_{};
+  const unsigned char* params_;
+  const global_memory& memory_;
+  const schedule& sched_;
+  std::mt19937_64 rng_;
+  unsigned threads_ = 0;
+  std::size_t shared_bytes_ = 0, dynamic_shared_ = 0;
+  bool shadow_on_ = true;
+  std::vector<warp> warps_;
+  std::vector<unsigned char> shared_;
+  std::vector<shadow_byte> shadow_;
+  std::vector<unsigned char> local_;
+  std::vector<thread_async> async_;
+  std::vector<copy_op> copies_;
+  std::vector<std::uint32_t> unlanded_;
+  std::uint32_t epoch_ = 0;
+  unsigned bar_waiting_ = 0, live_ = 0;
+  std::uint32_t bar_instr_ = 0;
+  std::unordered_set<std::uint64_t> sectors_read_, sectors_written_, async_sectors_;
+  launch_result result_;
+};
+
+// A handler's view of its instruction's operands, lane by lane: read as raw bits (rd), or
+// sign-extended through the instruction's type (rs); results stored truncated to it (wr).
+struct lane_io {
+  executor& x;
+  warp& w;
+  const instr& in;
+  std::uint32_t pc, mask;
+  vtype t = in.type;
+  unsigned bits = type_bits(in.type);
+  std::uint64_t wm = width_mask(bits);
+  bool sgn = is_signed(in.type);
+
+  std::uint64_t rd(unsigned k, unsigned l) const { return x.get(w, in.ops[k], l); }
+  std::int64_t rs(unsigned k, unsigned l) const { return sext(x.get(w, in.ops[k], l), bits); }
+  bool pred(unsigned k, unsigned l) const { return x.get_pred(w, in.ops[k], l); }
+  void wr(unsigned l, std::uint64_t v) const { executor::set(w, in.ops[0], l, v & wm); }
+  std::uint32_t tid(unsigned l) const { return w.index * kLanes + l; }
+  // A form of the instruction the executor does not implement: a finding naming it.
+  [[noreturn]] void no(const std::string& why) const {
+    x.unsupported(pc, tid(static_cast<unsigned>(std::countr_zero(mask))), why + " (" + in.text + ")");
+  }
+  [[noreturn]] void fail(unsigned l, const std::string& what) const { x.fail_at(pc, tid(l), what); }
+};
+
+}  // namespace rungs::sim::detail

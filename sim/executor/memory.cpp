@@ -1,0 +1,395 @@
+// Memory instructions: ld/st in every state space with the bounds, alignment and
+// shared-memory race checks (happens-before over barrier epochs, see execute.cpp), and cp.async
+// (issue, landing at a random legal moment, the waits that complete it).
+#include "machine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rungs::sim::detail {
+
+// ---- memory ----------------------------------------------------------------------------
+bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const {
+  if (a.tid < 0 || static_cast<std::uint32_t>(a.tid) == tid) return true;
+  if (a.epoch < epoch_) return true;
+  const unsigned a_warp = static_cast<unsigned>(a.tid) / kLanes;
+  if (a_warp == w.index) return w.pair_sync[static_cast<unsigned>(a.tid) % kLanes][lane] > a.wsc;
+  return false;
+}
+
+[[noreturn]] void executor::race(const access_rec& first, bool first_write, std::uint32_t instr_index, std::uint32_t tid,
+                       bool write, std::size_t offset) const {
+  std::ostringstream os;
+  os << "shared-memory race on byte " << offset << ": " << (first_write ? "write" : "read") << " at "
+     << at(first.instr) << " by " << thread_name(static_cast<std::uint32_t>(first.tid)) << " and "
+     << (write ? "write" : "read") << " at " << at(instr_index) << " by " << thread_name(tid)
+     << ", with no barrier between them";
+  fail(os.str());
+}
+
+// Whether an earlier access `a` and one by thread `tid` now conflict: not ordered by a barrier
+// or warp sync, and not both strong (PTX ISA, "Data Race": morally strong accesses do not race).
+bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const {
+  return !happens_before(a, tid, w, lane) && !(strong && a.strong);
+}
+
+void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
+                             bool write, bool strong) {
+  const std::uint32_t tid = w.index * kLanes + lane;
+  if (offset + size > shared_.size() || offset + size < offset) {
+    fail_at(instr_index, tid,
+            "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                ") outside the block's " + std::to_string(shared_.size()) + " bytes");
+  }
+  if (offset % size != 0) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
+  if (!shadow_on_) return;
+  const access_rec me{static_cast<std::int32_t>(tid), instr_index, epoch_, w.wsc[lane], strong};
+  for (std::size_t k = 0; k < size; ++k) {
+    shadow_byte& s = shadow_[offset + k];
+    if (s.pending) {
+      if (static_cast<std::uint32_t>(s.w.tid) == tid) {
+        fail_at(instr_index, tid,
+                "access to shared byte " + std::to_string(offset + k) + " of a cp.async (" + at(s.w.instr) +
+                    ") before the cp.async.wait_group that completes it");
+      }
+      race(s.w, true, instr_index, tid, write, offset + k);
+    }
+    if (!write && sched_.uninitialized_check && s.w.tid < 0) {
+      fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(offset + k));
+    }
+    if (sched_.race_check) {
+      if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, offset + k);
+      if (write) {
+        if (conflicts(s.r1, tid, w, lane, strong)) race(s.r1, false, instr_index, tid, true, offset + k);
+        if (conflicts(s.r2, tid, w, lane, strong)) race(s.r2, false, instr_index, tid, true, offset + k);
+      }
+    }
+    if (write) {
+      s.w = me;
+      s.r1 = s.r2 = access_rec{};
+    } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
+      s.r1 = me;
+    } else if (s.r2.tid < 0 || s.r2.tid == me.tid || s.r2.epoch < epoch_) {
+      s.r2 = me;
+    } else if (!strong && s.r2.strong) {
+      s.r2 = me;  // keep weak readers: a later strong write races with them only
+    }  // a third reader: any later writer differs from r1 or r2, which is enough to report
+  }
+}
+
+void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+  if (addr % size != 0) {
+    fail_at(instr_index, tid, "misaligned global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr));
+  }
+  for (const auto& v : m_.variables) {  // the module's own .global/.const variables
+    const auto base = reinterpret_cast<std::uintptr_t>(v.data.get());
+    if (addr >= base && addr + size <= base + v.size) return;
+  }
+  if (!memory_.valid(addr, size)) {
+    fail_at(instr_index, tid,
+            "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
+  }
+}
+
+unsigned char* executor::local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size) {
+  if (offset + size > f_.local_bytes || offset + size < offset) {
+    fail_at(instr_index, tid, "local-memory access at " + std::to_string(offset) + " outside the thread's " +
+                                  std::to_string(f_.local_bytes) + " bytes");
+  }
+  return local_.data() + std::size_t{tid} * f_.local_bytes + offset;
+}
+
+// ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
+void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const bool load = in.code == op::ld;
+  const operand& addr_op = in.ops[load ? 1 : 0];
+  const operand& val_op = in.ops[load ? 0 : 1];
+  const unsigned bits = type_bits(in.type);
+  const std::size_t esize = bits / 8;
+  const unsigned n = in.vec;
+  const std::size_t total = esize * n;
+  const bool sign = is_signed(in.type);
+  std::uint64_t sectors[kLanes];
+  unsigned nsectors = 0;
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint32_t tid = w.index * kLanes + l;
+    const std::uint64_t a = address(w, addr_op, l);
+    unsigned char* base = nullptr;
+    switch (in.where) {
+      case space::global:
+      case space::generic:
+      case space::none:
+        global_check(pc, tid, a, total);
+        base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
+        sectors[nsectors++] = a / 32;
+        break;
+      case space::shared:
+        shared_access(w, l, pc, a, total, !load, in.order != mem_order::weak);
+        base = shared_.data() + a;
+        break;
+      case space::param:
+        if (!load) fail_at(pc, tid, "st.param is not implemented");
+        if (a + total > f_.param_bytes || a + total < a) {
+          fail_at(pc, tid, "ld.param outside the " + std::to_string(f_.param_bytes) + " parameter bytes");
+        }
+        base = const_cast<unsigned char*>(params_) + a;
+        break;
+      case space::local:
+        if (a % esize != 0) fail_at(pc, tid, "misaligned local access");
+        base = local_at(pc, tid, a, total);
+        break;
+    }
+    for (unsigned e = 0; e < n; ++e) {
+      const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
+      if (load) {
+        std::uint64_t v = 0;
+        std::memcpy(&v, base + e * esize, esize);
+        if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
+        if (r.kind == operand::k_reg) set(w, r, l, v);
+      } else {
+        const std::uint64_t v = get(w, r, l);
+        std::memcpy(base + e * esize, &v, esize);
+      }
+    }
+  });
+  if (nsectors > 0) {
+    const std::uint64_t bytes = total * nsectors;
+    std::sort(sectors, sectors + nsectors);
+    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    auto& set = load ? sectors_read_ : sectors_written_;
+    set.insert(sectors, sectors + distinct);
+    if (load) {
+      result_.global.bytes_read += bytes;
+      result_.global.sector_reads_total += distinct;
+    } else {
+      result_.global.bytes_written += bytes;
+    }
+  }
+}
+
+// ---- cp.async ------------------------------------------------------------------------
+void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  std::uint64_t sectors[kLanes];
+  unsigned nsectors = 0;
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint32_t tid = w.index * kLanes + l;
+    copy_op c;
+    c.dst = static_cast<std::uint32_t>(address(w, in.ops[0], l));
+    c.src = address(w, in.ops[1], l);
+    c.size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    c.src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : c.size;
+    if (c.size != 4 && c.size != 8 && c.size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
+    if (c.src_size > c.size) {
+      fail_at(pc, tid, "cp.async src-size " + std::to_string(c.src_size) + " exceeds cp-size " + std::to_string(c.size));
+    }
+    if (c.dst + std::uint64_t{c.size} > shared_.size() || c.dst % c.size != 0) {
+      fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
+    }
+    if (c.src_size > 0) {
+      if (c.src % c.size != 0) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
+      global_check(pc, tid, c.src, c.src_size);
+      sectors[nsectors++] = c.src / 32;
+      result_.global.bytes_read += c.src_size;
+      result_.global.async_bytes_read += c.src_size;
+    }
+    c.tid = tid;
+    c.instr = pc;
+    c.group = async_[tid].open_group;
+    c.epoch = epoch_;
+    if (shadow_on_) issue_shadow(w, l, c);
+    const auto index = static_cast<std::uint32_t>(copies_.size());
+    copies_.push_back(c);
+    async_[tid].pending.push_back(index);
+    unlanded_.push_back(index);
+  });
+  if (nsectors > 0) {
+    std::sort(sectors, sectors + nsectors);
+    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    sectors_read_.insert(sectors, sectors + distinct);
+    async_sectors_.insert(sectors, sectors + distinct);
+    result_.global.sector_reads_total += distinct;
+  }
+}
+
+void executor::land_random() {
+  const std::size_t k = rng_() % unlanded_.size();
+  const std::uint32_t index = unlanded_[k];
+  unlanded_[k] = unlanded_.back();
+  unlanded_.pop_back();
+  land(index);
+}
+
+void executor::land(std::uint32_t index) {
+  copy_op& c = copies_[index];
+  if (c.landed) return;
+  c.landed = true;
+  unsigned char* dst = shared_.data() + c.dst;
+  if (c.src_size > 0) std::memcpy(dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)), c.src_size);
+  std::memset(dst + c.src_size, 0, c.size - c.src_size);
+}
+
+// From its issue until the wait that completes it, a copy's destination is "pending": any
+// access to it by another thread is a race, and by the issuing thread a read of data that
+// may not have landed. The issue itself must be ordered after every earlier access by other
+// threads (a barrier between them).
+void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
+  for (std::uint32_t k = 0; k < c.size; ++k) {
+    shadow_byte& s = shadow_[c.dst + k];
+    if (sched_.race_check) {
+      if (s.pending && static_cast<std::uint32_t>(s.w.tid) != c.tid) race(s.w, true, c.instr, c.tid, true, c.dst + k);
+      if (!happens_before(s.w, c.tid, w, lane)) race(s.w, true, c.instr, c.tid, true, c.dst + k);
+      if (!happens_before(s.r1, c.tid, w, lane)) race(s.r1, false, c.instr, c.tid, true, c.dst + k);
+      if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, c.dst + k);
+    }
+    s.w = access_rec{static_cast<std::int32_t>(c.tid), c.instr, c.epoch, w.wsc[lane]};
+    s.r1 = s.r2 = access_rec{};
+    s.pending = true;
+  }
+}
+
+// The issuing thread's wait completes copies: they are landed now and ordered before what
+// follows the thread's next barrier (or warp sync).
+void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
+  land(index);
+  if (!shadow_on_) return;
+  const copy_op& c = copies_[index];
+  for (std::uint32_t k = 0; k < c.size; ++k) {
+    shadow_byte& s = shadow_[c.dst + k];
+    if (s.pending && static_cast<std::uint32_t>(s.w.tid) == c.tid && s.w.instr == c.instr) {
+      s.pending = false;
+      s.w.epoch = epoch_;
+      s.w.wsc = w.wsc[lane];
+    }
+  }
+}
+
+void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first) {
+  for_lanes(mask, [&](unsigned l) {
+    thread_async& t = async_[w.index * kLanes + l];
+    if (commit_first) ++t.open_group;
+    const std::uint64_t limit = t.open_group >= n_pending ? t.open_group - n_pending : 0;
+    std::size_t keep = 0;
+    for (const std::uint32_t index : t.pending) {
+      if (copies_[index].group < limit) {
+        complete(index, w, l);
+      } else {
+        t.pending[keep++] = index;
+      }
+    }
+    t.pending.resize(keep);
+  });
+  if (!unlanded_.empty()) {
+    std::erase_if(unlanded_, [&](std::uint32_t i) { return copies_[i].landed; });
+  }
+}
+
+}  // namespace rungs::sim::detail
+
+namespace rungs::sim::detail {
+
+// ---- handlers ----------------------------------------------------------------------------
+// Generic addresses are global ones: the executor hands out no generic window onto shared or
+// local memory (cvta.shared/.local are not implemented), so a generic access outside every
+// live allocation is reported as a bad global access.
+void executor::exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { memory_op(w, in, pc, mask); }
+
+// The bytes an atom/red of `lane` reads and writes: checked as a global access, or as a strong
+// shared read and write (the race check: two atomics do not race; an atomic and a plain access do).
+unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr,
+                                       std::size_t size) {
+  if (in.where == space::shared) {
+    shared_access(w, lane, pc, addr, size, false, true);
+    shared_access(w, lane, pc, addr, size, true, true);
+    return shared_.data() + addr;
+  }
+  global_check(pc, w.index * kLanes + lane, addr, size);
+  result_.global.bytes_read += size;
+  result_.global.bytes_written += size;
+  return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
+}
+
+namespace {
+// One atomic operation on `old` (PTX ISA: atom): the new value stored.
+std::uint64_t atomic_apply(const instr& in, std::uint64_t old, std::uint64_t b, std::uint64_t c) {
+  const unsigned bits = type_bits(in.type);
+  const std::uint64_t wm = width_mask(bits);
+  const bool sgn = is_signed(in.type);
+  auto half_add = [&](std::uint16_t x, std::uint16_t y) -> std::uint16_t {
+    // f16/bf16 sums are exact in f32 and rounded once more to 16 bits: innocuous double rounding
+    // (24 >= 2 * 11 + 2), so this is the correctly rounded sum; .noftz keeps subnormals.
+    const bool bf = in.type == vtype::bf16 || in.type == vtype::bf16x2;
+    const float r = as_f32(bf ? f32_from_bf16(x) : f32_from_f16(x)) + as_f32(bf ? f32_from_bf16(y) : f32_from_f16(y));
+    return bf ? bf16_from_f32(r) : f16_from_f32(r);
+  };
+  switch (in.aop) {
+    case atom_op::add:
+      switch (in.type) {
+        case vtype::f32:  // atom.add.f32 rounds to nearest even and flushes subnormals (PTX ISA: atom)
+          return f32_out(f32_in(old, true) + f32_in(b, true), true, false);
+        case vtype::f64: return f64_out(as_f64(old) + as_f64(b));
+        case vtype::f16:
+        case vtype::bf16: return half_add(static_cast<std::uint16_t>(old), static_cast<std::uint16_t>(b));
+        case vtype::f16x2:
+        case vtype::bf16x2:
+          return half_add(static_cast<std::uint16_t>(old), static_cast<std::uint16_t>(b)) |
+                 (std::uint64_t{half_add(static_cast<std::uint16_t>(old >> 16), static_cast<std::uint16_t>(b >> 16))} << 16);
+        default: return (old + b) & wm;
+      }
+    case atom_op::min:
+    case atom_op::max: {
+      const bool is_max = in.aop == atom_op::max;
+      if (sgn) {
+        const std::int64_t x = sext(old, bits), y = sext(b, bits);
+        return static_cast<std::uint64_t>(is_max ? std::max(x, y) : std::min(x, y)) & wm;
+      }
+      return is_max ? std::max(old & wm, b & wm) : std::min(old & wm, b & wm);
+    }
+    case atom_op::inc: return (old & wm) >= (b & wm) ? 0 : (old + 1) & wm;
+    case atom_op::dec: return ((old & wm) == 0 || (old & wm) > (b & wm)) ? b & wm : (old - 1) & wm;
+    case atom_op::exch: return b & wm;
+    case atom_op::cas: return (old & wm) == (b & wm) ? c & wm : old & wm;
+    case atom_op::and_: return old & b & wm;
+    case atom_op::or_: return (old | b) & wm;
+    case atom_op::xor_: return (old ^ b) & wm;
+  }
+  return old;
+}
+}  // namespace
+
+// atom d, [a], b{, c} and red [a], b: the lanes of the warp one after another, each
+// read-modify-write indivisible (so racing atomics are exact, and a plain read-modify-write
+// racing with them is reported by the race check in shared memory).
+void executor::exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const bool red = in.code == op::red;
+  const operand& addr = in.ops[red ? 0 : 1];
+  const std::size_t size = type_bits(in.type) / 8;
+  for_lanes(mask, [&](unsigned l) {
+    unsigned char* p = atomic_target(w, in, pc, l, address(w, addr, l), size);
+    std::uint64_t old = 0;
+    std::memcpy(&old, p, size);
+    const std::uint64_t b = get(w, in.ops[red ? 1 : 2], l);
+    const std::uint64_t c = in.aop == atom_op::cas ? get(w, in.ops[3], l) : 0;
+    const std::uint64_t v = atomic_apply(in, old, b, c);
+    std::memcpy(p, &v, size);
+    if (!red) set(w, in.ops[0], l, is_signed(in.type) ? static_cast<std::uint64_t>(sext(old, type_bits(in.type))) : old);
+  });
+}
+
+// fence and membar: every access already takes effect in one sequentially consistent order.
+void executor::exec_fence(warp&, const instr&, std::uint32_t, std::uint32_t) {}
+
+void executor::exec_cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { cp_async(w, in, pc, mask); }
+
+void executor::exec_cp_async_commit(warp& w, const instr&, std::uint32_t, std::uint32_t mask) {
+  for_lanes(mask, [&](unsigned l) { ++async_[w.index * kLanes + l].open_group; });
+}
+
+// cp.async.wait_group N (the N most recent groups may stay in flight) and cp.async.wait_all
+// (commit, then wait for every group).
+void executor::exec_cp_async_wait(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  if (in.code == op::cp_async_wait_all) return wait_group(w, mask, 0, true);
+  if (in.ops[0].kind != operand::k_imm) lane_io{*this, w, in, pc, mask}.no("cp.async.wait_group needs an immediate");
+  wait_group(w, mask, in.ops[0].imm, false);
+}
+
+}  // namespace rungs::sim::detail

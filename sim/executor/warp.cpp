@@ -1,0 +1,109 @@
+// Warp-synchronous instructions, run once every non-exited lane named by the member masks
+// has arrived (executor::warp_sync): shfl.sync, vote.sync, match.sync and bar.warp.sync; and
+// activemask, which waits for nothing.
+#include "machine.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace rungs::sim::detail {
+
+void executor::sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks) {
+  switch (in.code) {
+    case op::shfl: return sync_shfl(w, in, pc, ready, masks);
+    case op::vote: return sync_vote(w, in, ready);
+    case op::match: return sync_match(w, in, ready);
+    default:  // bar.warp.sync: orders the lanes' earlier shared accesses before their later ones
+      for_lanes(ready, [&](unsigned l) { ++w.wsc[l]; });
+      for_lanes(ready, [&](unsigned a) { for_lanes(ready, [&](unsigned b) { w.pair_sync[a][b] = w.wsc[a]; }); });
+  }
+}
+
+// shfl.sync d(|p), a, b, c, membermask (PTX ISA: shfl.sync)
+void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks) {
+  const std::uint32_t dead = dead_lanes(w);
+  std::uint32_t src[kLanes];
+  for_lanes(ready, [&](unsigned l) { src[l] = static_cast<std::uint32_t>(get(w, in.ops[1], l)); });
+  const operand& dst = in.ops[0];
+  const operand& d = dst.kind == operand::k_vec ? dst.elems[0] : dst;
+  const operand* p = dst.kind == operand::k_vec && dst.elems.size() > 1 ? &dst.elems[1] : nullptr;
+  for_lanes(ready, [&](unsigned lane) {
+    const std::uint32_t b = static_cast<std::uint32_t>(get(w, in.ops[2], lane));
+    const std::uint32_t c = static_cast<std::uint32_t>(get(w, in.ops[3], lane));
+    const int bval = static_cast<int>(b & 0x1f);
+    const int cval = static_cast<int>(c & 0x1f);
+    const int segmask = static_cast<int>((c >> 8) & 0x1f);
+    const int l = static_cast<int>(lane);
+    const int max_lane = (l & segmask) | (cval & ~segmask);
+    const int min_lane = l & segmask;
+    int j = 0;
+    bool pval = false;
+    switch (in.mode) {
+      case shfl_mode::up: j = l - bval; pval = j >= max_lane; break;
+      case shfl_mode::down: j = l + bval; pval = j <= max_lane; break;
+      case shfl_mode::bfly: j = l ^ bval; pval = j <= max_lane; break;
+      case shfl_mode::idx: j = min_lane | (bval & ~segmask); pval = j <= max_lane; break;
+    }
+    if (!pval) j = l;
+    if (((dead >> j) & 1) != 0) {  // an exited or absent lane: undefined bits (CUDA: "the value is undefined")
+      set(w, d, lane, static_cast<std::uint32_t>(rng_()));
+      if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
+      return;
+    }
+    if (!((ready >> j) & 1)) {
+      fail_at(pc, w.index * kLanes + lane,
+              "shfl.sync reads lane " + std::to_string(j) + ", which does not take part (member mask 0x" +
+                  hex(masks[lane]) + "): the value is undefined");
+    }
+    set(w, d, lane, src[j]);
+    if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
+  });
+}
+
+// vote.sync.{all,any,uni}.pred d, {!}a, membermask and vote.sync.ballot.b32 d, {!}a, membermask
+// (PTX ISA: vote): over the lanes that take part, i.e. the non-exited lanes of the mask.
+void executor::sync_vote(warp& w, const instr& in, std::uint32_t ready) {
+  std::uint32_t ballot = 0;
+  for_lanes(ready, [&](unsigned l) {
+    if (get_pred(w, in.ops[1], l)) ballot |= 1u << l;
+  });
+  for_lanes(ready, [&](unsigned l) {
+    const std::uint32_t group = ready & static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    std::uint64_t r = 0;
+    switch (in.vote) {
+      case vote_mode::all: r = (ballot & group) == group; break;
+      case vote_mode::any: r = (ballot & group) != 0; break;
+      case vote_mode::uni: r = (ballot & group) == group || (ballot & group) == 0; break;
+      case vote_mode::ballot: r = ballot & group; break;
+    }
+    set(w, in.ops[0], l, r);
+  });
+}
+
+// match.any.sync.b{32,64} d, a, membermask: the lanes of the mask holding the same a;
+// match.all.sync.b{32,64} d|p, a, membermask: the mask if all of it holds the same a, else 0
+// (PTX ISA: match.sync).
+void executor::sync_match(warp& w, const instr& in, std::uint32_t ready) {
+  const std::uint64_t wm = width_mask(type_bits(in.type));
+  const operand& dst = in.ops[0];
+  const operand& d = dst.kind == operand::k_vec ? dst.elems[0] : dst;
+  const operand* p = dst.kind == operand::k_vec && dst.elems.size() > 1 ? &dst.elems[1] : nullptr;
+  for_lanes(ready, [&](unsigned l) {
+    const std::uint32_t group = ready & static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    const std::uint64_t mine = get(w, in.ops[1], l) & wm;
+    std::uint32_t same = 0;
+    for_lanes(group, [&](unsigned k) {
+      if ((get(w, in.ops[1], k) & wm) == mine) same |= 1u << k;
+    });
+    const bool all = same == group;
+    set(w, d, l, in.match_all ? (all ? group : 0) : same);
+    if (p && p->kind == operand::k_reg) set(w, *p, l, all ? 1 : 0);
+  });
+}
+
+// activemask.b32 d: the lanes executing it together, i.e. converged at this instruction.
+void executor::exec_activemask(warp& w, const instr& in, std::uint32_t, std::uint32_t mask) {
+  for_lanes(mask, [&](unsigned l) { set(w, in.ops[0], l, w.group_mask); });
+}
+
+}  // namespace rungs::sim::detail
