@@ -2,7 +2,7 @@
 //  - A CTA is a set of 32-lane warps. Each lane has its own PC; a warp issues the instruction
 //    at the smallest PC of its runnable lanes for every lane at that PC (so lanes reconverge
 //    where structured control flow joins), with per-lane guards.
-//  - Warp-synchronous instructions (shfl.sync, vote.sync, match.sync, bar.warp.sync) wait until
+//  - Warp-synchronous instructions (shfl, vote, match, redux .sync; bar.warp.sync) wait until
 //    every non-exited lane named by each participant's member mask has reached the same
 //    instruction (CUDA's rule; exited and absent lanes are not waited for); lanes that can
 //    never arrive are a sim_error (deadlock). bar.sync is a CTA barrier reached by whole,
@@ -33,7 +33,7 @@ launch_result executor::run() {
   std::vector<std::uint64_t> order;
   const std::uint64_t ctas = std::uint64_t{grid_.x} * grid_.y * grid_.z;
   for (std::uint64_t c = 0; c < ctas; ++c) order.push_back(c);
-  if (sched_.randomize) {
+  if (sched_.randomize && !sched_.blocks_in_launch_order) {
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_() % i]);
   }
   for (const std::uint64_t c : order) {
@@ -74,6 +74,7 @@ std::string executor::at(std::uint32_t instr_index) const {
 // ---- CTA -------------------------------------------------------------------------------
 void executor::run_cta(dim3s id) {
   cta_ = id;
+  cta_end_ = sched_.cta_instruction_limit == 0 ? ~std::uint64_t{0} : result_.warp_instructions + sched_.cta_instruction_limit;
   const unsigned nwarps = (threads_ + kLanes - 1) / kLanes;
   warps_.assign(nwarps, warp{});
   const std::size_t slots = f_.slots;
@@ -212,7 +213,7 @@ bool executor::step(warp& w) {
     });
     mask = g;
   }
-  ++result_.warp_instructions;
+  if (++result_.warp_instructions > cta_end_) cta_overrun();
   switch (in.code) {
     case op::bra: {
       if (mask == w.group_mask || mask == 0) {
@@ -249,6 +250,7 @@ bool executor::step(warp& w) {
     case op::shfl:
     case op::vote:
     case op::match:
+    case op::redux:
     case op::bar_warp_sync: return warp_sync(w, in, pc, mask);
     default: break;
   }
@@ -401,6 +403,17 @@ void executor::release_waiters(warp& w) {
     });
     w.group_valid = false;
   }
+}
+
+// CTAs run one at a time: a CTA that waits for another one (a spin on a flag in global memory,
+// as decoupled look-back scans do) never ends. A limit turns that hang into a finding.
+void executor::cta_overrun() const {
+  fail("block (" + std::to_string(cta_.x) + "," + std::to_string(cta_.y) + "," + std::to_string(cta_.z) +
+       ") ran past " + std::to_string(sched_.cta_instruction_limit) +
+       " warp instructions without finishing: a loop waiting for another block? The executor runs blocks one at a "
+       "time, to completion, so a block that waits for another never ends; blocks in launch order let a block "
+       "wait for lower ones (schedule::blocks_in_launch_order, RUNGS_SIM_BLOCK_ORDER=launch in the runtime; "
+       "schedule::cta_instruction_limit, RUNGS_SIM_CTA_LIMIT)");
 }
 
 // ---- refusals, special registers, time ---------------------------------------------------

@@ -171,6 +171,7 @@ class executor {
   static std::uint32_t ready_lanes(std::uint32_t arrived, const std::uint32_t* masks);
   bool warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void release_waiters(warp& w);
+  [[noreturn]] void cta_overrun() const;
   void sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   // ---- memory ----------------------------------------------------------------------------
   bool happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const;
@@ -183,6 +184,7 @@ class executor {
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   void sync_vote(warp& w, const instr& in, std::uint32_t ready);
   void sync_match(warp& w, const instr& in, std::uint32_t ready);
+  void sync_redux(warp& w, const instr& in, std::uint32_t ready);
   std::uint64_t special_value(special sp, unsigned warp_index, unsigned lane) const;
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
   unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
@@ -249,6 +251,7 @@ class executor {
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;
   std::uint32_t bar_instr_ = 0;
+  std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
   std::unordered_set<std::uint64_t> sectors_read_, sectors_written_, async_sectors_;
   launch_result result_;
 };

@@ -795,7 +795,10 @@ class parser {
         if ((in.code == op::shl || in.code == op::shr) && k == 2) ot = vtype::u32;
         if (in.code == op::bfi && k >= 3) ot = vtype::u32;
         if (in.code == op::mad && in.wide && k == 3) ot = vtype::u64;
-        if ((in.code == op::vote || in.code == op::match) && k == in.ops.size() && k + 1 == toks.size()) ot = vtype::b32;
+        if ((in.code == op::vote || in.code == op::match || in.code == op::redux) && k == in.ops.size() &&
+            k + 1 == toks.size()) {
+          ot = vtype::b32;
+        }
         if (in.code == op::vote && k == 1) ot = vtype::pred;
         if (in.code == op::bfe && k >= 2) ot = vtype::u32;
         if ((in.code == op::clz || in.code == op::popc || in.code == op::bfind) && k == 0) ot = vtype::u32;
@@ -817,7 +820,7 @@ class parser {
         want = 2; break;
       case op::atom: want = in.aop == atom_op::cas ? 4 : 3; break;
       case op::red: want = 2; break;
-      case op::vote: case op::match: want = 3; break;
+      case op::vote: case op::match: case op::redux: want = 3; break;
       case op::activemask: want = 1; break;
       case op::bfe: want = 4; break;
       case op::fence: want = 0; break;
@@ -919,7 +922,9 @@ class parser {
         {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos},
         {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe}};
     if (name == "atom" || name == "red") return decode_atom(opcode, parts, in, unsupported);
-    if (name == "vote" || name == "match" || name == "activemask") return decode_warp(opcode, parts, in, unsupported);
+    if (name == "vote" || name == "match" || name == "redux" || name == "activemask") {
+      return decode_warp(opcode, parts, in, unsupported);
+    }
     if (name == "fence" || name == "membar") {
       // fence{.sem}.scope and membar.level: the executor runs every access in one sequentially
       // consistent order, so a fence orders nothing further (proxy fences are not implemented).
@@ -1151,6 +1156,19 @@ class parser {
       in.type = v->second == vote_mode::ballot ? vtype::b32 : vtype::pred;
       return;
     }
+    // redux.sync.{add,min,max}.{u32,s32} and redux.sync.{and,or,xor}.b32 d, a, membermask.
+    static const std::unordered_map<std::string_view, atom_op> reductions{
+        {"redux.sync.add.u32", atom_op::add}, {"redux.sync.add.s32", atom_op::add},
+        {"redux.sync.min.u32", atom_op::min}, {"redux.sync.min.s32", atom_op::min},
+        {"redux.sync.max.u32", atom_op::max}, {"redux.sync.max.s32", atom_op::max},
+        {"redux.sync.and.b32", atom_op::and_}, {"redux.sync.or.b32", atom_op::or_},
+        {"redux.sync.xor.b32", atom_op::xor_}};
+    if (const auto r = reductions.find(opcode); r != reductions.end()) {
+      in.code = op::redux;
+      in.aop = r->second;
+      parse_type(parts[3], in.type);
+      return;
+    }
     if (parts.size() == 4 && parts[0] == "match" && (parts[1] == "any" || parts[1] == "all") && parts[2] == "sync" &&
         (parts[3] == "b32" || parts[3] == "b64")) {
       in.code = op::match;
@@ -1159,7 +1177,7 @@ class parser {
       return;
     }
     return unsupported("form '" + opcode + "' (implemented: vote.sync.{all,any,uni}.pred, vote.sync.ballot.b32, "
-                       "match.{any,all}.sync.{b32,b64}, activemask.b32)");
+                       "match.{any,all}.sync.{b32,b64}, redux.sync on 32-bit integers, activemask.b32)");
   }
 
   static bool set_compare(const std::string& m, cmp& c) {

@@ -1,5 +1,6 @@
 // Warp-synchronous instructions, run once every non-exited lane named by the member masks
-// has arrived (executor::warp_sync): shfl.sync, vote.sync, match.sync and bar.warp.sync; and
+// has arrived (executor::warp_sync): shfl.sync, vote.sync, match.sync, redux.sync and
+// bar.warp.sync; and
 // activemask, which waits for nothing.
 #include "machine.hpp"
 
@@ -13,6 +14,7 @@ void executor::sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uin
     case op::shfl: return sync_shfl(w, in, pc, ready, masks);
     case op::vote: return sync_vote(w, in, ready);
     case op::match: return sync_match(w, in, ready);
+    case op::redux: return sync_redux(w, in, ready);
     default:  // bar.warp.sync: orders the lanes' earlier shared accesses before their later ones
       for_lanes(ready, [&](unsigned l) { ++w.wsc[l]; });
       for_lanes(ready, [&](unsigned a) { for_lanes(ready, [&](unsigned b) { w.pair_sync[a][b] = w.wsc[a]; }); });
@@ -98,6 +100,31 @@ void executor::sync_match(warp& w, const instr& in, std::uint32_t ready) {
     const bool all = same == group;
     set(w, d, l, in.match_all ? (all ? group : 0) : same);
     if (p && p->kind == operand::k_reg) set(w, *p, l, all ? 1 : 0);
+  });
+}
+
+// redux.sync.op.type d, a, membermask (PTX ISA: redux.sync): the reduction of a over the
+// lanes of the mask that take part (add wraps; min/max signed or unsigned by type).
+void executor::sync_redux(warp& w, const instr& in, std::uint32_t ready) {
+  for_lanes(ready, [&](unsigned l) {
+    const std::uint32_t group = ready & static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    std::uint32_t acc = 0;
+    bool first = true;
+    for_lanes(group, [&](unsigned k) {
+      const auto v = static_cast<std::uint32_t>(get(w, in.ops[1], k));
+      const auto sv = static_cast<std::int32_t>(v), sacc = static_cast<std::int32_t>(acc);
+      const bool sgn = in.type == vtype::s32;
+      switch (in.aop) {
+        case atom_op::add: acc += v; break;
+        case atom_op::min: acc = first ? v : sgn ? static_cast<std::uint32_t>(std::min(sacc, sv)) : std::min(acc, v); break;
+        case atom_op::max: acc = first ? v : sgn ? static_cast<std::uint32_t>(std::max(sacc, sv)) : std::max(acc, v); break;
+        case atom_op::and_: acc = first ? v : acc & v; break;
+        case atom_op::or_: acc |= v; break;
+        default: acc ^= v; break;  // xor
+      }
+      first = false;
+    });
+    set(w, in.ops[0], l, acc);
   });
 }
 

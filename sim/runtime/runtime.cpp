@@ -18,9 +18,12 @@
 //  - stream capture records kernel launches, memcpys and memsets into a graph instead of
 //    running them; synchronous or allocating calls during a global or thread-local capture fail
 //    with cudaErrorStreamCaptureUnsupported and invalidate the capture, as CUDA's do;
-//  - events carry no time: cudaEventElapsedTime is not provided (nothing in rungs calls it).
+//  - events carry no time: cudaEventElapsedTime is refused (cudaErrorNotSupported, named).
 // Environment: RUNGS_SIM_SEED (default 1) seeds the adversarial schedule of every launch;
 // RUNGS_SIM_TRAFFIC=<file> appends one line of memory traffic per launch;
+// RUNGS_SIM_CTA_LIMIT=<n> (default 2^27, 0: none) bounds each block's warp instructions, so
+// that a block waiting for another (blocks run one at a time) is a finding, not a hang;
+// RUNGS_SIM_BLOCK_ORDER=launch runs blocks in launch order (default random: CUDA's model);
 // RUNGS_SIM_ABORT_ON_FINDING=1 aborts the process (SIGABRT) right after printing the first
 // finding or refused launch, for CI that must not miss one.
 #include <cuda_runtime_api.h>
@@ -157,6 +160,30 @@ class registry final : public global_memory {
   mutable std::uint64_t start_ = 0;
 };
 
+// Environment settings: a bad value ends the process naming the variable and the rule.
+std::uint64_t env_integer(const char* name, std::uint64_t fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  char* end = nullptr;
+  const std::uint64_t x = std::strtoull(v, &end, 10);
+  if (*v == '\0' || *end != '\0') {
+    std::fprintf(stderr, "rungs-sim: %s='%s' is not a decimal integer\n", name, v);
+    std::exit(2);
+  }
+  return x;
+}
+std::string env_choice(const char* name, std::initializer_list<const char*> allowed, const char* fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return fallback;
+  std::string list;
+  for (const char* a : allowed) {
+    if (std::strcmp(a, v) == 0) return v;
+    list += list.empty() ? std::string("'") + a + "'" : std::string(", '") + a + "'";
+  }
+  std::fprintf(stderr, "rungs-sim: %s='%s' must be one of %s\n", name, v, list.c_str());
+  std::exit(2);
+}
+
 struct state {
   std::recursive_mutex mutex;
   std::deque<module_record> modules;
@@ -170,27 +197,17 @@ struct state {
   cudaError_t sticky = cudaSuccess;
   std::uint64_t seed = 1;
   bool abort_on_finding = false;
+  std::uint64_t cta_limit = schedule{}.cta_instruction_limit;
+  bool blocks_in_launch_order = false;
   std::uint64_t launches = 0;
   unsigned long long capture_ids = 0;
   std::unique_ptr<std::ofstream> traffic;
 
   state() {
-    if (const char* s = std::getenv("RUNGS_SIM_SEED")) {
-      char* end = nullptr;
-      seed = std::strtoull(s, &end, 10);
-      if (*s == '\0' || *end != '\0') {
-        std::fprintf(stderr, "rungs-sim: RUNGS_SIM_SEED='%s' is not a decimal integer\n", s);
-        std::exit(2);
-      }
-    }
-    if (const char* a = std::getenv("RUNGS_SIM_ABORT_ON_FINDING")) {
-      const std::string v = a;
-      if (v != "0" && v != "1") {
-        std::fprintf(stderr, "rungs-sim: RUNGS_SIM_ABORT_ON_FINDING='%s' must be 0 or 1\n", a);
-        std::exit(2);
-      }
-      abort_on_finding = v == "1";
-    }
+    seed = env_integer("RUNGS_SIM_SEED", seed);
+    cta_limit = env_integer("RUNGS_SIM_CTA_LIMIT", cta_limit);
+    abort_on_finding = env_choice("RUNGS_SIM_ABORT_ON_FINDING", {"0", "1"}, "0") == "1";
+    blocks_in_launch_order = env_choice("RUNGS_SIM_BLOCK_ORDER", {"random", "launch"}, "random") == "launch";
     if (const char* t = std::getenv("RUNGS_SIM_TRAFFIC")) {
       traffic = std::make_unique<std::ofstream>(t, std::ios::app);
       if (!*traffic) {
@@ -355,6 +372,8 @@ void run_kernel(const node& n) {
   schedule sched;
   const std::uint64_t index = s.launches++;
   sched.seed = s.seed * 0x9e3779b97f4a7c15ull + index;
+  sched.cta_instruction_limit = s.cta_limit;
+  sched.blocks_in_launch_order = s.blocks_in_launch_order;
   try {
     const launch_result r = launch(*n.k->mod->parsed, n.k->name, n.grid, n.block, n.shared, args.data(), s.memory, sched);
     if (s.traffic) {
@@ -929,6 +948,16 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   std::lock_guard lock(S().mutex);
   if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
   return sticky();
+}
+
+// Events carry no time on the simulated device: a clear refusal, never a made-up duration.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  std::lock_guard lock(S().mutex);
+  if (ms == nullptr) return fail(cudaErrorInvalidValue, "cudaEventElapsedTime: a null result pointer");
+  if (!S().events.count(start) || !S().events.count(end)) return fail(cudaErrorInvalidResourceHandle);
+  return fail(cudaErrorNotSupported,
+              "cudaEventElapsedTime: events carry no time on the simulated device (the CPU runs the kernels; "
+              "a duration would be made up)");
 }
 
 // ---------------------------------------------------------------------------------------

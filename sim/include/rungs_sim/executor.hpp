@@ -73,6 +73,13 @@ struct schedule {
   bool randomize = true;          // warp order and CTA order shuffled; cp.async lands at a random legal moment
   bool race_check = true;         // shared-memory races between barriers
   bool uninitialized_check = true;  // reads of never-written shared memory
+  // Blocks run one at a time, to completion: one that waits for another never ends. A block
+  // issuing more warp instructions than this is a finding instead of a hang (0: no limit).
+  std::uint64_t cta_instruction_limit = std::uint64_t{1} << 27;
+  // Run blocks in launch order (x fastest) even when randomized: the order a GPU dispatches them
+  // in, which decoupled look-back (CUB's scans) relies on for forward progress; CUDA's model
+  // lets blocks run in any order, which the default explores.
+  bool blocks_in_launch_order = false;
 };
 
 // Global-memory traffic of one launch.

@@ -900,3 +900,55 @@ TEST_CASE("mma and ldmatrix (.sync.aligned) must be executed by the whole warp, 
                     Catch::Contains("executed by lanes 0xffff of the warp: .sync.aligned needs all 32 lanes, "
                                     "converged at PTX line 28 `@%p1 ldmatrix.sync.aligned.m8n8.x1.shared.b16"));
 }
+
+TEST_CASE("a block waiting for another block is a finding, not a hang (blocks run one at a time)") {
+  // Block 1 spins until block 0 has set a flag in global memory (in[0]).
+  const std::string text = kernel("", R"(
+  ld.param.u64 %rd1, [k_in];
+  mov.u32 %r1, %ctaid.x;
+  setp.eq.u32 %p1, %r1, 0;
+  @%p1 bra $L_set;
+$L_spin:
+  ld.volatile.global.u32 %r2, [%rd1];
+  setp.eq.u32 %p2, %r2, 0;
+  @%p2 bra $L_spin;
+  bra.uni $L_end;
+$L_set:
+  st.volatile.global.u32 [%rd1], 1;
+$L_end:
+)");
+  sim::schedule in_order;
+  in_order.randomize = false;  // block 0 runs first: block 1 finds the flag set
+  in_order.cta_instruction_limit = 10000;
+  buffers a(32);
+  a.in[0] = 0;
+  CHECK_NOTHROW(a.run(text, 1, in_order, 2));
+  // In a seeded random block order, block 1 sometimes runs first and never finishes: the finding.
+  int overruns = 0;
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+    sim::schedule random;
+    random.seed = seed;
+    random.cta_instruction_limit = 10000;
+    buffers b(32);
+    b.in[0] = 0;
+    try {
+      b.run(text, 1, random, 2);
+      CHECK(b.in[0] == 1u);
+    } catch (const sim::sim_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("block (1,0,0) ran past 10000 warp instructions"));
+      ++overruns;
+    }
+  }
+  CHECK(overruns > 0);
+  CHECK(overruns < 16);
+  // In launch order (as a GPU dispatches blocks), block 1 always finds block 0's flag.
+  for (std::uint64_t seed = 1; seed <= 16; ++seed) {
+    sim::schedule launch_order;
+    launch_order.seed = seed;
+    launch_order.blocks_in_launch_order = true;
+    launch_order.cta_instruction_limit = 10000;
+    buffers b(32);
+    b.in[0] = 0;
+    CHECK_NOTHROW(b.run(text, 1, launch_order, 2));
+  }
+}

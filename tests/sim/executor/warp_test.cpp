@@ -56,6 +56,35 @@ TEST_CASE("match.sync: the lanes holding the same value; match.all's predicate",
   CHECK(e.out == std::vector<std::uint32_t>(32, 0));
 }
 
+TEST_CASE("redux.sync: add, min, max (signed and unsigned), and, or, xor over the lanes of the mask",
+          "[op:redux.sync.add.u32][op:redux.sync.min.s32][op:redux.sync.max.u32][op:redux.sync.and.b32]"
+          "[op:redux.sync.or.b32][op:redux.sync.xor.b32][op:redux.sync.max.s32][op:redux.sync.min.u32]") {
+  const auto redux = [](const std::string& op, const std::string& mask, unsigned threads = 32) {
+    buffers b(threads);
+    // Values: lane l holds l - 3 (so lanes 0..2 are negative as s32, huge as u32).
+    b.run(kernel("", "  sub.u32 %r1, %lane, 3;\n  " + op + " %r2, %r1, " + mask + ";\n  st.global.u32 [%rd_out], %r2;\n"),
+          threads);
+    return b.out;
+  };
+  CHECK(redux("redux.sync.add.u32", "-1") == std::vector<std::uint32_t>(32, 496 - 96));  // sum(0..31) - 3 * 32
+  CHECK(redux("redux.sync.min.s32", "-1") == std::vector<std::uint32_t>(32, 0xfffffffdu));
+  CHECK(redux("redux.sync.max.s32", "-1") == std::vector<std::uint32_t>(32, 28u));
+  CHECK(redux("redux.sync.min.u32", "-1") == std::vector<std::uint32_t>(32, 0u));
+  CHECK(redux("redux.sync.max.u32", "-1") == std::vector<std::uint32_t>(32, 0xffffffffu));
+  // Lanes 4..7 (values 1..4): and = 0, or = 7, xor = 1^2^3^4 = 4; other lanes leave out 0xdeadbeef.
+  buffers c(32);
+  c.run(kernel("", "  sub.u32 %r1, %lane, 3;\n  shr.u32 %r4, %lane, 2;\n  setp.ne.u32 %p1, %r4, 1;\n  @%p1 bra $L_out;\n"
+                   "  redux.sync.and.b32 %r2, %r1, 0xf0;\n  redux.sync.or.b32 %r5, %r1, 0xf0;\n"
+                   "  redux.sync.xor.b32 %r6, %r1, 0xf0;\n  shl.b32 %r5, %r5, 8;\n  shl.b32 %r6, %r6, 16;\n"
+                   "  or.b32 %r2, %r2, %r5;\n  or.b32 %r2, %r2, %r6;\n  st.global.u32 [%rd_out], %r2;\n$L_out:\n"),
+        32);
+  for (unsigned l = 0; l < 32; ++l) CHECK(c.out[l] == (l / 4 == 1 ? 0x040700u : 0xdeadbeefu));
+  // In a partial warp (40 threads) a full mask sums the 8 lanes that exist: 5 + 6 + ... + 12 = 68
+  // minus 3 * 8 for warp 1 (lanes 0..7 hold -3..4): -3-2-1+0+1+2+3+4 = 4.
+  const auto partial = redux("redux.sync.add.u32", "-1", 40);
+  for (unsigned t = 32; t < 40; ++t) CHECK(partial[t] == 4u);
+}
+
 TEST_CASE("activemask: the lanes converged at the instruction", "[op:activemask.b32]") {
   buffers b(32);
   b.run(kernel("", R"(

@@ -249,6 +249,20 @@ TEST_CASE("cudaFuncGetAttributes and the occupancy calls, modelled on the H100's
   CHECK(min_grid == 2 * 132);
 }
 
+TEST_CASE("events carry no time: cudaEventElapsedTime is refused, not made up") {
+  cudaEvent_t a = nullptr, b = nullptr;
+  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
+  REQUIRE(cudaEventRecord(a, 0) == cudaSuccess);
+  REQUIRE(cudaEventRecord(b, 0) == cudaSuccess);
+  float ms = -1.0f;
+  CHECK(cudaEventElapsedTime(&ms, a, b) == cudaErrorNotSupported);
+  CHECK(ms == -1.0f);
+  CHECK(cudaGetLastError() == cudaErrorNotSupported);
+  REQUIRE(cudaEventDestroy(a) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(b) == cudaSuccess);
+}
+
 TEST_CASE("cudaLaunchKernelEx: a launch with a config; attributes that change semantics are refused") {
   int* p = nullptr;
   REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
