@@ -254,7 +254,7 @@ bool executor::step(warp& w) {
     case op::bar_warp_sync: return warp_sync(w, in, pc, mask);
     default: break;
   }
-  if (mask != 0) (this->*handler_of(in.code))(w, in, pc, mask);
+  if (mask != 0) (this->*handlers[static_cast<std::size_t>(in.code)])(w, in, pc, mask);
   ++w.group_pc;
   regroup_if_diverged(w);
   return true;

@@ -13,6 +13,7 @@ constexpr std::size_t kOps = static_cast<std::size_t>(op::unsupported) + 1;
 constexpr std::array<handler, kOps> make_table() {
   std::array<handler, kOps> t{};
   auto on = [&t](op code, handler h) { t[static_cast<std::size_t>(code)] = h; };
+  for (handler& h : t) h = &executor::exec_unsupported;  // op::unsupported, and the scheduler's opcodes
   // memory (memory.cpp)
   on(op::ld, &executor::exec_ld_st);
   on(op::st, &executor::exec_ld_st);
@@ -54,19 +55,13 @@ constexpr std::array<handler, kOps> make_table() {
   // tensor cores (tensor.cpp)
   on(op::ldmatrix, &executor::exec_ldmatrix);
   on(op::mma, &executor::exec_mma);
-  on(op::unsupported, &executor::exec_unsupported);
   // bra, ret, exit, bar.sync and the warp-synchronous opcodes (shfl, vote, match,
   // bar.warp.sync): executor::step.
   return t;
 }
 
-constexpr std::array<handler, kOps> kTable = make_table();
-
 }  // namespace
 
-handler handler_of(op code) {
-  const handler h = kTable[static_cast<std::size_t>(code)];
-  return h != nullptr ? h : &executor::exec_unsupported;
-}
+const std::array<handler, kOps> handlers = make_table();
 
 }  // namespace rungs::sim::detail

@@ -8,6 +8,7 @@
 #include "numeric.hpp"
 #include "ptx.hpp"
 
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <random>
@@ -25,12 +26,12 @@ constexpr unsigned kLanes = 32;
 enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 
 struct access_rec {
-  std::int32_t tid = -1;   // thread (flat index in the CTA); -1: none
+  std::int16_t tid = -1;    // thread (flat index in the CTA, < 1024); -1: none
+  bool strong = false;      // an atomic, volatile, relaxed, acquire or release access
   std::uint32_t instr = 0;
   std::uint32_t epoch = 0;  // CTA barriers completed before the access
   std::uint32_t wsc = 0;    // the thread's warp-sync count at the access
-  bool strong = false;      // an atomic, volatile, relaxed, acquire or release access
-};
+};  // 16 bytes: three per shared byte
 
 struct shadow_byte {
   access_rec w, r1, r2;  // last write; up to two readers since it (distinct threads)
@@ -92,9 +93,9 @@ class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
 using handler = void (executor::*)(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
-// The handler of an opcode (handlers.cpp); control flow and warp-synchronous opcodes are the
-// scheduler's (executor::step) and have none.
-handler handler_of(op code);
+// Each opcode's handler (handlers.cpp), indexed by op; control flow and warp-synchronous
+// opcodes are the scheduler's (executor::step) and have exec_unsupported there.
+extern const std::array<handler, static_cast<std::size_t>(op::unsupported) + 1> handlers;
 
 class executor {
  public:

@@ -43,7 +43,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
   }
   if (offset % size != 0) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
-  const access_rec me{static_cast<std::int32_t>(tid), instr_index, epoch_, w.wsc[lane], strong};
+  const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   for (std::size_t k = 0; k < size; ++k) {
     shadow_byte& s = shadow_[offset + k];
     if (s.pending) {
@@ -241,7 +241,7 @@ void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
       if (!happens_before(s.r1, c.tid, w, lane)) race(s.r1, false, c.instr, c.tid, true, c.dst + k);
       if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, c.dst + k);
     }
-    s.w = access_rec{static_cast<std::int32_t>(c.tid), c.instr, c.epoch, w.wsc[lane]};
+    s.w = access_rec{static_cast<std::int16_t>(c.tid), false, c.instr, c.epoch, w.wsc[lane]};
     s.r1 = s.r2 = access_rec{};
     s.pending = true;
   }
