@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -309,24 +310,11 @@ class paged_allocator {
   /// Returns the number of real slots; on error writes nothing.
   result<std::int32_t> slot_mapping(std::span<const slot_range> ranges,
                                     std::span<slot_id> out) const {
-    std::int64_t total = 0;
-    for (const slot_range& r : ranges) {
-      const sequence_state* s = find(r.seq);
-      if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
-      if (RUNGS_UNLIKELY(r.first < std::int64_t{s->first_block} * config_.block_size || r.count < 0 ||
-                         std::int64_t{r.first} + r.count >
-                             std::int64_t{s->num_blocks} * config_.block_size))
-        return errc::invalid_range;
-      total += r.count;
-    }
-    if (RUNGS_UNLIKELY(total > static_cast<std::int64_t>(out.size()))) return errc::buffer_too_small;
-    slot_id* o = out.data();
-    for (const slot_range& r : ranges) {
-      write_slots(tables_.row(r.seq.slot), config_.block_size, r.first, r.count, o);
-      o += r.count;
-    }
-    std::fill(o, out.data() + out.size(), padded_slot);
-    return static_cast<std::int32_t>(total);
+    return write_slot_mapping(ranges, out, config_.block_size, [this](sequence_id id) -> std::optional<held_row> {
+      const sequence_state* s = find(id);
+      if (RUNGS_UNLIKELY(s == nullptr)) return std::nullopt;
+      return held_row{tables_.row(id.slot), s->first_block, s->num_blocks};
+    });
   }
 
   /// Copy-on-write pairs since the last clear_copies(), in the order they were made: the
@@ -344,15 +332,8 @@ class paged_allocator {
   bool contains(sequence_id id) const { return find(id) != nullptr; }
 
   kv_metrics metrics() const {
-    kv_metrics m;
-    m.num_blocks = config_.num_blocks;
-    m.live_blocks = pool_.num_live();
-    m.cached_blocks = pool_.num_evictable();
-    m.free_blocks = pool_.num_free();
-    m.sequences = config_.max_sequences - static_cast<std::int32_t>(free_rows_.size());
-    m.prefix_query_tokens = prefix_query_tokens_;
-    m.prefix_hit_tokens = prefix_hit_tokens_;
-    m.evictions = pool_.evictions();
+    kv_metrics m = pool_metrics(pool_, config_.max_sequences - static_cast<std::int32_t>(free_rows_.size()),
+                                prefix_query_tokens_, prefix_hit_tokens_);
     m.cow_copies = cow_copies_;
     return m;
   }

@@ -112,6 +112,14 @@ class prefix_cache {
     return walk(chain, prompt, prompt.size(), run, [](std::size_t, block_id) {});
   }
 
+  /// `chain` advanced over the whole blocks of `tokens` without looking anything up: where a
+  /// lookup that skips blocks starts (hybrid_allocator's chunked-local groups).
+  digest_type chain_of(digest_type chain, std::span<const token_id> tokens) const {
+    for (std::size_t i = 0; i + block_size_ <= tokens.size(); i += block_size_)
+      chain = hasher_.chain(chain, tokens.subspan(i, block_size_));
+    return chain;
+  }
+
   /// A sequence in row `slot` starts with its chain at `chain` and no partial block.
   void start(std::uint32_t slot, const digest_type& chain) { chain_[slot] = chain; }
 
