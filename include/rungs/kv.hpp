@@ -9,6 +9,7 @@
 #include <rungs/kv/eviction.hpp>
 #include <rungs/kv/free_stack.hpp>
 #include <rungs/kv/hash.hpp>
+#include <rungs/kv/hybrid_allocator.hpp>
 #include <rungs/kv/lru.hpp>
 #include <rungs/kv/metrics.hpp>
 #include <rungs/kv/paged_allocator.hpp>

@@ -89,6 +89,81 @@ TEST_CASE("dispatch_buckets: a batch is uniform decode only when every sequence 
   CHECK(lookup(short_decode, key(9, 9, 1)) == std::nullopt);
 }
 
+TEST_CASE("dispatch_buckets: a batch with a prefill is never a uniform decode, whatever its shape") {
+  const dispatch_buckets s(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4});
+  // Two fresh prompts of exactly 1 + k = 2 tokens: the shape of two decodes with one draft.
+  batch_key prompts = key(2, 4, 2);
+  prompts.has_prefill = true;
+  CHECK(s.phase_of(prompts) == phase::prompt);
+  CHECK(lookup(s, prompts) == "p4");
+  CHECK(s.dispatch(prompts) == dispatch_decision{runtime_mode::piecewise, 5, 4, 4});
+  CHECK(s.dispatch(key(2, 4, 2)) == dispatch_decision{runtime_mode::full, 1, 2, 4});
+  // Through key_of: a sequence marked prefill makes the batch one.
+  const std::int32_t t[2] = {7, 8};
+  const std::int32_t table[1] = {0};
+  std::vector<sequence> seqs{{.tokens = t, .context = 5, .block_table = table},
+                             {.tokens = t, .context = 0, .block_table = table, .prefill = true}};
+  CHECK(key_of(phase::decode, seqs, 16).has_prefill);
+  seqs[1].prefill = false;
+  CHECK_FALSE(key_of(phase::decode, seqs, 16).has_prefill);
+}
+
+// vLLM's cudagraph_mode, sizes 1 2 4 8 16 with one speculative token (q = 2), max_num_seqs 4.
+// Batches: A = 3 decodes of 2 tokens (uniform), B = 2 prompts of 2 tokens (a prefill of the
+// uniform shape), C = a 10-token prefill, D = 17 tokens (above every size).
+TEST_CASE("dispatch_buckets: each cudagraph mode's graphs, runtime mode and padded shape") {
+  batch_key a = key(3, 6, 2), b = key(2, 4, 2), c = key(1, 10, 10), d = key(1, 17, 17);
+  b.has_prefill = c.has_prefill = d.has_prefill = true;
+  const auto space = [](cudagraph_mode m) {
+    return dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4, .mode = m});
+  };
+  const dispatch_decision eager_d{runtime_mode::none, std::nullopt, 1, 17};
+  SECTION("none: no graph, every batch eager at its own shape") {
+    const dispatch_buckets s = space(cudagraph_mode::none);
+    CHECK(s.size() == 0);
+    CHECK(s.dispatch(a) == dispatch_decision{runtime_mode::none, std::nullopt, 3, 6});
+    CHECK(s.dispatch(c) == dispatch_decision{runtime_mode::none, std::nullopt, 1, 10});
+  }
+  SECTION("piecewise: mixed graphs only; uniform decodes use them") {
+    const dispatch_buckets s = space(cudagraph_mode::piecewise);
+    CHECK(all(s) == strings{"p1", "p2", "p4", "p8", "p16"});
+    CHECK(s.dispatch(a) == dispatch_decision{runtime_mode::piecewise, 3, 4, 8});
+    CHECK(s.dispatch(b) == dispatch_decision{runtime_mode::piecewise, 2, 4, 4});
+    CHECK(s.dispatch(c) == dispatch_decision{runtime_mode::piecewise, 4, 4, 16});
+    CHECK(s.dispatch(d) == eager_d);
+  }
+  SECTION("full: the mixed sizes as FULL graphs; uniform decodes reuse them") {
+    const dispatch_buckets s = space(cudagraph_mode::full);
+    CHECK(all(s) == strings{"p1", "p2", "p4", "p8", "p16"});
+    CHECK(s.dispatch(a) == dispatch_decision{runtime_mode::full, 3, 4, 8});
+    CHECK(s.dispatch(c) == dispatch_decision{runtime_mode::full, 4, 4, 16});
+    CHECK(s.dispatch(d) == eager_d);
+  }
+  SECTION("full_decode_only: FULL decode graphs; prefills and mixed batches eager") {
+    const dispatch_buckets s = space(cudagraph_mode::full_decode_only);
+    CHECK(all(s) == strings{"d(1, 2)", "d(2, 2)", "d(4, 2)"});
+    CHECK(s.dispatch(a) == dispatch_decision{runtime_mode::full, 2, 4, 8});
+    CHECK(s.dispatch(b) == dispatch_decision{runtime_mode::none, std::nullopt, 2, 4});
+    CHECK(s.dispatch(c) == dispatch_decision{runtime_mode::none, std::nullopt, 1, 10});
+    CHECK(s.dispatch(key(5, 10, 2)) == dispatch_decision{runtime_mode::none, std::nullopt, 5, 10});  // > 4 requests
+  }
+  SECTION("full_and_piecewise (vLLM's default): FULL decode graphs, PIECEWISE mixed graphs") {
+    const dispatch_buckets s = space(cudagraph_mode::full_and_piecewise);
+    CHECK(all(s) == strings{"d(1, 2)", "d(2, 2)", "d(4, 2)", "p1", "p2", "p4", "p8", "p16"});
+    CHECK(s.dispatch(a) == dispatch_decision{runtime_mode::full, 2, 4, 8});
+    CHECK(s.dispatch(b) == dispatch_decision{runtime_mode::piecewise, 5, 4, 4});
+    CHECK(s.dispatch(c) == dispatch_decision{runtime_mode::piecewise, 7, 4, 16});
+    CHECK(s.dispatch(d) == eager_d);
+    CHECK(s.mode_of(0) == runtime_mode::full);
+    CHECK(s.mode_of(3) == runtime_mode::piecewise);
+    CHECK(dispatch_options{}.mode == cudagraph_mode::full_and_piecewise);
+  }
+  CHECK(parse_cudagraph_mode("full_decode_only") == cudagraph_mode::full_decode_only);
+  CHECK(parse_cudagraph_mode("FULL") == std::nullopt);
+  CHECK(to_string(cudagraph_mode::full_and_piecewise) == "full_and_piecewise");
+  CHECK(to_string(runtime_mode::piecewise) == "PIECEWISE");
+}
+
 TEST_CASE("dispatch_buckets: has_lora doubles the graphs when specialised, else one set serves both") {
   const dispatch_buckets s(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4, .specialize_lora = true});
   CHECK(s.size() == 16);
@@ -108,6 +183,10 @@ TEST_CASE("dispatch_buckets: bad options are named") {
                     "dispatch buckets: spec_tokens = -1 must not be negative");
   CHECK_THROWS_WITH(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 0}),
                     "dispatch buckets: max_num_seqs = 0 must be in 1 .. 2147483647");
+  CHECK_THROWS_WITH(dispatch_buckets(four_seqs_k1, {.spec_tokens = 1, .max_num_seqs = 4,
+                                                    .mode = static_cast<cudagraph_mode>(9)}),
+                    "dispatch buckets: mode = 9 is not a cudagraph_mode (none, piecewise, full, full_decode_only, "
+                    "full_and_piecewise)");
 }
 
 TEST_CASE("step kinds: prefill, mixed, uniform decode") {

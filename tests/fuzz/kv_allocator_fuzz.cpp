@@ -4,8 +4,9 @@
 // and writes each appended token into its slot (the step computing its KV). After every
 // operation check_consistency() must be empty and every live sequence must read back, through
 // its block table, exactly the tokens it holds: its cached prefix included. With a sliding
-// window (half the inputs) the blocks each append released must be null in the table and the
-// tokens of the blocks still held must read back.
+// window (half the inputs) the blocks outside the window (released by an append, or a prefix
+// hit's blocks the first query cannot see) must be null in the table and the tokens of the
+// blocks still held must read back.
 #include <rungs/kv/paged_allocator.hpp>
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -73,6 +74,9 @@ void run(FuzzedDataProvider& in) {
         RUNGS_FUZZ_CHECK(cached < prompt.size() || prompt.empty(), "the whole prompt came from the cache");
         live s{r.value().id, {prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(cached)},
                {prompt.begin() + static_cast<std::ptrdiff_t>(cached), prompt.end()}};
+        // With a window the hit holds only the blocks its first query (at `cached`) can see.
+        const std::int64_t invisible = static_cast<std::int64_t>(cached) - c.sliding_window + 1;
+        if (c.sliding_window > 0 && invisible > 0) s.first_block = static_cast<std::int32_t>(invisible / c.block_size);
         seqs.push_back(std::move(s));
       }
     } else {

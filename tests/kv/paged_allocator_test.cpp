@@ -352,7 +352,7 @@ TEST_CASE("sliding window: blocks leaving the window pay for the append; a rejec
   free_list_allocator a(w4);
   const sequence_id s = admit(a, tokens(12)).id;
   CHECK(a.append(s, tokens(1)) == errc::ok);  // p = 12 sees [9, 12]: blocks 0 and 1 leave
-  CHECK(table(a, s) == ids{null_block, null_block, 2, 1});  // 1 was released last
+  CHECK(table(a, s) == ids{null_block, null_block, 2, 0});  // released tail first: 0 went last
   CHECK(a.metrics().free_blocks == 1);
 
   allocator_config w8 = full;
@@ -398,7 +398,9 @@ TEST_CASE("sliding window with prefix caching: committed blocks stay hits, pendi
   CHECK(a.cached_prefix_tokens(tokens(12)) == 8);  // 11 tokens: two full blocks, both indexed
   const sequence_start again = a.create(tokens(12)).value();
   CHECK(again.cached_tokens == 8);
-  CHECK(table(a, again.id) == ids{0, 1});
+  // The first query, at 8, sees [5, 8]: block 0 is outside, neither taken nor refreshed.
+  CHECK(table(a, again.id) == ids{null_block, 1});
+  CHECK(a.pool().ref_count(0) == 0);
   CHECK(a.check_consistency().empty());
 
   // An engine with a step in flight plans the next one before committing the last: the blocks
@@ -411,4 +413,81 @@ TEST_CASE("sliding window with prefix caching: committed blocks stay hits, pendi
   CHECK(b.cached_prefix_tokens(tokens(12)) == 0);  // the chain's first two blocks are forgotten
   CHECK(b.metrics().cached_blocks == 0);
   CHECK(b.check_consistency().empty());
+}
+
+// vLLM's SlidingWindowManager.find_longest_cache_hit: a hit ending at block e needs only the
+// ceil((W - 1) / block_size) blocks before e cached (the first query, at 4e, sees keys from
+// 4e - W + 1 on); W = 6 needs 2. The blocks before them may be evicted.
+TEST_CASE("sliding window with prefix caching: a hit needs only the blocks inside the window") {
+  const allocator_config c{.num_blocks = 6, .block_size = 4, .max_sequences = 3, .max_model_len = 32,
+                           .sliding_window = 6};
+  SECTION("admission counts only what the first append needs; blocks outside are not touched") {
+    prefix_caching_allocator<> a(c);
+    const sequence_id x = admit(a, tokens(20)).id;  // blocks 0..4, committed; 5 is free
+    CHECK(a.append(x, tokens(1, 21)) == errc::ok);  // p = 20 sees [15, 20]: 0, 1, 2 leave
+    CHECK(table(a, x) == ids{null_block, null_block, null_block, 3, 4, 5});
+    CHECK(a.metrics().cached_blocks == 3);  // released 2, 1, 0: the chain's tail is evicted first
+    CHECK(a.metrics().free_blocks == 0);
+    // 21 tokens: 5 whole blocks may hit; the first query, at 20, reads blocks 3 and 4 only.
+    // One new block is needed and 3 are unused: admitted (counting the evictable hits 0, 1, 2
+    // as taken, as rungs did before, would need 4).
+    CHECK(a.cached_prefix_tokens(tokens(21)) == 20);
+    const sequence_start z = a.create(tokens(21)).value();
+    CHECK(z.cached_tokens == 20);
+    CHECK(table(a, z.id) == ids{null_block, null_block, null_block, 3, 4});
+    CHECK(a.pool().ref_count(0) == 0);
+    CHECK(a.pool().ref_count(3) == 2);
+    CHECK(a.metrics().cached_blocks == 3);
+    CHECK(a.append(z.id, tokens(1, 21)) == errc::ok);  // opens block 5 of the prompt: evicts 2
+    CHECK(table(a, z.id) == ids{null_block, null_block, null_block, 3, 4, 2});
+    CHECK(a.cached_prefix_tokens(tokens(9)) == 8);  // the head, 0 and 1, is still a hit
+    CHECK(a.check_consistency().empty());
+  }
+  SECTION("the chain's head evicted: the blocks in the window still hit") {
+    prefix_caching_allocator<> a(c);
+    const sequence_id x = admit(a, tokens(20)).id;
+    CHECK(a.append(x, tokens(1, 21)) == errc::ok);  // 0, 1, 2 left the window, cached
+    const sequence_id y = admit(a, tokens(12, 100)).id;  // takes 2, 1, 0: the chain's head is gone
+    CHECK(table(a, y) == ids{2, 1, 0});
+    CHECK(a.free(y) == errc::ok);
+    CHECK(a.cached_prefix_tokens(tokens(9)) == 0);
+    CHECK(a.cached_prefix_tokens(tokens(21)) == 20);  // blocks 3 and 4, held by x
+    const sequence_start z = a.create(tokens(21)).value();
+    CHECK(z.cached_tokens == 20);
+    CHECK(table(a, z.id) == ids{null_block, null_block, null_block, 3, 4});
+    // Block 4 of this prompt differs: a hit would have to end at block 3 or earlier, and no
+    // two blocks in a row before it are cached (0..2 were evicted).
+    CHECK(a.cached_prefix_tokens(concat(tokens(16), tokens(5, 200))) == 0);
+    CHECK(a.check_consistency().empty());
+  }
+  SECTION("full attention needs the whole chain") {
+    allocator_config full = c;
+    full.sliding_window = 0;
+    prefix_caching_allocator<> a(full);
+    const sequence_id x = admit(a, tokens(20)).id;
+    CHECK(a.free(x) == errc::ok);  // released 4, 3, 2, 1, 0: 4 is evicted first
+    const sequence_id y = admit(a, tokens(4, 100)).id;  // evicts 5 (free), then nothing cached
+    CHECK(table(a, y) == ids{5});
+    const sequence_id y2 = admit(a, tokens(4, 200)).id;  // evicts 4, the chain's tail
+    CHECK(table(a, y2) == ids{4});
+    CHECK(a.cached_prefix_tokens(tokens(21)) == 16);  // blocks 0..3
+  }
+}
+
+// W = 1: a query reads only its own key, so every hit block is outside the window: the hit
+// takes no block at all. vLLM caches no block for W = 1 and never hits (its sliding group
+// keeps only blocks a later query could read); rungs keeps them and skips their compute.
+TEST_CASE("sliding window of 1 with prefix caching: hits hold no block") {
+  prefix_caching_allocator<> a({.num_blocks = 4, .block_size = 4, .max_sequences = 2, .max_model_len = 32,
+                                .sliding_window = 1});
+  const sequence_id x = admit(a, tokens(9)).id;  // 0, 1, 2
+  CHECK(a.append(x, tokens(1, 10)) == errc::ok);  // p = 9 sees [9]: blocks 0 and 1 leave
+  CHECK(table(a, x) == ids{null_block, null_block, 2});
+  const sequence_start z = a.create(tokens(9)).value();
+  CHECK(z.cached_tokens == 8);
+  CHECK(table(a, z.id) == ids{null_block, null_block});
+  CHECK(a.metrics().live_blocks == 1);
+  CHECK(a.append(z.id, tokens(1, 9)) == errc::ok);  // position 8: a new block
+  CHECK(table(a, z.id) == ids{null_block, null_block, 3});
+  CHECK(a.check_consistency().empty());
 }

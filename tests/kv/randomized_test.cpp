@@ -55,6 +55,7 @@ class engine_model {
   }
 
   std::uint64_t hits = 0, preemptions = 0, copies = 0, abandoned = 0, window_releases = 0;
+  std::uint64_t hits_past_window = 0;  // prefix hits whose first blocks were outside the window
 
  private:
   struct sequence {
@@ -159,9 +160,14 @@ class engine_model {
     if (!A::cache_type::enabled) REQUIRE(cached == 0);
     hits += static_cast<std::uint64_t>(cached);
     sequence s{r->id, std::vector<token_id>(prompt.begin(), prompt.begin() + cached), key};
-    // The hit blocks hold this prompt's KV, written under the same tenant.
+    // With a window the hit holds only the blocks the first query (at `cached`) can see.
+    if (window_ > 0 && cached - window_ + 1 > 0) s.first_block = (cached - window_ + 1) / block_size;
+    hits_past_window += s.first_block > 0;
+    // The hit blocks hold this prompt's KV, written under the same tenant; the others are null.
     const auto table = a_.block_table(s.id).value();
-    for (std::int32_t p = 0; p < cached; ++p) {
+    REQUIRE(static_cast<std::int32_t>(table.size()) == cached / block_size);
+    for (std::int32_t k = 0; k < s.first_block; ++k) REQUIRE(table[static_cast<std::size_t>(k)] == null_block);
+    for (std::int32_t p = s.first_block * block_size; p < cached; ++p) {
       const block_id b = table[static_cast<std::size_t>(p / block_size)];
       REQUIRE(kv_[static_cast<std::size_t>(b * block_size + p % block_size)] == prompt[p]);
       REQUIRE(writer_[b] == key);
@@ -316,6 +322,7 @@ void run(std::uint32_t seed, int steps, std::int32_t window = 0, std::int32_t po
   if constexpr (A::cache_type::enabled) {
     CHECK(engine.hits > 0);
     CHECK(a.metrics().evictions > 0);
+    if (window > 0) CHECK(engine.hits_past_window > 0);
   }
 }
 

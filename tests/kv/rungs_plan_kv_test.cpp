@@ -162,3 +162,81 @@ TEST_CASE("one size syntax: exact, rounded to the nearest byte, bounded") {
   CHECK(error("inf").find("is not a size") != std::string::npos);
   CHECK(error("").find("is not a size") != std::string::npos);
 }
+
+// Hybrid models. A small pattern by hand: block 4, one KV head of 1 fp32 element: 8 bytes per
+// token and layer, 32 per block and layer. 20 tokens: full 5 blocks; chunked 8 (two whole
+// blocks per chunk) 2; sliding 5: ceil(4 / 4) + 1 = 2. Hybrid 32 x (5 + 2 + 2 x 2) = 352
+// bytes; all full 32 x 4 x 5 = 640; saved 288 / 640 = 45.0%; 1024 / 352 = 2 requests.
+TEST_CASE("rungs-plan kv --layers PATTERN: what windowed layers save over all-full attention") {
+  const outcome r = run({"--layers", "full:1,chunked8:1,sliding5:2", "--kv-heads", "1", "--head-dim", "1", "--dtype",
+                         "fp32", "--block-size", "4", "--kv-memory", "1024", "--tokens-per-request", "20"});
+  CHECK(r.err == "");
+  CHECK(r.out ==
+        "layer_groups: full:1 chunked8:1 sliding5:2\n"
+        "bytes_per_token: 32\n"
+        "block_size: 4\n"
+        "bytes_per_block: 128\n"
+        "kv_memory_bytes: 1024\n"
+        "num_blocks: 8\n"
+        "token_capacity: 32\n"
+        "tokens_per_request: 20\n"
+        "blocks_per_request: 5\n"
+        "concurrent_requests: 1\n"
+        "hybrid_bytes_per_request: 352\n"
+        "all_full_bytes_per_request: 640\n"
+        "memory_saved_percent: 45.0\n"
+        "hybrid_concurrent_requests: 2\n");
+  // A count is still all full attention: no hybrid lines.
+  const outcome plain = run(with(mistral, {"--kv-memory", "7GiB", "--tokens-per-request", "5000"}));
+  CHECK(plain.out.find("hybrid") == std::string::npos);
+}
+
+// gpt-oss-20b (config.json: 24 layers alternating sliding_attention with sliding_window 128 and
+// full_attention; 8 KV heads of 64), bf16: 2 x 8 x 64 x 2 = 2048 bytes per token and layer,
+// 32 KiB per 16-token block and layer. 8192 tokens: full 12 x 512 blocks, sliding 12 x
+// (ceil(127 / 16) + 1 = 9): 6252 x 32 KiB = 204865536 bytes, against 24 x 512 x 32 KiB =
+// 402653184 (49.1% saved). 40 GiB: 209 such requests against 106 all-full.
+TEST_CASE("rungs-plan kv --layers gpt-oss-20b and the other presets") {
+  const outcome r = run({"--layers", "gpt-oss-20b", "--kv-heads", "8", "--head-dim", "64", "--dtype", "bf16",
+                         "--block-size", "16", "--kv-memory", "40GiB", "--max-model-len", "8192"});
+  CHECK(r.err == "");
+  CHECK(r.out ==
+        "layer_groups: full:12 sliding128:12\n"
+        "bytes_per_token: 49152\n"
+        "block_size: 16\n"
+        "bytes_per_block: 786432\n"
+        "kv_memory_bytes: 42949672960\n"
+        "num_blocks: 54613\n"
+        "token_capacity: 873808\n"
+        "max_model_len: 8192\n"
+        "blocks_per_max_model_len: 512\n"
+        "concurrent_requests_at_max_model_len: 106\n"
+        "naive_concurrent_requests: 106\n"
+        "hybrid_bytes_at_max_model_len: 204865536\n"
+        "all_full_bytes_at_max_model_len: 402653184\n"
+        "memory_saved_percent_at_max_model_len: 49.1\n"
+        "hybrid_concurrent_requests_at_max_model_len: 209\n");
+  const auto groups = [](std::string_view preset) {
+    const outcome o = run({"--layers", preset, "--kv-heads", "8", "--head-dim", "64", "--dtype", "bf16", "--block-size",
+                           "16", "--kv-memory", "1GiB"});
+    return o.out.substr(0, o.out.find('\n'));
+  };
+  CHECK(groups("gpt-oss-120b") == "layer_groups: full:18 sliding128:18");
+  CHECK(groups("gemma-3-27b") == "layer_groups: full:10 sliding1024:52");
+}
+
+TEST_CASE("rungs-plan kv --layers: bad patterns are named") {
+  const auto error = [](std::string_view layers) {
+    return run({"--layers", layers, "--kv-heads", "1", "--head-dim", "1", "--dtype", "fp32", "--block-size", "4",
+                "--kv-memory", "1024"})
+        .err;
+  };
+  CHECK(error("llama") ==
+        "rungs-plan: error: --layers = 'llama' is not a layer count, a pattern of KIND:LAYERS with KIND full, slidingW "
+        "or chunkedC (full:12,sliding128:12), or a preset (gpt-oss-20b, gpt-oss-120b, gemma-3-27b)\n");
+  CHECK(error("full:2,window8:2") ==
+        "rungs-plan: error: --layers: 'window8:2' is not KIND:LAYERS with KIND full, slidingW or chunkedC\n");
+  CHECK(error("full:2,full:3") == "rungs-plan: error: --layers: 'full' is given twice\n");
+  CHECK(error("full:0") == "rungs-plan: error: --layers full layers = 0 must be positive\n");
+  CHECK(error("sliding0:4") == "rungs-plan: error: --layers sliding span = 0 must be positive\n");
+}

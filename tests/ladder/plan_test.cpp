@@ -125,6 +125,107 @@ TEST_CASE("rungs-plan dispatch: the graphs of vLLM V1's dispatch key and their m
               "--max-num-seqs is required with --max-num-batched-tokens, --spec-tokens or --device");
 }
 
+// vLLM's cudagraph modes on the sizes above (1 2 4 8 16, decode graphs at 2 4 8 tokens).
+// Memory: 24 MiB per graph + 8 KiB per token row.
+TEST_CASE("rungs-plan dispatch --mode and --batch: each mode's graph lists, and how one batch runs") {
+  const std::vector<std::string_view> base{"dispatch", "--max-num-seqs", "4", "--max-num-batched-tokens", "8192",
+                                           "--spec-tokens", "1"};
+  const auto with = [&](std::initializer_list<std::string_view> more) {
+    std::vector<std::string_view> v = base;
+    v.insert(v.end(), more);
+    std::ostringstream out, err;
+    const int status = rungs::plan::run(v, out, err);
+    return result{status, out.str(), err.str()};
+  };
+  // 3 graphs x 24 MiB + 14 token rows x 8 KiB = 72.109375 MiB.
+  check_ok(with({"--mode", "full_decode_only"}),
+           "capture sizes: 1 2 4 8 16\n"
+           "uniform-decode graphs: 3 (tokens 2 4 8)\n"
+           "mixed graphs: 0\n"
+           "LoRA cases: 1\n"
+           "graphs: 3\n"
+           "graph memory: 72.1 MiB (24 MiB + 8 KiB per token row, each graph)\n"
+           "mode: full_decode_only (uniform-decode graphs FULL, every other batch eager)\n");
+  check_ok(with({"--mode", "none", "--batch", "3,6,2,0"}),
+           "capture sizes: 1 2 4 8 16\n"
+           "uniform-decode graphs: 0\n"
+           "mixed graphs: 0\n"
+           "LoRA cases: 1\n"
+           "graphs: 0\n"
+           "graph memory: 0.0 MiB (24 MiB + 8 KiB per token row, each graph)\n"
+           "mode: none (no graphs: every batch eager)\n"
+           "batch: 3 requests, 6 tokens, longest query 2, no prefill\n"
+           "runtime mode: NONE\n"
+           "graph: none\n"
+           "padded shape: 3 requests, 6 tokens\n");
+  // 5 graphs x 24 MiB + 31 token rows x 8 KiB = 120.2421875 MiB. Three uniform decodes of 2
+  // tokens take the 8-token mixed graph (4 request rows).
+  check_ok(with({"--mode", "piecewise", "--batch", "3,6,2,0"}),
+           "capture sizes: 1 2 4 8 16\n"
+           "uniform-decode graphs: 0\n"
+           "mixed graphs: 5 (tokens 1 2 4 8 16)\n"
+           "LoRA cases: 1\n"
+           "graphs: 5\n"
+           "graph memory: 120.2 MiB (24 MiB + 8 KiB per token row, each graph)\n"
+           "mode: piecewise (mixed graphs PIECEWISE, uniform decodes on them)\n"
+           "batch: 3 requests, 6 tokens, longest query 2, no prefill\n"
+           "runtime mode: PIECEWISE\n"
+           "graph: mixed\n"
+           "padded shape: 4 requests, 8 tokens\n");
+  // The default mode (full_and_piecewise): the listing is unchanged, the batch lines follow.
+  // Two decodes of 2 tokens replay the (2, 2) FULL graph; two fresh 2-token prompts, the same
+  // shape, take the 4-token PIECEWISE graph.
+  const std::string listing =
+      "capture sizes: 1 2 4 8 16\n"
+      "uniform-decode graphs: 3 (tokens 2 4 8)\n"
+      "mixed graphs: 5 (tokens 1 2 4 8 16)\n"
+      "LoRA cases: 1\n"
+      "graphs: 8\n"
+      "graph memory: 192.4 MiB (24 MiB + 8 KiB per token row, each graph)\n";
+  check_ok(with({"--batch", "2,4,2,0"}), listing +
+                                             "batch: 2 requests, 4 tokens, longest query 2, no prefill\n"
+                                             "runtime mode: FULL\n"
+                                             "graph: uniform decode\n"
+                                             "padded shape: 2 requests, 4 tokens\n");
+  check_ok(with({"--batch", "2,4,2,1"}), listing +
+                                             "batch: 2 requests, 4 tokens, longest query 2, with a prefill\n"
+                                             "runtime mode: PIECEWISE\n"
+                                             "graph: mixed\n"
+                                             "padded shape: 4 requests, 4 tokens\n");
+  check_ok(with({"--mode", "full_and_piecewise", "--batch", "1,17,17,1"}),
+           listing +
+               "mode: full_and_piecewise (uniform-decode graphs FULL, mixed graphs PIECEWISE)\n"
+               "batch: 1 requests, 17 tokens, longest query 17, with a prefill\n"
+               "runtime mode: NONE\n"
+               "graph: none\n"
+               "padded shape: 1 requests, 17 tokens\n");
+  // FULL: the 5 mixed sizes as full graphs: 125829120 + 253952 bytes.
+  check_ok(with({"--mode", "full", "--batch", "1,10,10,1", "--json"}),
+           R"({"mode": "full", "capture_sizes": [1, 2, 4, 8, 16], )"
+           R"("uniform_decode_graphs": {"runtime_mode": "NONE", "tokens": []}, )"
+           R"("mixed_graphs": {"runtime_mode": "FULL", "tokens": [1, 2, 4, 8, 16]}, "lora_cases": 1, "graphs": 5, )"
+           R"("graph_memory_bytes": 126083072, "batch": {"requests": 1, "tokens": 10, "max_query": 10, )"
+           R"("prefill": true, "runtime_mode": "FULL", "graph": "mixed", "padded_requests": 4, "padded_tokens": 16}})"
+           "\n");
+  // 8 graphs x 24 MiB + 45 token rows x 8 KiB = 201326592 + 368640 bytes.
+  check_ok(with({"--json"}),
+           R"({"mode": "full_and_piecewise", "capture_sizes": [1, 2, 4, 8, 16], )"
+           R"("uniform_decode_graphs": {"runtime_mode": "FULL", "tokens": [2, 4, 8]}, )"
+           R"("mixed_graphs": {"runtime_mode": "PIECEWISE", "tokens": [1, 2, 4, 8, 16]}, "lora_cases": 1, )"
+           R"("graphs": 8, "graph_memory_bytes": 201695232})"
+           "\n");
+  check_usage(with({"--mode", "FULL"}),
+              "--mode = 'FULL' is not one of none, piecewise, full, full_decode_only, full_and_piecewise");
+  check_usage(with({"--batch", "1,2"}),
+              "--batch = '1,2' must be REQUESTS,TOKENS,MAX_QUERY,PREFILL (PREFILL 0 or 1)");
+  check_usage(with({"--batch", "2,1,1,0"}),
+              "--batch: tokens = 1 must be at least requests = 2 (every request has a new token)");
+  check_usage(with({"--batch", "2,4,1,0"}),
+              "--batch: max query = 1 must be in [ceil(tokens / requests), tokens - requests + 1] = [2, 3]");
+  check_usage(with({"--batch", "2,4,2,2"}), "--batch prefill = 2 must be at most 1");
+  check_usage(with({"--batch", "0,4,2,0"}), "--batch requests = 0 must be positive");
+}
+
 TEST_CASE("rungs-plan lookup: the rung and the padding, or eager") {
   check_ok(plan({"lookup", "33", "capture-sizes", "512"}), "40 (padding 7, 17.5%)\n");
   check_ok(plan({"lookup", "40", "capture-sizes", "512"}), "40 (padding 0, 0.0%)\n");

@@ -6,24 +6,35 @@
 // prints one figure per line as `name: value` (integers; bytes in bytes), documented in
 // docs/kv-blocks.md. The budget is either --kv-memory (the KV cache's own share) or
 // --free-memory with the Gaudi rule (--memory-utilization, default 0.9; --graph-reserved,
-// default 0.1: VLLM_GRAPH_RESERVED_MEM).
+// default 0.1: VLLM_GRAPH_RESERVED_MEM). --layers also takes a hybrid model's layer pattern
+// (full:12,sliding128:12,chunked8192:36) or a preset (gpt-oss-20b, gpt-oss-120b, gemma-3-27b);
+// the figures per request then add what the windowed layers save over all-full attention.
 #include <rungs/kv/capacity.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "command.hpp"
 
 namespace rungs::plan {
 namespace {
 
+// A model's layers: a count (all full attention), or groups by attention kind.
+struct layer_pattern {
+  std::int64_t layers = 0;
+  std::vector<kv::layer_group> groups;  // empty for a plain count
+};
+
 struct kv_args {
   std::optional<rungs::dtype> dtype;
-  std::int64_t layers = 0, kv_heads = 0, head_dim = 0, block_size = 0;
+  layer_pattern layers;
+  std::int64_t kv_heads = 0, head_dim = 0, block_size = 0;
   std::optional<std::int64_t> kv_memory, free_memory, tokens, max_len;
   std::optional<double> utilization, graph_reserved;
 };
@@ -34,14 +45,91 @@ rungs::dtype parse_dtype(std::string_view flag, std::string_view text) {
   return *d;
 }
 
+// Layer patterns of published configs (their config.json layer_types and sliding_window):
+// gpt-oss alternates 128-token sliding windows and full attention (8 KV heads of 64);
+// Gemma 3 27B has five 1024-token local layers to each global one (16 KV heads of 128).
+struct preset {
+  std::string_view name, pattern;
+};
+constexpr preset presets[] = {{"gpt-oss-20b", "full:12,sliding128:12"},
+                              {"gpt-oss-120b", "full:18,sliding128:18"},
+                              {"gemma-3-27b", "full:10,sliding1024:52"}};
+
+constexpr std::string_view layers_forms =
+    "a layer count, a pattern of KIND:LAYERS with KIND full, slidingW or chunkedC (full:12,sliding128:12), "
+    "or a preset (gpt-oss-20b, gpt-oss-120b, gemma-3-27b)";
+
+// "sliding128" -> {sliding_window, 128}; throws naming the item.
+kv::attention_group parse_kind(std::string_view flag, std::string_view item, std::string_view kind) {
+  const auto span_of = [&](std::string_view prefix) {
+    return static_cast<std::int32_t>(cli::integer_in(std::string(flag) + " " + std::string(prefix) + " span",
+                                                     kind.substr(prefix.size()), 1, INT32_MAX));
+  };
+  if (kind == "full") return {};
+  if (kind.starts_with("sliding") && kind.size() > 7) return {kv::attention_kind::sliding_window, span_of("sliding")};
+  if (kind.starts_with("chunked") && kind.size() > 7) return {kv::attention_kind::chunked_local, span_of("chunked")};
+  throw usage_error(std::string(flag) + ": '" + std::string(item) + "' is not KIND:LAYERS with KIND full, slidingW or chunkedC");
+}
+
+layer_pattern parse_layers(std::string_view flag, std::string_view text) {
+  const std::string what(flag);
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos)
+    return {parse_positive(flag, text), {}};
+  for (const preset& p : presets)
+    if (text == p.name) return parse_layers(flag, p.pattern);
+  if (text.find(':') == std::string_view::npos)
+    throw usage_error(what + " = '" + std::string(text) + "' is not " + std::string(layers_forms));
+  cli::check_length(what, text, 16);
+  layer_pattern out;
+  for (const std::string_view item : cli::split(text)) {
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos)
+      throw usage_error(what + ": '" + std::string(item) + "' is not KIND:LAYERS with KIND full, slidingW or chunkedC");
+    const kv::attention_group a = parse_kind(flag, item, item.substr(0, colon));
+    for (const kv::layer_group& g : out.groups)
+      if (g.attention == a) throw usage_error(what + ": '" + std::string(item.substr(0, colon)) + "' is given twice");
+    const std::int64_t n = cli::positive(what + " " + std::string(item.substr(0, colon)) + " layers", item.substr(colon + 1));
+    out.groups.push_back({a, n});
+    out.layers += n;
+  }
+  return out;
+}
+
+std::string describe(const kv::layer_group& g) {
+  const kv::attention_group& a = g.attention;
+  const std::string kind = a.kind == kv::attention_kind::full ? "full"
+                           : a.kind == kv::attention_kind::sliding_window ? "sliding" + std::to_string(a.span)
+                                                                           : "chunked" + std::to_string(a.span);
+  return kind + ":" + std::to_string(g.layers);
+}
+
+// The hybrid figures for requests of `tokens` tokens: the bytes they hold over every layer
+// group against all-full attention, the share saved, and how many fit the budget. `at` names
+// the case: "_per_request" (--tokens-per-request) or "_at_max_model_len".
+void print_hybrid(std::ostream& out, const kv_args& a, const kv::kv_shape& layer, std::int64_t kv_bytes,
+                  std::int64_t tokens, std::string_view at) {
+  const std::int64_t hybrid = kv::bytes_per_request(a.layers.groups, layer, tokens, a.block_size);
+  const kv::layer_group all_full[] = {{{}, a.layers.layers}};
+  const std::int64_t full = kv::bytes_per_request(all_full, layer, tokens, a.block_size);
+  const std::string_view count_at = at == "_per_request" ? "" : at;
+  char saved[32];
+  std::snprintf(saved, sizeof saved, "%.1f", 100.0 * static_cast<double>(full - hybrid) / static_cast<double>(full));
+  out << "hybrid_bytes" << at << ": " << hybrid << "\n"
+      << "all_full_bytes" << at << ": " << full << "\n"
+      << "memory_saved_percent" << count_at << ": " << saved << "\n"
+      << "hybrid_concurrent_requests" << count_at << ": " << kv_bytes / hybrid << "\n";
+}
+
 // Every argument is checked before anything is printed: an error leaves stdout empty.
 int run_kv(const kv_args& a, std::ostream& out) {
   if (a.kv_memory.has_value() == a.free_memory.has_value())
     throw usage_error("kv: give exactly one of --kv-memory and --free-memory");
   if (!a.free_memory && (a.utilization || a.graph_reserved))
     throw usage_error("kv: --memory-utilization and --graph-reserved need --free-memory");
-  const kv::kv_shape shape{.layers = a.layers, .kv_heads = a.kv_heads, .head_dim = a.head_dim,
+  const kv::kv_shape shape{.layers = a.layers.layers, .kv_heads = a.kv_heads, .head_dim = a.head_dim,
                            .bytes_per_element = rungs::bytes_per_element(*a.dtype)};
+  kv::kv_shape layer = shape;
+  layer.layers = 1;
   std::int64_t kv_bytes = 0;
   if (a.kv_memory) {
     kv_bytes = *a.kv_memory;
@@ -55,6 +143,11 @@ int run_kv(const kv_args& a, std::ostream& out) {
   const std::int64_t token_bytes = kv::bytes_per_token(shape);
   const std::int64_t block_bytes = kv::bytes_per_block(shape, block_size);
   const std::int64_t num_blocks = kv::blocks_for_memory(kv_bytes, block_bytes);
+  if (!a.layers.groups.empty()) {
+    out << "layer_groups:";
+    for (const kv::layer_group& g : a.layers.groups) out << " " << describe(g);
+    out << "\n";
+  }
   out << "bytes_per_token: " << token_bytes << "\n"
       << "block_size: " << block_size << "\n"
       << "bytes_per_block: " << block_bytes << "\n"
@@ -66,6 +159,7 @@ int run_kv(const kv_args& a, std::ostream& out) {
     out << "tokens_per_request: " << *a.tokens << "\n"
         << "blocks_per_request: " << each << "\n"
         << "concurrent_requests: " << kv::concurrent_requests(num_blocks, each) << "\n";
+    if (!a.layers.groups.empty()) print_hybrid(out, a, layer, kv_bytes, *a.tokens, "_per_request");
   }
   if (a.max_len) {
     const std::int64_t each = kv::blocks_per_request(*a.max_len, block_size);
@@ -73,13 +167,15 @@ int run_kv(const kv_args& a, std::ostream& out) {
         << "blocks_per_max_model_len: " << each << "\n"
         << "concurrent_requests_at_max_model_len: " << kv::concurrent_requests(num_blocks, each) << "\n"
         << "naive_concurrent_requests: " << kv::naive_concurrent_requests(kv_bytes, *a.max_len, token_bytes) << "\n";
+    if (!a.layers.groups.empty()) print_hybrid(out, a, layer, kv_bytes, *a.max_len, "_at_max_model_len");
   }
   return 0;
 }
 
 action define(CLI::App& app) {
   auto a = std::make_shared<kv_args>();
-  cli::option(app, "--layers L", a->layers, parse_positive, "the model's layers")->required();
+  cli::option(app, "--layers L|PATTERN|PRESET", a->layers, parse_layers,
+              "the model's layers: " + std::string(layers_forms))->required();
   cli::option(app, "--kv-heads H", a->kv_heads, parse_positive, "KV heads per layer")->required();
   cli::option(app, "--head-dim D", a->head_dim, parse_positive, "elements per head")->required();
   cli::option(app, "--dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32", a->dtype, parse_dtype, "the KV cache's element type")->required();
@@ -99,7 +195,7 @@ action define(CLI::App& app) {
 
 const registration reg{
     {"kv",
-     "kv --layers L --kv-heads H --head-dim D --dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32 --block-size B "
+     "kv --layers L|PATTERN|PRESET --kv-heads H --head-dim D --dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32 --block-size B "
      "(--kv-memory SIZE | --free-memory SIZE [--memory-utilization F] [--graph-reserved F]) "
      "[--tokens-per-request T] [--max-model-len M]",
      "KV-cache capacity from a model's shape and a memory budget.", define,

@@ -30,6 +30,7 @@ struct sequence {
   std::int64_t context = 0;                   // tokens already in the KV cache
   std::span<const std::int32_t> block_table;  // KV blocks holding context + tokens, in order
   bool lora = false;                          // runs with a LoRA adapter (a key dimension, see dispatch_buckets)
+  bool prefill = false;                       // computes prompt tokens: the batch is no uniform decode
 };
 
 using rungs::blocks_for;
@@ -51,6 +52,7 @@ inline batch_key key_of(phase ph, std::span<const sequence> seqs, std::int64_t b
     k.max_prefix = std::max(k.max_prefix, s.context);
     k.blocks += blocks_for(s.context + q, block_size);
     k.has_lora = k.has_lora || s.lora;
+    k.has_prefill = k.has_prefill || s.prefill;
   }
   return k;
 }

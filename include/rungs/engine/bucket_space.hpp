@@ -77,6 +77,7 @@ struct batch_key {
   std::int64_t max_prefix = 0;   // most tokens of one sequence already in the KV cache
   std::int64_t blocks = 0;       // KV blocks the batch reads, over all sequences
   bool has_lora = false;         // some sequence runs with a LoRA adapter
+  bool has_prefill = false;      // some sequence computes prompt tokens (never a uniform decode)
   friend constexpr bool operator==(const batch_key&, const batch_key&) = default;
 };
 

@@ -215,7 +215,8 @@ class engine {
       if (!pick(plan.entries[i])) continue;
       decodes += plan.entries[i].decode ? 1 : 0;
       const serving::step_sequence& s = plan.sequences[i];
-      seqs_.push_back(sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table});
+      seqs_.push_back(sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table,
+                               .prefill = !plan.entries[i].decode});
       index_.push_back(i);
       tokens += static_cast<std::int64_t>(s.tokens.size());
     }

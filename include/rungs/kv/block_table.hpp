@@ -4,10 +4,13 @@
 // write_slots: the slot mapping of a run of positions, `block_id * block_size + offset`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
+#include <rungs/kv/result.hpp>
 #include <rungs/kv/types.hpp>
 
 namespace rungs::kv {
@@ -48,6 +51,39 @@ inline void write_slots(std::span<const block_id> row, std::int32_t block_size, 
     offset = 0;
     ++block;
   }
+}
+
+/// A sequence's row as slot mapping reads it: blocks [first_block, num_blocks) are held.
+struct held_row {
+  std::span<const block_id> row;
+  std::int32_t first_block = 0;
+  std::int32_t num_blocks = 0;
+};
+
+/// The step's slot mapping (the allocators' slot_mapping): the slots of every range, in
+/// order, then padded_slot for the rest of `out`. `held(seq)` is the sequence's held_row, or
+/// nullopt for an unknown id. A range outside its held blocks is invalid_range; on any error
+/// nothing is written. Returns the number of real slots.
+template <class Held>
+result<std::int32_t> write_slot_mapping(std::span<const slot_range> ranges, std::span<slot_id> out,
+                                        std::int32_t block_size, Held held) {
+  std::int64_t total = 0;
+  for (const slot_range& r : ranges) {
+    const std::optional<held_row> h = held(r.seq);
+    if (!h) return errc::unknown_sequence;
+    if (r.first < std::int64_t{h->first_block} * block_size || r.count < 0 ||
+        std::int64_t{r.first} + r.count > std::int64_t{h->num_blocks} * block_size)
+      return errc::invalid_range;
+    total += r.count;
+  }
+  if (total > static_cast<std::int64_t>(out.size())) return errc::buffer_too_small;
+  slot_id* o = out.data();
+  for (const slot_range& r : ranges) {
+    write_slots(held(r.seq)->row, block_size, r.first, r.count, o);
+    o += r.count;
+  }
+  std::fill(o, out.data() + out.size(), padded_slot);
+  return static_cast<std::int32_t>(total);
 }
 
 }  // namespace rungs::kv

@@ -11,6 +11,7 @@
 
 #include <rungs/blocks.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -19,7 +20,9 @@
 #include <string_view>
 
 #include <rungs/checked.hpp>
+#include <rungs/kv/types.hpp>
 #include <rungs/model_shape.hpp>
+#include <span>
 
 namespace rungs::kv {
 
@@ -145,6 +148,45 @@ inline std::int64_t naive_concurrent_requests(std::int64_t kv_bytes, std::int64_
   detail::require_positive("max_model_len", max_model_len);
   detail::require_positive("bytes per token", token_bytes);
   return kv_bytes / detail::checked_product(max_model_len, token_bytes);
+}
+
+// ---- hybrid models: layer groups with full, sliding-window and chunked-local attention ----
+
+/// `layers` layers whose attention is `attention`.
+struct layer_group {
+  attention_group attention;
+  std::int64_t layers = 0;
+};
+
+/// Blocks one layer of `a` holds for a request of `tokens` tokens at its longest (while it
+/// computes its last token, releasing blocks as they leave the window): every block for full
+/// attention; for a window or chunk of S keys at most ceil((S - 1) / block_size) + 1 (a
+/// query's S keys straddle that many blocks), or S / block_size for a chunk that is a whole
+/// number of blocks (its chunks start on block boundaries); never more than full attention.
+inline std::int64_t blocks_held(const attention_group& a, std::int64_t tokens, std::int64_t block_size) {
+  const std::int64_t all = blocks_per_request(tokens, block_size);
+  if (a.kind == attention_kind::full) return all;
+  detail::require_positive("window or chunk", a.span);
+  const std::int64_t span = a.span;
+  const std::int64_t most = a.kind == attention_kind::chunked_local && span % block_size == 0
+                                ? span / block_size
+                                : blocks_for(span - 1, block_size) + 1;
+  return std::min(all, most);
+}
+
+/// KV bytes one request of `tokens` tokens holds at its longest over every layer group:
+/// sum of layers x blocks_held x block_size x bytes per token of one layer. `layer` is the
+/// shape of one layer (layers = 1).
+inline std::int64_t bytes_per_request(std::span<const layer_group> groups, const kv_shape& layer, std::int64_t tokens,
+                                      std::int64_t block_size) {
+  const std::int64_t per_layer_block = bytes_per_block(layer, block_size);
+  std::int64_t total = 0;
+  for (const layer_group& g : groups) {
+    detail::require_positive("layers", g.layers);
+    total += detail::checked_product(detail::checked_product(g.layers, blocks_held(g.attention, tokens, block_size)),
+                                     per_layer_block);
+  }
+  return total;
 }
 
 }  // namespace rungs::kv

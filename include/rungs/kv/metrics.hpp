@@ -34,4 +34,20 @@ struct kv_metrics {
   }
 };
 
+/// A pool's block counts, with an allocator's sequences and prefix counters, as kv_metrics.
+template <class Pool>
+kv_metrics pool_metrics(const Pool& pool, std::int32_t sequences, std::uint64_t prefix_query_tokens,
+                        std::uint64_t prefix_hit_tokens) {
+  kv_metrics m;
+  m.num_blocks = pool.num_blocks();
+  m.live_blocks = pool.num_live();
+  m.cached_blocks = pool.num_evictable();
+  m.free_blocks = pool.num_free();
+  m.sequences = sequences;
+  m.prefix_query_tokens = prefix_query_tokens;
+  m.prefix_hit_tokens = prefix_hit_tokens;
+  m.evictions = pool.evictions();
+  return m;
+}
+
 }  // namespace rungs::kv

@@ -24,7 +24,10 @@
 //
 // With allocator_config::sliding_window = W, append() also releases the blocks no query from
 // the step's first one on can see (block i once (i + 1) * block_size <= p - W + 1, p the
-// step's first query position), leaving null entries at the front of the block table.
+// step's first query position), tail first, leaving null entries at the front of the block
+// table. create() then needs only the cached blocks inside the first query's window (the
+// prefix's earlier blocks may be evicted), and neither takes nor refreshes hit blocks outside
+// it.
 //
 // The order per step: append (plan) -> run the step -> commit -> free the finished ones.
 //
@@ -34,6 +37,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -114,7 +118,8 @@ class paged_allocator {
   std::int32_t cached_prefix_tokens(std::span<const token_id> prompt, const sequence_params& params = {}) const {
     if constexpr (Cache::enabled) {
       if (prompt.empty()) return 0;
-      return cache_.matched(cache_.root(params.adapter_id, params.cache_salt), prompt.first(prompt.size() - 1)) *
+      return cache_.matched(cache_.root(params.adapter_id, params.cache_salt), prompt.first(prompt.size() - 1),
+                            hit_run()) *
              config_.block_size;
     } else {
       (void)prompt;
@@ -131,13 +136,16 @@ class paged_allocator {
     if (RUNGS_UNLIKELY(params.admit_tokens < 0)) return errc::invalid_range;
     const std::uint32_t r = free_rows_.back();
     const std::span<block_id> row = tables_.row(r);
-    std::int32_t hits = 0, evictable_hits = 0;
+    // hits: blocks of the cached prefix; the ones before `first` are outside the window of the
+    // first query (at hits x block_size), so they are neither taken nor refreshed (null entries).
+    std::int32_t hits = 0, first = 0, evictable_hits = 0;
     [[maybe_unused]] chain_type chain{};
     if constexpr (Cache::enabled) {
       chain = cache_.root(params.adapter_id, params.cache_salt);
       // The row is unused: it doubles as scratch for the hit ids until the admission check.
-      if (!prompt.empty()) hits = cache_.match(chain, prompt.first(prompt.size() - 1), row);
-      for (std::int32_t i = 0; i < hits; ++i) evictable_hits += pool_.ref_count(row[i]) == 0;
+      if (!prompt.empty()) hits = cache_.match(chain, prompt.first(prompt.size() - 1), row, hit_run());
+      first = window_start(hits * config_.block_size);
+      for (std::int32_t i = first; i < hits; ++i) evictable_hits += pool_.ref_count(row[i]) == 0;
     }
     // Tokens that must fit now: the whole prompt, or the cached prefix plus admit_tokens.
     std::int64_t admitted = static_cast<std::int64_t>(prompt.size());
@@ -149,7 +157,8 @@ class paged_allocator {
       return errc::out_of_blocks;
     }
     free_rows_.pop_back();
-    for (std::int32_t i = 0; i < hits; ++i) {
+    std::fill_n(row.begin(), first, null_block);
+    for (std::int32_t i = first; i < hits; ++i) {
       [[maybe_unused]] const errc e = pool_.share(row[i], params.priority);
       RUNGS_KV_ASSERT(e == errc::ok, "a prefix hit is a live or evictable cached block");
     }
@@ -160,7 +169,7 @@ class paged_allocator {
     s.priority = params.priority;
     s.tail_may_be_shared = false;
     s.num_blocks = hits;
-    s.first_block = 0;
+    s.first_block = first;
     s.committed_blocks = hits;
     s.num_tokens = hits * config_.block_size;
     if constexpr (Cache::enabled) cache_.start(r, chain);
@@ -188,7 +197,7 @@ class paged_allocator {
     // Full attention (no window) skips this: a decode append is a few dozen instructions.
     std::int32_t leaving = s->first_block, returned = 0;
     if (RUNGS_UNLIKELY(config_.sliding_window > 0)) {
-      leaving = window_start_block(*s);
+      leaving = std::max(s->first_block, window_start(s->num_tokens));
       for (std::int32_t k = s->first_block; k < leaving; ++k) returned += pool_.ref_count(row[k]) == 1;
     }
     // Only fork shares a block at or past a sequence's write position (prefix hits and cached
@@ -301,24 +310,11 @@ class paged_allocator {
   /// Returns the number of real slots; on error writes nothing.
   result<std::int32_t> slot_mapping(std::span<const slot_range> ranges,
                                     std::span<slot_id> out) const {
-    std::int64_t total = 0;
-    for (const slot_range& r : ranges) {
-      const sequence_state* s = find(r.seq);
-      if (RUNGS_UNLIKELY(s == nullptr)) return errc::unknown_sequence;
-      if (RUNGS_UNLIKELY(r.first < std::int64_t{s->first_block} * config_.block_size || r.count < 0 ||
-                         std::int64_t{r.first} + r.count >
-                             std::int64_t{s->num_blocks} * config_.block_size))
-        return errc::invalid_range;
-      total += r.count;
-    }
-    if (RUNGS_UNLIKELY(total > static_cast<std::int64_t>(out.size()))) return errc::buffer_too_small;
-    slot_id* o = out.data();
-    for (const slot_range& r : ranges) {
-      write_slots(tables_.row(r.seq.slot), config_.block_size, r.first, r.count, o);
-      o += r.count;
-    }
-    std::fill(o, out.data() + out.size(), padded_slot);
-    return static_cast<std::int32_t>(total);
+    return write_slot_mapping(ranges, out, config_.block_size, [this](sequence_id id) -> std::optional<held_row> {
+      const sequence_state* s = find(id);
+      if (RUNGS_UNLIKELY(s == nullptr)) return std::nullopt;
+      return held_row{tables_.row(id.slot), s->first_block, s->num_blocks};
+    });
   }
 
   /// Copy-on-write pairs since the last clear_copies(), in the order they were made: the
@@ -336,15 +332,8 @@ class paged_allocator {
   bool contains(sequence_id id) const { return find(id) != nullptr; }
 
   kv_metrics metrics() const {
-    kv_metrics m;
-    m.num_blocks = config_.num_blocks;
-    m.live_blocks = pool_.num_live();
-    m.cached_blocks = pool_.num_evictable();
-    m.free_blocks = pool_.num_free();
-    m.sequences = config_.max_sequences - static_cast<std::int32_t>(free_rows_.size());
-    m.prefix_query_tokens = prefix_query_tokens_;
-    m.prefix_hit_tokens = prefix_hit_tokens_;
-    m.evictions = pool_.evictions();
+    kv_metrics m = pool_metrics(pool_, config_.max_sequences - static_cast<std::int32_t>(free_rows_.size()),
+                                prefix_query_tokens_, prefix_hit_tokens_);
     m.cow_copies = cow_copies_;
     return m;
   }
@@ -508,17 +497,28 @@ class paged_allocator {
     return errc::ok;
   }
 
-  /// The first block a query at the sequence's next position can still see, with a window
-  /// (sliding_window > 0): blocks before it hold only keys below p - W + 1.
-  std::int32_t window_start_block(const sequence_state& s) const {
-    const std::int32_t invisible = s.num_tokens - config_.sliding_window + 1;  // keys [0, invisible)
-    return invisible <= 0 ? s.first_block : std::max(s.first_block, div_.quot(invisible));
+  /// The first block a query at position p can see with a window (sliding_window > 0):
+  /// blocks before it hold only keys below p - W + 1. 0 without a window.
+  std::int32_t window_start(std::int32_t p) const {
+    const std::int32_t invisible = p - config_.sliding_window + 1;  // keys [0, invisible)
+    return config_.sliding_window == 0 || invisible <= 0 ? 0 : div_.quot(invisible);
   }
 
-  /// Releases blocks [first_block, leaving) and nulls their entries. A block registered since
-  /// the last commit leaves the prefix index first, as in free(): its step may yet be dropped.
+  /// The blocks a prefix hit needs cached before its end (prefix_cache::match's `run`): every
+  /// one for full attention; for a window of W keys the ceil((W - 1) / block_size) blocks
+  /// its first query reads, and at least the last one (W = 1 reads no earlier key, but a hit
+  /// still ends at a block some sequence computed: vLLM's lookup needs one too).
+  std::int32_t hit_run() const {
+    if (config_.sliding_window == 0) return whole_chain;
+    return std::max(1, div_.ceil(config_.sliding_window - 1));
+  }
+
+  /// Releases blocks [first_block, leaving), tail first as free() does (so a cached chain's
+  /// tail is evicted before its head, as in vLLM's remove_skipped_blocks), and nulls their
+  /// entries. A block registered since the last commit leaves the prefix index first, as in
+  /// free(): its step may yet be dropped.
   void release_out_of_window(sequence_state& s, std::span<block_id> row, std::int32_t leaving) {
-    for (std::int32_t k = s.first_block; k < leaving; ++k) {
+    for (std::int32_t k = leaving - 1; k >= s.first_block; --k) {
       if constexpr (Cache::enabled)
         if (k >= s.committed_blocks) forget_if_pending(row[k]);
       [[maybe_unused]] const errc e = pool_.release(row[k]);

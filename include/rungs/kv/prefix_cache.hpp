@@ -32,9 +32,13 @@
 
 namespace rungs::kv {
 
+/// prefix_cache::match's `run` for full attention: a hit needs every block before its end.
+inline constexpr std::int32_t whole_chain = INT32_MAX;
+
 /// Constructed as C(num_blocks, block_size, max_sequences). C::enabled == false means no
 /// caching (nothing else is needed); otherwise C provides what paged_allocator calls:
-///   start/match at admission, append as tokens arrive, fork, settle once a block's KV is
+///   start/match at admission (match(chain, prompt, out, run): see prefix_cache::match),
+///   append as tokens arrive, fork, settle once a block's KV is
 ///   written, pending to tell the blocks that are not yet, forget on eviction (or on a free
 ///   before the commit), indexed/size for consistency checks.
 template <class C>
@@ -45,7 +49,8 @@ concept prefix_cache_policy =
                              std::span<block_id> out, std::int32_t n, block_id b) {
       typename C::digest_type;
       { cc.root(std::uint64_t{}, std::string_view{}) } -> std::same_as<typename C::digest_type>;
-      { cc.match(std::declval<typename C::digest_type&>(), tokens, out) } -> std::same_as<std::int32_t>;
+      { cc.match(std::declval<typename C::digest_type&>(), tokens, out, n) } -> std::same_as<std::int32_t>;
+      { cc.matched(std::declval<const typename C::digest_type&>(), tokens, n) } -> std::same_as<std::int32_t>;
       c.start(slot, std::declval<const typename C::digest_type&>());
       c.fork(slot, slot, n);
       c.forget(b);
@@ -81,17 +86,38 @@ class prefix_cache {
     return hasher_.root(adapter_id, cache_salt);
   }
 
-  /// Walks the full blocks of `prompt` from `chain`, writing cached block ids to `out`, until a
-  /// miss or `out` is full; returns how many hit. `chain` ends as the digest of the last hit.
-  std::int32_t match(digest_type& chain, std::span<const token_id> prompt,
-                     std::span<block_id> out) const {
-    return walk(chain, prompt, out.size(), [out](std::size_t i, block_id b) { out[i] = b; });
+  /// The longest prefix hit of `prompt` from `chain`, in blocks: the largest e, at most
+  /// min(out.size(), whole blocks of prompt), such that blocks [max(0, e - run), e) are all
+  /// cached. run = whole_chain (full attention) wants every block before e; a sliding window
+  /// of W keys needs only the ceil((W - 1) / block_size) blocks its first query at e x
+  /// block_size can see, as vLLM's SlidingWindowManager.find_longest_cache_hit. Writes the
+  /// cached block ids of [0, e) to `out` (null_block for a block outside those `run`, whether
+  /// cached or not) and ends `chain` at block e - 1's digest. Digests name the whole prefix,
+  /// so a cached block's KV is right wherever the blocks before it went.
+  std::int32_t match(digest_type& chain, std::span<const token_id> prompt, std::span<block_id> out,
+                     std::int32_t run = whole_chain) const {
+    const std::int32_t e = walk(chain, prompt, out.size(), run, [out](std::size_t i, block_id b) { out[i] = b; });
+    // Entries the walk wrote past e, and cached blocks outside the run, are not part of the hit.
+    const std::int32_t limit = static_cast<std::int32_t>(std::min(out.size(), prompt.size() / block_size_));
+    if (run != whole_chain) {
+      std::fill(out.begin() + e, out.begin() + limit, null_block);
+      std::fill(out.begin(), out.begin() + std::max(0, e - run), null_block);
+    }
+    return e;
   }
 
-  /// How many full blocks of `prompt` from `chain` are cached, as match() counts them, with
-  /// nothing written: what a router asks each replica before it sends a request.
-  std::int32_t matched(digest_type chain, std::span<const token_id> prompt) const {
-    return walk(chain, prompt, prompt.size(), [](std::size_t, block_id) {});
+  /// How many full blocks of `prompt` from `chain` match() would hit, with nothing written:
+  /// what a router asks each replica before it sends a request.
+  std::int32_t matched(digest_type chain, std::span<const token_id> prompt, std::int32_t run = whole_chain) const {
+    return walk(chain, prompt, prompt.size(), run, [](std::size_t, block_id) {});
+  }
+
+  /// `chain` advanced over the whole blocks of `tokens` without looking anything up: where a
+  /// lookup that skips blocks starts (hybrid_allocator's chunked-local groups).
+  digest_type chain_of(digest_type chain, std::span<const token_id> tokens) const {
+    for (std::size_t i = 0; i + block_size_ <= tokens.size(); i += block_size_)
+      chain = hasher_.chain(chain, tokens.subspan(i, block_size_));
+    return chain;
   }
 
   /// A sequence in row `slot` starts with its chain at `chain` and no partial block.
@@ -156,20 +182,27 @@ class prefix_cache {
   std::int32_t size() const { return index_.size(); }
 
  private:
-  // The chained lookup of match() and matched(): at most `limit` blocks, stopping at a miss.
-  template <class OnHit>
-  std::int32_t walk(digest_type& chain, std::span<const token_id> prompt, std::size_t limit, OnHit on_hit) const {
-    std::int32_t hits = 0;
+  // The lookup of match() and matched(): the largest e <= limit whose `run` blocks before it
+  // (all of them for whole_chain) are cached. Hashes every whole block of the prompt for a
+  // window, since a miss does not end the search; full attention stops at the first miss.
+  template <class OnBlock>
+  std::int32_t walk(digest_type& chain, std::span<const token_id> prompt, std::size_t limit, std::int32_t run,
+                    OnBlock on_block) const {
     limit = std::min(limit, prompt.size() / block_size_);
+    std::int32_t end = 0, streak = 0;
+    digest_type d = chain;
     for (std::size_t i = 0; i < limit; ++i) {
-      const digest_type d = hasher_.chain(chain, prompt.subspan(i * block_size_, block_size_));
+      d = hasher_.chain(d, prompt.subspan(i * block_size_, block_size_));
       const block_id b = index_.find(d);
-      if (b == null_block) break;
-      on_hit(i, b);
-      chain = d;
-      ++hits;
+      if (run == whole_chain && b == null_block) break;
+      on_block(i, b);
+      streak = b == null_block ? 0 : streak + 1;
+      if (b != null_block && streak >= std::min<std::int64_t>(run, static_cast<std::int64_t>(i) + 1)) {
+        end = static_cast<std::int32_t>(i) + 1;
+        chain = d;
+      }
     }
-    return hits;
+    return end;
   }
 
   std::int32_t block_size_;

@@ -76,4 +76,15 @@ struct block_table_view {
   std::int32_t stride = 0;
 };
 
+enum class attention_kind : std::uint8_t { full, sliding_window, chunked_local };
+
+/// The attention of one KV-cache group's layers (hybrid_allocator, capacity). `span` is the
+/// window W (keys a query sees, itself included) for sliding_window, the chunk C for
+/// chunked_local, 0 for full attention.
+struct attention_group {
+  attention_kind kind = attention_kind::full;
+  std::int32_t span = 0;
+  friend constexpr bool operator==(const attention_group&, const attention_group&) = default;
+};
+
 }  // namespace rungs::kv
