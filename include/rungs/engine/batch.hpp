@@ -35,6 +35,7 @@
 #include <vector>
 
 #include <rungs/blocks.hpp>
+#include <rungs/config.hpp>
 #include <rungs/engine/bucket_space.hpp>
 #include <rungs/kv/detail/block_divider.hpp>
 #include <rungs/kv/types.hpp>
@@ -179,6 +180,7 @@ class padded_batch {
     grow(row_len_, seqs, 0);
     grow(row_blocks_, seqs, 0);
     grow(row_first_, seqs, 0);
+    grow(row_last_, seqs, 0);
   }
 
   /// Stages `live` padded to `seqs` sequences, `tokens` tokens and `width` block-table
@@ -233,6 +235,7 @@ class padded_batch {
         row[b] = block == kv::null_block ? 0 : block;
       }
       remember_row(i, s.id, length, needed, first);
+      row_last_[size(i)] = needed > 0 ? row[needed - 1] : 0;
       query_start_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(t);
       seq_lens_[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(length);
       for (std::int64_t j = 0; j < q; ++j, ++t) {
@@ -420,7 +423,7 @@ class padded_batch {
       for (std::int64_t j = 0; j < q; ++j, ++t) {
         token_ids_[size(t)] = s.tokens[size(j)];
         positions_[size(t)] = context + static_cast<std::int32_t>(j);
-        slot_mapping_[size(t)] = std::int64_t{row[block]} * bs + offset;
+        slot_mapping_[size(t)] = std::int64_t{s.block_table[size(block)]} * bs + offset;  // never null (checked)
         if (++offset == bs) offset = 0, ++block;
       }
     }
@@ -459,23 +462,33 @@ class padded_batch {
   // every entry otherwise. Writes only entries that differ, and records their range.
   void write_row(std::int64_t i, const sequence& s, bool same, std::int32_t* row, std::int64_t needed,
                  std::int64_t written, std::int64_t num_blocks, std::int64_t width) {
+    // What the row holds at entry b, without reading the row where the row's state says it
+    // (a decode reads one entry per row: its last, kept in row_last_).
+    const std::int64_t held = row_blocks_[size(i)];
+    auto staged = [&](std::int64_t b) { return b >= held ? 0 : b == held - 1 ? row_last_[size(i)] : row[b]; };
     std::int64_t lo = needed, hi = 0;
     auto put = [&](std::int64_t b, std::int32_t v) {
-      if (row[b] == v) return;
+      if (staged(b) == v) return;
       row[b] = v;
       lo = std::min(lo, b);
       hi = std::max(hi, b + 1);
     };
     std::int64_t first = same ? row_first_[size(i)] : 0, from = same ? written : 0;
-    for (; first < written && s.block_table[size(first)] == kv::null_block; ++first) put(first, 0);
+    std::int32_t last = needed > 0 && needed - 1 < std::max(from, first) ? staged(needed - 1) : 0;
+    for (; first < written && s.block_table[size(first)] == kv::null_block; ++first) {
+      put(first, 0);
+      if (first == needed - 1) last = 0;
+    }
     for (std::int64_t b = std::max(from, first); b < needed; ++b) {
       const std::int32_t block = s.block_table[size(b)];
-      check_block(i, b, block, written, num_blocks);
+      if (RUNGS_UNLIKELY(block < 0 || (num_blocks > 0 && block >= num_blocks))) check_block(i, b, block, written, num_blocks);
       put(b, block);
+      last = block;
     }
     if (!same)
-      for (std::int64_t b = needed; b < row_blocks_[size(i)]; ++b) put(b, 0);
+      for (std::int64_t b = needed; b < held; ++b) put(b, 0);
     remember_row(i, s.id, s.context + static_cast<std::int64_t>(s.tokens.size()), needed, first);
+    row_last_[size(i)] = last;
     if (hi > lo) mark_table(i * width + lo, i * width + hi);
   }
 
@@ -506,6 +519,7 @@ class padded_batch {
   // many of them lead as block 0 (left the window).
   std::vector<std::uint64_t> row_id_;
   std::vector<std::int64_t> row_len_, row_blocks_, row_first_;
+  std::vector<std::int32_t> row_last_;  // the row's entry row_blocks_ - 1, as staged
   std::uint64_t version_ = 0;
   // A new value for every batch made, copied or assigned to.
   struct identity {
