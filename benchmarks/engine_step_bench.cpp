@@ -1,5 +1,18 @@
-// Engine host-side overhead and capture timing (issue 6). Results: benchmarks/RESULTS.md.
+// Engine host-side overhead and capture timing (issues 6 and 29). Results: benchmarks/RESULTS.md.
 //
+//   BM_engine_step/<seqs>/<churn>/<full>
+//                        the whole host step between two GPU steps: rungs::engine::engine::step
+//                        (scheduler: plan, KV appends, commit; the persistent row order; the
+//                        runner: key, lookup, staging, the host backend's launch call with a
+//                        no-op forward and its upload plan; statistics; the sampling hook).
+//                        `seqs` sequences decoding (rung seqs + 3); churn 1: besides, one
+//                        request finishes and one of 4 prompt tokens is admitted every step.
+//                        full 0: persistent staging (padded_batch::update), 1: a full restage
+//                        every step (staging_policy::full, the engine before issue 29).
+//   BM_stage_update/<rung>/<full>
+//                        the staging alone in steady decode: every sequence one token further
+//                        each step (advancing the contexts is inside the timing, ~0.5 ns per
+//                        sequence), persistent update vs full restage.
 //   BM_step/<rung>       one engine step on the host backend with a no-op forward: batch-key
 //                        agreement, ladder lookup, padding into the staging buffers,
 //                        bookkeeping, statistics and the forward call (where the CUDA
@@ -13,8 +26,10 @@
 //                        sequences. Reports the time to the first step and for the whole trace.
 #include <benchmark/benchmark.h>
 
+#include <rungs/engine/engine.hpp>
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
+#include <rungs/kv/paged_allocator.hpp>
 #include <rungs/engine/ladder_buckets.hpp>
 #include <rungs/ladder.hpp>
 
@@ -92,6 +107,102 @@ void BM_stage(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_stage)->Arg(8)->Arg(64)->Arg(256)->Arg(512);
+
+// ---- The whole engine step (issue 29) ----------------------------------------------------
+
+// Samples a constant token: the rows carry nothing (no-op forward).
+struct constant_sampler {
+  void sample(const rungs::serving::scheduled_step&, std::span<const std::size_t> entries, std::span<const float>,
+              std::span<rungs::serving::token_id> out) const {
+    for (std::size_t k = 0; k < entries.size(); ++k) out[k] = 7;
+  }
+};
+
+using step_engine =
+    eng::engine<buckets, eng::largest_first, eng::startup, rungs::kv::free_list_allocator, eng::host_backend>;
+
+// `running` sequences decoding; with churn, one request admitted (4 prompt tokens) and one
+// finished per step: each request then lives `running` steps, so after `running` steps of
+// admissions the batch holds `running` sequences, one finishing as one arrives.
+void BM_engine_step(benchmark::State& state) {
+  const std::int64_t running = state.range(0);
+  const bool churn = state.range(1) != 0;
+  const auto staging = state.range(2) != 0 ? eng::staging_policy::full : eng::staging_policy::persistent;
+  step_engine e(vllm_512(),
+                rungs::kv::free_list_allocator({.num_blocks = 512 * 64, .block_size = 16, .max_sequences = 1024,
+                                                .max_model_len = static_cast<std::int32_t>(max_model_len)}),
+                eng::host_backend([](const eng::host_step&) {}),
+                {.scheduler = {.max_num_seqs = 1024, .max_num_batched_tokens = 4096},
+                 .routing = eng::step_routing::single, .staging = staging});
+  e.start();
+  constant_sampler hook;
+  std::uint64_t next = 1;
+  const std::vector<rungs::kv::token_id> prompt(4, 3);
+  auto admit = [&](std::int32_t outputs) {
+    rungs::serving::request r;
+    r.id = next++;
+    r.prompt = prompt;
+    r.max_output_tokens = outputs;
+    e.submit(std::move(r));
+  };
+  if (churn) {
+    for (std::int64_t s = 0; s < running; ++s) {  // one arrival a step until the batch is full
+      admit(static_cast<std::int32_t>(running));
+      e.step(hook);
+    }
+  } else {
+    for (std::int64_t s = 0; s < running; ++s) admit(1000);
+    e.step(hook);  // the prefills
+  }
+  for (int s = 0; s < 32; ++s) {  // past the first block appends and into a steady state
+    if (churn) admit(static_cast<std::int32_t>(running));
+    e.step(hook);
+  }
+  std::int64_t admitted = 0, finished = 0;
+  for (auto _ : state) {
+    if (churn) admit(static_cast<std::int32_t>(running));
+    const eng::engine_step& r = e.step(hook);
+    admitted += static_cast<std::int64_t>(r.plan->admitted.size());
+    finished += r.ran() ? static_cast<std::int64_t>(r.events->finished.size()) : 0;
+    benchmark::DoNotOptimize(r.runs.data());
+  }
+  const auto n = static_cast<double>(state.iterations());
+  state.counters["running"] = static_cast<double>(e.scheduler().running());
+  state.counters["admitted_per_step"] = static_cast<double>(admitted) / n;
+  state.counters["finished_per_step"] = static_cast<double>(finished) / n;
+  state.counters["upload_bytes"] = static_cast<double>(e.runner().backend().uploaded_bytes());
+  state.SetLabel(staging == eng::staging_policy::full ? "full restage" : "persistent");
+}
+// 400 steps a repetition: no request of the steady runs finishes (1000 outputs).
+BENCHMARK(BM_engine_step)
+    ->ArgNames({"seqs", "churn", "full"})
+    ->ArgsProduct({{61, 253, 509}, {0, 1}, {0, 1}})
+    ->Iterations(400);
+
+void BM_stage_update(benchmark::State& state) {
+  const std::int64_t rung = state.range(0);
+  const bool full = state.range(1) != 0;
+  decode_batch batch(rung - 3);
+  std::vector<std::int64_t> context(batch.seqs.size());
+  std::uint64_t next_id = 1;
+  for (std::size_t i = 0; i < batch.seqs.size(); ++i) {
+    context[i] = batch.seqs[i].context;
+    batch.seqs[i].id = next_id++;
+  }
+  eng::padded_batch staged;
+  const std::int64_t width = max_model_len / model.block_size;
+  for (auto _ : state) {
+    for (std::size_t i = 0; i < batch.seqs.size(); ++i) {  // one token further; a new sequence at the end
+      if (++context[i] >= max_model_len - 1) context[i] = 500, batch.seqs[i].id = next_id++;
+      batch.seqs[i].context = context[i];
+    }
+    if (full) staged.stage(batch.seqs, rung, rung, width, model.block_size);
+    else staged.update(batch.seqs, rung, rung, width, model.block_size);
+    benchmark::DoNotOptimize(staged.view().slot_mapping);
+  }
+  state.SetLabel(full ? "full restage" : "persistent");
+}
+BENCHMARK(BM_stage_update)->ArgNames({"rung", "full"})->ArgsProduct({{64, 256, 512}, {0, 1}});
 
 // A decode trace concentrated on a few batch sizes, as a loaded server produces.
 std::vector<std::int64_t> decode_trace() {

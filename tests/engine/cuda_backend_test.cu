@@ -277,3 +277,34 @@ TEST_CASE("failed captures (injected, or invalidated by the forward) fall back t
   }
   CHECK(model.read_cache() == reference.read_cache());
 }
+
+TEST_CASE("a steady decode step uploads only what the persistent staging changed") {
+  gpu_toy model(pool_blocks), reference(pool_blocks);
+  cuda_backend::options o = toy_options();
+  o.upload_gap_bytes = 0;  // every changed range its own copy, so the bytes are exactly the changes
+  gpu_engine<startup> graphs(ladder, cuda_backend(std::cref(model), o),
+                             {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
+  gpu_engine<lazy> eager(ladder, cuda_backend(std::cref(reference), toy_options()),
+                         {.timing = lazy{.eager_uses = 1 << 30}, .max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
+  random_batches gen;
+  const std::span<const sequence> made = gen.make(13, pool_blocks);
+  std::vector<sequence> seqs(made.begin(), made.end());
+  for (std::size_t i = 0; i < seqs.size(); ++i) seqs[i].id = i + 1;
+  const std::int64_t plan = (plan_bytes(16, 16, blocks_per_seq) + 15) / 16 * 16;
+  for (std::int64_t step = 0; step < 4; ++step) {
+    for (std::size_t i = 0; i < seqs.size(); ++i)  // sequence i at position 4 i + step: no new block
+      seqs[i].context = 4 * static_cast<std::int64_t>(i) + step;
+    auto a = graphs.step(seqs);
+    auto b = eager.step(seqs);
+    REQUIRE(a.bucket == std::optional<std::size_t>(4));
+    REQUIRE(a.run == run_kind::replay);
+    CHECK(host_rows(a.rows, graphs.backend().stream()) == host_rows(b.rows, eager.backend().stream()));
+    const upload_stats u = graphs.backend().last_upload();
+    if (step == 0) {  // after the captures' dummies: the whole view of bucket 16 (16 rows, width 16)
+      CHECK(u.bytes == 16 * (4 + 4 + 8) + 17 * 4 + 16 * 4 + 16 * blocks_per_seq * 4 + plan);
+    } else {  // 13 tokens, positions, slots and lengths, and the plan: five copies
+      CHECK(u.bytes == 13 * (4 + 4 + 8 + 4) + plan);
+      CHECK(u.copies == 5);
+    }
+  }
+}

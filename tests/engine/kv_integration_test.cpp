@@ -69,17 +69,6 @@ TEST_CASE("an allocator with another block size than the model's is rejected") {
                     "engine: the allocator's block_size = 16 must equal the model's block_size = 4");
 }
 
-// Greedy "sampling" for the engine test: the token is a function of the row, so a wrong row
-// (another sequence's, or a padded one) changes the outputs.
-struct row_sampler {
-  std::int64_t width = tiny_model.row_width();
-  void sample(const rungs::serving::scheduled_step&, std::span<const std::size_t> entries, std::span<const float> rows,
-              std::span<rungs::serving::token_id> out) const {
-    for (std::size_t k = 0; k < entries.size(); ++k)
-      out[k] = static_cast<rungs::serving::token_id>(static_cast<std::int64_t>(rows[k * static_cast<std::size_t>(width)]) % 97);
-  }
-};
-
 TEST_CASE("the engine's step serves requests through the runner: graphs and eager steps give the same tokens") {
   auto serve = [](auto timing) {
     toy_model model(tiny_model.block_size, 64);

@@ -82,6 +82,18 @@ struct toy_model {
   }
 };
 
+// Greedy "sampling" for the engine tests: the token is a function of the row, so a wrong row
+// (another sequence's, or a padded one) changes the outputs.
+struct row_sampler {
+  std::int64_t width = tiny_model.row_width();
+  template <class Plan>  // rungs::serving::scheduled_step
+  void sample(const Plan&, std::span<const std::size_t> entries, std::span<const float> rows,
+              std::span<std::int32_t> out) const {
+    for (std::size_t k = 0; k < entries.size(); ++k)
+      out[k] = static_cast<std::int32_t>(static_cast<std::int64_t>(rows[k * static_cast<std::size_t>(width)]) % 97);
+  }
+};
+
 // Builds the live sequences of a step: n decode sequences with `context` cached tokens, or
 // prompts of `query` tokens each. Sequence i owns blocks [i * per_seq, (i + 1) * per_seq).
 class batch_builder {

@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <numeric>
 #include <vector>
 
@@ -27,13 +28,18 @@ struct counting_executor {
   }
   void sample(const scheduled_step& plan, std::span<const std::size_t> entries, std::span<const float>,
               std::span<token_id> tokens) {
-    for (std::size_t k = 0; k < entries.size(); ++k) tokens[k] = plan.entries[entries[k]].samples ? next++ : 0;
+    // Counted in the scheduler's order, whatever rows the engine gave the entries (it keeps
+    // each sequence in its row of the last step: batch_rows).
+    std::vector<std::size_t> by_entry(entries.size());
+    std::iota(by_entry.begin(), by_entry.end(), std::size_t{0});
+    std::sort(by_entry.begin(), by_entry.end(), [&](std::size_t a, std::size_t b) { return entries[a] < entries[b]; });
+    for (std::size_t k : by_entry) tokens[k] = plan.entries[entries[k]].samples ? next++ : 0;
   }
 };
 
 // The library's serving loop over the scheduler: the engine, with a forward that computes
-// nothing (rows carry nothing, as in a cost model) and the whole step in one runner step, so
-// entries reach the hook in the scheduler's order.
+// nothing (rows carry nothing, as in a cost model) and the whole step in one runner step; the
+// executor's sample() counts in the scheduler's order.
 template <class Allocator>
 struct loop {
   using engine_type = rungs::engine::engine<rungs::engine::ladder_buckets<rungs::ladder>, rungs::engine::largest_first,

@@ -2,12 +2,15 @@
 // instantiated once and replayed with a single launch.
 //
 // Static buffers. Every step's inputs (token ids, positions, slot mapping, query starts,
-// sequence lengths, block tables) and the forward's plan are packed, on the host, into one
-// pinned buffer laid out for the step's graph shape, then copied with one cudaMemcpyAsync
-// to a device buffer sized once for the largest bucket. A graph records the device
-// addresses of its bucket's layout; a replay rewrites the same addresses, so block tables,
-// lengths and the attention plan change every step without recapture (FlashInfer's
-// plan/run). Padded tokens carry slot -1 and padded sequences length 0 (batch.hpp), so a
+// sequence lengths, block tables) and the forward's plan live in one device buffer sized once
+// for the largest bucket, each array at an offset fixed by that size, mirrored by one pinned
+// host buffer. A graph records those addresses; a replay rewrites the same addresses, so block
+// tables, lengths and the attention plan change every step without recapture (FlashInfer's
+// plan/run). A step uploads only what the device copy lacks (upload_tracker, batch.hpp): the
+// ranges the persistent staging changed since the version the device holds, plus the plan;
+// the whole staged view after another batch used the buffer (a capture's dummy). The graphs of
+// each bucket phase (Gaudi's prompt and decode) have buffers of their own, as the runner has a
+// staging per phase; eager steps use a third set, grown on demand. Padded tokens carry slot -1 and padded sequences length 0 (batch.hpp), so a
 // replay never writes the KV cache for rows that are not real.
 //
 // Capture. Each capture first runs the forward once eagerly on a batch of padding (warm-up:
@@ -21,6 +24,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +68,12 @@ struct device_rows {
   std::size_t size() const { return static_cast<std::size_t>(rows * width); }
 };
 
+/// What one upload copied to the device.
+struct upload_stats {
+  std::int64_t bytes = 0;
+  std::int64_t copies = 0;
+};
+
 struct cuda_backend_options {
   /// Workspace bytes a step of `seqs` sequences and `tokens` tokens needs; never less for a
   /// larger step (eager steps within the largest graph shape reuse its workspace unasked).
@@ -72,6 +83,9 @@ struct cuda_backend_options {
   std::function<void(const padded_batch&, std::span<std::byte>)> plan{};
   /// Eager warm-up runs before each capture.
   int warmup_runs = 1;
+  /// Changed ranges closer than this are uploaded as one copy (a cudaMemcpyAsync costs more
+  /// host time than a few KiB of transfer).
+  std::size_t upload_gap_bytes = 4096;
   /// Injected capture failure (tests): an error message for a capture that must fail.
   std::function<std::optional<std::string>(std::size_t index, const bucket&)> fail{};
 };
@@ -103,7 +117,7 @@ class cuda_backend {
   ~cuda_backend() {
     if (stream_) cudaStreamSynchronize(stream_);  // the last step may still read the buffers
     for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
-    free_buffers(static_);
+    for (buffers& b : static_) free_buffers(b);
     free_buffers(eager_);
     if (workspace_) cudaFree(workspace_);
     if (eager_workspace_) cudaFree(eager_workspace_);
@@ -127,7 +141,8 @@ class cuda_backend {
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
     shapes_.assign(s.slots, std::nullopt);
-    allocate(static_, s.seqs, s.tokens, s.width);
+    slot_phase_.assign(s.slots, phase::decode);
+    for (buffers& b : static_) free_buffers(b);  // allocated by the first capture in each phase
     std::int64_t ws = opts_.workspace_bytes ? opts_.workspace_bytes(s.seqs, s.tokens) : 0;
     if (ws > 0) RUNGS_CUDA_CHECK(cudaMalloc(&workspace_, static_cast<std::size_t>(ws)));
     workspace_bytes_ = static_cast<std::size_t>(ws);
@@ -142,7 +157,7 @@ class cuda_backend {
     try {
       if (opts_.fail)
         if (auto why = opts_.fail(slot, b)) throw std::runtime_error(*why);
-      const cuda_step step = upload(static_, dummy);
+      const cuda_step step = upload(graph_buffers(b.ph), dummy);
       for (int i = 0; i < opts_.warmup_runs; ++i) forward_(step);
       RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
       RUNGS_CUDA_CHECK(cudaGetLastError());
@@ -161,6 +176,7 @@ class cuda_backend {
       release(slot);
       graphs_.at(slot) = exec;
       shapes_.at(slot) = dummy.shape();
+      slot_phase_.at(slot) = b.ph;
       exec = nullptr;
       rep.ok = true;
     } catch (const std::exception& e) {
@@ -190,13 +206,16 @@ class cuda_backend {
     // A graph's packed layout and grids are those of its capture shape and no other.
     if (shapes_.at(slot) != staged.shape())
       throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " replayed with a shape it was not captured at");
-    upload(static_, staged);
+    buffers& b = static_[static_cast<std::size_t>(slot_phase_[slot])];
+    upload(b, staged);
     RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
-    last_ = &static_;
+    last_ = &b;
   }
 
   void eager(const padded_batch& staged) {
-    buffers& b = fits(static_, staged) ? static_ : grow(eager_, staged);
+    // Eager steps have buffers of their own, so the graphs' device copies keep following the
+    // persistent staging (an eager step between two replays would make the next upload whole).
+    buffers& b = grow(eager_, staged);
     cuda_step step = upload(b, staged);
     // A batch above every bucket may need more workspace than the largest graph: only eager
     // steps get it, from a separate buffer, so graphs keep their addresses. Within the largest
@@ -230,21 +249,30 @@ class cuda_backend {
 
   bool has_graph(std::size_t slot) const { return slot < graphs_.size() && graphs_[slot] != nullptr; }
 
- private:
-  // Device inputs, plan and outputs for shapes up to (seqs, tokens, width), and the pinned
-  // host staging they are uploaded from.
-  struct buffers {
-    std::int64_t seqs = 0, tokens = 0, width = 0, plan = 0;
-    std::byte* device = nullptr;
-    std::byte* pinned = nullptr;
-    std::size_t bytes = 0;
-    float* out = nullptr;
-  };
+  /// What the last capture, replay or eager step copied to the device: bytes and
+  /// cudaMemcpyAsync calls (the persistent staging's changes, the plan; the whole staged view
+  /// when the device copy did not hold the batch's previous version).
+  upload_stats last_upload() const { return last_upload_; }
 
-  // The packed layout of one shape: the six index arrays (slot_mapping int64, the others
-  // int32), then the plan; each 16-byte aligned.
+ private:
+  // The packed layout of a buffer: the six index arrays (slot_mapping int64, the others
+  // int32), then the plan; each 16-byte aligned, at offsets fixed by the buffer's capacity, so
+  // every shape within it reads its arrays at the same addresses (a shape's arrays are
+  // prefixes; block-table rows are `width` apart): every graph captured over the buffer stays
+  // valid while the persistent staging is updated in place.
   struct layout {
     std::size_t token_ids, positions, slot_mapping, query_start, seq_lens, block_tables, plan, end;
+    std::size_t offset(upload_tracker::array a) const {
+      switch (a) {
+        case upload_tracker::array::token_ids: return token_ids;
+        case upload_tracker::array::positions: return positions;
+        case upload_tracker::array::slot_mapping: return slot_mapping;
+        case upload_tracker::array::query_start: return query_start;
+        case upload_tracker::array::seq_lens: return seq_lens;
+        case upload_tracker::array::block_tables: return block_tables;
+      }
+      return end;
+    }
   };
   static std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
   layout layout_of(std::int64_t seqs, std::int64_t tokens, std::int64_t width) const {
@@ -265,8 +293,22 @@ class cuda_backend {
     return opts_.plan_bytes ? opts_.plan_bytes(seqs, tokens, width) : 0;
   }
 
+  // Device inputs, plan and outputs for shapes up to (seqs, tokens, seqs x width entries), the
+  // pinned host copy they are uploaded from (it always equals the device bytes it was
+  // uploaded to), and what the device copy holds of which staged batch.
+  struct buffers {
+    std::int64_t seqs = 0, tokens = 0, width = 0;
+    layout at{};
+    std::byte* device = nullptr;
+    std::byte* pinned = nullptr;
+    std::size_t bytes = 0;
+    float* out = nullptr;
+    upload_tracker copy{};
+  };
+
   bool fits(const buffers& b, const padded_batch& s) const {
-    return s.seqs() <= b.seqs && layout_of(s.seqs(), s.tokens(), s.width()).end <= b.bytes;
+    return s.seqs() <= b.seqs && s.tokens() <= b.tokens && s.seqs() * s.width() <= b.seqs * b.width &&
+           align16(static_cast<std::size_t>(plan_size(s.seqs(), s.tokens(), s.width()))) <= b.at.end - b.at.plan;
   }
 
   void allocate(buffers& b, std::int64_t seqs, std::int64_t tokens, std::int64_t width) {
@@ -274,8 +316,8 @@ class cuda_backend {
     b.seqs = seqs;
     b.tokens = tokens;
     b.width = width;
-    // The largest layout any shape within these bounds can need.
-    b.bytes = layout_of(seqs, tokens, width).end + 6 * 16;
+    b.at = layout_of(seqs, tokens, width);
+    b.bytes = std::max<std::size_t>(b.at.end, 16);
     RUNGS_CUDA_CHECK(cudaMalloc(&b.device, b.bytes));
     RUNGS_CUDA_CHECK(cudaMallocHost(&b.pinned, b.bytes));
     RUNGS_CUDA_CHECK(cudaMalloc(&b.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
@@ -285,7 +327,18 @@ class cuda_backend {
     if (!fits(b, s)) {
       RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old buffers may still be in use
       allocate(b, std::max(s.seqs(), b.seqs), std::max(s.tokens(), b.tokens), std::max(s.width(), b.width));
+      if (!fits(b, s))
+        throw std::logic_error("cuda_backend: plan_bytes(" + std::to_string(s.seqs()) + ", " + std::to_string(s.tokens()) +
+                               ", " + std::to_string(s.width()) + ") exceeds plan_bytes of the largest shape; plan "
+                               "bytes must not shrink as a shape grows");
     }
+    return b;
+  }
+
+  // The graphs of a phase's buckets read the phase's buffers, sized for the largest shape.
+  buffers& graph_buffers(phase ph) {
+    buffers& b = static_[static_cast<std::size_t>(ph)];
+    if (!b.device) allocate(b, setup_.seqs, setup_.tokens, setup_.width);
     return b;
   }
 
@@ -296,22 +349,53 @@ class cuda_backend {
     b = buffers{};
   }
 
-  // Packs `s` (and its plan) in the layout of its shape and copies it to the device with
-  // one cudaMemcpyAsync. Returns the forward's view of it.
+  static const std::byte* host_array(const padded_batch& s, upload_tracker::array a) {
+    switch (a) {
+      case upload_tracker::array::token_ids: return reinterpret_cast<const std::byte*>(s.token_ids().data());
+      case upload_tracker::array::positions: return reinterpret_cast<const std::byte*>(s.positions().data());
+      case upload_tracker::array::slot_mapping: return reinterpret_cast<const std::byte*>(s.slot_mapping().data());
+      case upload_tracker::array::query_start: return reinterpret_cast<const std::byte*>(s.query_start().data());
+      case upload_tracker::array::seq_lens: return reinterpret_cast<const std::byte*>(s.seq_lens().data());
+      case upload_tracker::array::block_tables: return reinterpret_cast<const std::byte*>(s.block_tables().data());
+    }
+    return nullptr;
+  }
+
+  // Copies what the device copy of `s` lacks (upload_tracker: the persistent staging's
+  // changes, or the whole view) and the step's plan into the pinned buffer at the buffer's
+  // fixed offsets, then to the device, ranges closer than upload_gap_bytes as one copy.
+  // Returns the forward's view of it.
   cuda_step upload(buffers& b, const padded_batch& s) {
-    const layout l = layout_of(s.seqs(), s.tokens(), s.width());
-    if (l.end > b.bytes) throw std::logic_error("cuda_backend: a staged batch outgrew its buffers");
+    if (!fits(b, s)) throw std::logic_error("cuda_backend: a staged batch outgrew its buffers");
+    const layout& l = b.at;
     // The pinned buffer is rewritten below: the previous upload from it must be done.
     RUNGS_CUDA_CHECK(cudaEventSynchronize(uploaded_));
-    auto put = [&](std::size_t offset, auto v) { std::memcpy(b.pinned + offset, v.data(), v.size_bytes()); };
-    put(l.token_ids, s.token_ids());
-    put(l.positions, s.positions());
-    put(l.slot_mapping, s.slot_mapping());
-    put(l.query_start, s.query_start());
-    put(l.seq_lens, s.seq_lens());
-    put(l.block_tables, s.block_tables());
-    if (opts_.plan) opts_.plan(s, std::span<std::byte>(b.pinned + l.plan, l.end - l.plan));
-    RUNGS_CUDA_CHECK(cudaMemcpyAsync(b.device, b.pinned, l.end, cudaMemcpyHostToDevice, stream_));
+    spans_.clear();
+    auto add = [&](std::size_t offset, std::size_t n) {
+      if (n == 0) return;
+      if (!spans_.empty() && offset <= spans_.back().first + spans_.back().second + opts_.upload_gap_bytes)
+        spans_.back().second = std::max(spans_.back().second, offset + n - spans_.back().first);
+      else
+        spans_.emplace_back(offset, n);
+    };
+    for (const upload_tracker::copy& c : b.copy.plan(s)) {
+      const auto size = static_cast<std::size_t>(upload_tracker::element_bytes(c.what));
+      const std::size_t from = static_cast<std::size_t>(c.elements.from) * size;
+      const std::size_t n = static_cast<std::size_t>(c.elements.to - c.elements.from) * size;
+      std::memcpy(b.pinned + l.offset(c.what) + from, host_array(s, c.what) + from, n);
+      add(l.offset(c.what) + from, n);
+    }
+    const std::size_t plan = align16(static_cast<std::size_t>(plan_size(s.seqs(), s.tokens(), s.width())));
+    if (opts_.plan) {
+      opts_.plan(s, std::span<std::byte>(b.pinned + l.plan, plan));
+      add(l.plan, plan);
+    }
+    last_upload_ = {};
+    for (const auto& [offset, n] : spans_) {
+      RUNGS_CUDA_CHECK(cudaMemcpyAsync(b.device + offset, b.pinned + offset, n, cudaMemcpyHostToDevice, stream_));
+      last_upload_.bytes += static_cast<std::int64_t>(n);
+      ++last_upload_.copies;
+    }
     RUNGS_CUDA_CHECK(cudaEventRecord(uploaded_, stream_));
     auto at = [&](std::size_t offset) { return reinterpret_cast<const std::int32_t*>(b.device + offset); };
     batch_view v{s.seqs(),         s.tokens(),
@@ -338,6 +422,7 @@ class cuda_backend {
     std::swap(workspace_bytes_, o.workspace_bytes_);
     std::swap(eager_workspace_, o.eager_workspace_);
     std::swap(eager_workspace_bytes_, o.eager_workspace_bytes_);
+    std::swap(last_upload_, o.last_upload_);
     last_ = nullptr;
     o.last_ = nullptr;
   }
@@ -349,13 +434,17 @@ class cuda_backend {
   cudaEvent_t uploaded_ = nullptr;
   backend_setup setup_{};
   std::vector<cudaGraphExec_t> graphs_;
-  buffers static_, eager_;
+  std::array<buffers, 2> static_;  // per bucket phase: the graphs' buffers (persistent staging per phase)
+  buffers eager_;
+  std::vector<phase> slot_phase_;    // the phase whose buffers each slot's graph reads
   const buffers* last_ = nullptr;
   std::vector<std::optional<staged_shape>> shapes_;  // the shape each slot's graph was captured at
   std::byte* workspace_ = nullptr;  // shared by every graph
   std::size_t workspace_bytes_ = 0;
   std::byte* eager_workspace_ = nullptr;  // only for eager steps larger than every bucket
   std::size_t eager_workspace_bytes_ = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> spans_;  // (offset, bytes) of one upload's copies
+  upload_stats last_upload_{};
 };
 
 static_assert(engine_backend<cuda_backend>);

@@ -25,6 +25,7 @@
 #include <rungs/kv/metrics.hpp>
 #include <rungs/serving/scheduler.hpp>
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -55,6 +56,9 @@ struct engine_options {
   /// The model the backend's forward runs: its row width sizes the output rows, and its block
   /// size must be the allocator's. None for a cost model (rows carry nothing).
   std::optional<model_shape> model{};
+  /// How the runner stages a step's batch (graph_runner's staging_policy): persistent rows
+  /// rewritten where they changed, or every element every step.
+  staging_policy staging = staging_policy::persistent;
 };
 
 /// One runner step inside an engine step. A run of 0 sequences is a dummy: this rank had
@@ -120,7 +124,8 @@ class engine {
                  .max_model_len = scheduler_.max_model_len(),
                  .shape = {.block_size = scheduler_.blocks().block_size(),
                            .num_blocks = scheduler_.blocks().num_blocks(),
-                           .row_width = opts.model ? opts.model->row_width() : 0}}) {}
+                           .row_width = opts.model ? opts.model->row_width() : 0},
+                 .staging = opts.staging}) {}
 
   /// Runs the timing policy's startup captures (the first step does it if nobody did).
   void start() { runner_.start(); }
@@ -140,7 +145,10 @@ class engine {
     static_assert(step_sampler<Hook, rows_type>,
                   "rungs::engine::engine::step: the hook lacks `sample(const scheduled_step&, span<const size_t> "
                   "entries, const rows_type& rows, span<token_id> out)`");
+    std::vector<engine_run> runs = std::move(step_.runs);  // its storage, reused
+    runs.clear();
     step_ = engine_step{};
+    step_.runs = std::move(runs);
     const serving::scheduled_step& plan = scheduler_.schedule();
     step_.plan = &plan;
     if (plan.empty()) {
@@ -208,17 +216,27 @@ class engine {
 
   template <class Hook, class Pick>
   void run_group(const serving::scheduled_step& plan, Hook& hook, phase ph, Pick pick) {
-    seqs_.clear();
-    index_.clear();
+    // The phase's sequences in the rows they held last step (batch_rows), so the runner's
+    // persistent staging rewrites only what changed; index_ maps each row back to its entry.
+    picked_entries_.clear();
+    keys_.clear();
     std::int64_t tokens = 0, decodes = 0;
     for (std::size_t i = 0; i < plan.entries.size(); ++i) {
       if (!pick(plan.entries[i])) continue;
       decodes += plan.entries[i].decode ? 1 : 0;
+      picked_entries_.push_back(i);
+      keys_.push_back(plan.entries[i].seq);
+      tokens += static_cast<std::int64_t>(plan.sequences[i].tokens.size());
+    }
+    const std::span<const std::uint32_t> order = rows_[static_cast<std::size_t>(ph)].arrange(keys_);
+    seqs_.clear();
+    index_.clear();
+    for (const std::uint32_t k : order) {
+      const std::size_t i = picked_entries_[k];
       const serving::step_sequence& s = plan.sequences[i];
       seqs_.push_back(sequence{.tokens = s.tokens, .context = s.context, .block_table = s.block_table,
-                               .prefill = !plan.entries[i].decode});
+                               .prefill = !plan.entries[i].decode, .id = row_id(plan.entries[i].seq)});
       index_.push_back(i);
-      tokens += static_cast<std::int64_t>(s.tokens.size());
     }
     if (seqs_.empty()) {
       if (auto d = runner_.dummy_step(ph))
@@ -240,9 +258,11 @@ class engine {
   serving::scheduler<Allocator> scheduler_;
   runner_type runner_;
   engine_step step_;
+  std::array<batch_rows, 2> rows_;  // per phase: the row each sequence holds in the runner's staging
   // Per-step scratch, reused.
   std::vector<sequence> seqs_;
-  std::vector<std::size_t> index_;
+  std::vector<std::size_t> index_, picked_entries_;
+  std::vector<kv::sequence_id> keys_;
   std::vector<serving::token_id> tokens_, picked_, sampled_;
 };
 

@@ -30,6 +30,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -48,6 +49,17 @@
 
 namespace rungs::engine {
 
+/// How the runner stages a batch padded to a bucket.
+enum class staging_policy : std::uint8_t {
+  persistent,  ///< padded_batch::update: only what changed since the last step of the phase
+  full,        ///< padded_batch::stage: every element, every step (the oracle, and the baseline)
+  checked,     ///< persistent, then compared with a full restage; a difference throws std::logic_error
+};
+
+constexpr std::string_view to_string(staging_policy p) {
+  return p == staging_policy::persistent ? "persistent" : p == staging_policy::full ? "full" : "checked";
+}
+
 /// Run-time configuration of a graph runner.
 template <class Order, class Timing>
 struct runner_options {
@@ -56,6 +68,7 @@ struct runner_options {
   graph_budget budget{};           ///< graph memory (unlimited by default)
   std::int64_t max_model_len = 0;  ///< longest sequence; needed when a bucket leaves context open
   run_shape shape{};               ///< KV pool geometry and output row width (model_shape::run)
+  staging_policy staging = staging_policy::persistent;  ///< how a bucket's batch is staged
 };
 
 /// How much an idle signal may capture. Time is counted from the captures' measured (and
@@ -226,7 +239,7 @@ class graph_runner {
     batch_key key = key_of(ph, seqs, block_size());
     if constexpr (has_phase_of)
       if (keyed_on_batch()) key.ph = buckets_.phase_of(key);
-    return run(seqs, agree(key));
+    return run(seqs, agree(key), ph);
   }
 
   /// A data-parallel rank with no sequence in this step while another rank may have some
@@ -241,47 +254,52 @@ class graph_runner {
     start();
     const batch_key key = agree(batch_key{.ph = ph});
     if (key.seqs == 0) return std::nullopt;
-    return run({}, key);
+    return run({}, key, ph);
   }
 
   /// Whether steps agree with other ranks (sync_with was called).
   bool synced() const { return static_cast<bool>(sync_); }
 
  private:
-  // A step on the agreed key: `seqs` (possibly none, a dummy step) padded to its bucket.
-  result run(std::span<const sequence> seqs, const batch_key& key) {
+  // A step on the agreed key: `seqs` (possibly none, a dummy step) padded to its bucket, staged
+  // in the persistent staging of the phase the caller stepped in (the engine keeps one row
+  // order per phase; a space keyed on the batch may look the batch up in the other phase).
+  result run(std::span<const sequence> seqs, const batch_key& key, phase caller) {
     if (opts_.max_model_len > 0 && key.max_context > opts_.max_model_len)
       throw std::invalid_argument("a sequence of " + std::to_string(key.max_context) + " tokens exceeds max_model_len = " +
                                   std::to_string(opts_.max_model_len));
     std::optional<std::size_t> b = lookup(key);
     if (b) queue_.record_use(*b);
-    // Stage the live batch first: it validates the input before anything is captured.
-    bool replay = false;
+    // Stage the live batch first: it validates the input before anything is captured. A
+    // bucket's batch goes to the persistent staging of its phase (a graph reads it); a batch
+    // above every bucket only runs eagerly, in its own shape.
+    padded_batch* ran = &eager_;
     if (b) {
       const graph_shape& s = table_[*b].shape;
-      live_.stage(seqs, s.seqs, s.tokens, width_of(s), block_size(), opts_.shape.num_blocks, s.query);
+      ran = &staged_[static_cast<std::size_t>(caller)];
+      stage_persistent(*ran, seqs, s.seqs, s.tokens, width_of(s), s.query);
     } else {
-      live_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, block_size()), block_size(),
-                  opts_.shape.num_blocks);
+      eager_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, block_size()), block_size(),
+                   opts_.shape.num_blocks);
     }
     result r;
     r.bucket = b;
     if (!queue_.settled()) r.captured = capture_during_step(b);
-    if (b && queue_.captured(*b)) replay = true;
-    if (replay) {
-      backend_.replay(*b, live_);
+    if (b && queue_.captured(*b)) {
+      backend_.replay(*b, *ran);
       ++stats_.replays;
-      stats_.real_rows += live_.real_seqs();
-      stats_.padded_rows += live_.seqs() - live_.real_seqs();
-      stats_.real_tokens += live_.real_tokens();
-      stats_.padded_tokens += live_.tokens() - live_.real_tokens();
+      stats_.real_rows += ran->real_seqs();
+      stats_.padded_rows += ran->seqs() - ran->real_seqs();
+      stats_.real_tokens += ran->real_tokens();
+      stats_.padded_tokens += ran->tokens() - ran->real_tokens();
       r.run = run_kind::replay;
     } else {
       if (b) {  // eager in the live shape: padding buys nothing without a graph
-        live_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, block_size()), block_size(),
-                    opts_.shape.num_blocks);
+        eager_.stage(seqs, key.seqs, key.tokens, blocks_for(key.max_context, block_size()), block_size(),
+                     opts_.shape.num_blocks);
+        ran = &eager_;
       }
-      backend_.eager(live_);
+      backend_.eager(eager_);
       r.reason = eager_why(b);
       ++stats_.eager[static_cast<std::size_t>(*r.reason)];
       r.run = run_kind::eager;
@@ -290,10 +308,10 @@ class graph_runner {
     queue_.record_step();
     r.rows = backend_.rows(static_cast<std::int64_t>(seqs.size()));
     r.row_width = opts_.shape.row_width;
-    r.tokens_run = live_.tokens();
+    r.tokens_run = ran->tokens();
     if (observer_) {
       engine_event e{.what = engine_event::kind::step, .step = stats_.steps - 1, .index = b, .run = r.run,
-                     .reason = r.reason, .real_rows = live_.real_seqs(), .rows = live_.seqs()};
+                     .reason = r.reason, .real_rows = ran->real_seqs(), .rows = ran->seqs()};
       if (b) e.where = table_[*b];
       observer_(e);
     }
@@ -330,6 +348,9 @@ class graph_runner {
   std::int64_t block_size() const { return opts_.shape.block_size; }
   /// Bucket `i` as the engine sees it.
   const bucket& at(std::size_t i) const { return table_[i]; }
+  /// The persistent staging of the steps made in a phase (step's `ph`): what the last replay
+  /// of such a step read.
+  const padded_batch& staged(phase ph) const { return staged_[static_cast<std::size_t>(ph)]; }
 
  private:
   using bucket_table = typename detail::slot_array<Buckets, bucket>::type;
@@ -379,7 +400,7 @@ class graph_runner {
     std::vector<std::size_t> seq = capture_sequence(opts_.order, buckets_);
     std::copy(seq.begin(), seq.end(), order_.begin());
     backend_.setup(setup);
-    live_.reserve(setup.seqs, setup.tokens, setup.width);
+    for (padded_batch& p : staged_) p.reserve(setup.seqs, setup.tokens, setup.width);
     return capture_queue(std::span<const bucket>(table_.data(), n), std::span<const std::size_t>(order_.data(), n),
                          std::span<graph_slot>(slots_.data(), n));
   }
@@ -449,6 +470,29 @@ class graph_runner {
                              std::to_string(key.tokens) + " tokens, length " + std::to_string(key.max_context) +
                              " to a bucket that does not cover it");
     return b;
+  }
+
+  void stage_persistent(padded_batch& p, std::span<const sequence> seqs, std::int64_t n, std::int64_t tokens,
+                        std::int64_t width, std::int64_t query) {
+    if (opts_.staging == staging_policy::full) return p.stage(seqs, n, tokens, width, block_size(), opts_.shape.num_blocks, query);
+    p.update(seqs, n, tokens, width, block_size(), opts_.shape.num_blocks, query);
+    if (opts_.staging != staging_policy::checked) return;
+    oracle_.stage(seqs, n, tokens, width, block_size(), opts_.shape.num_blocks, query);
+    auto check = [&](const char* what, auto got, auto want) {
+      for (std::size_t i = 0; i < want.size(); ++i)
+        if (got[i] != want[i])
+          throw std::logic_error(std::string("graph_runner: the persistent staging differs from a full restage: ") + what +
+                                 "[" + std::to_string(i) + "] = " + std::to_string(got[i]) + ", restaged " +
+                                 std::to_string(want[i]));
+    };
+    if (p.shape() != oracle_.shape() || p.real_seqs() != oracle_.real_seqs() || p.real_tokens() != oracle_.real_tokens())
+      throw std::logic_error("graph_runner: the persistent staging's shape differs from a full restage's");
+    check("token_ids", p.token_ids(), oracle_.token_ids());
+    check("positions", p.positions(), oracle_.positions());
+    check("slot_mapping", p.slot_mapping(), oracle_.slot_mapping());
+    check("query_start", p.query_start(), oracle_.query_start());
+    check("seq_lens", p.seq_lens(), oracle_.seq_lens());
+    check("block_tables", p.block_tables(), oracle_.block_tables());
   }
 
   eager_reason eager_why(std::optional<std::size_t> b) const {
@@ -559,7 +603,8 @@ class graph_runner {
   bucket_table table_;
   order_table order_;
   slot_table slots_;
-  padded_batch live_, dummy_;  // before queue_: init_queue() sizes live_
+  std::array<padded_batch, 2> staged_;  // per phase, persistent; before queue_: init_queue() sizes them
+  padded_batch eager_, dummy_, oracle_;
   capture_queue queue_;
   engine_stats stats_;
   std::function<void(const engine_event&)> observer_;

@@ -8,6 +8,7 @@
 // model for bytes and seconds, optionally spent for real) and failures injected per bucket.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -66,6 +67,7 @@ class host_backend {
   void setup(const backend_setup& s) {
     setup_ = s;
     prepared_.assign(s.slots, std::nullopt);
+    slot_phase_.assign(s.slots, phase::decode);
     out_.resize(static_cast<std::size_t>(s.seqs * s.row_width));
     workspace_.resize(static_cast<std::size_t>(workspace_for(s.seqs, s.tokens)));
   }
@@ -76,8 +78,9 @@ class host_backend {
     try {
       if (opts_.simulate && opts_.simulate->fail)
         if (auto why = opts_.simulate->fail(slot, b)) throw std::runtime_error(*why);
-      run(dummy);  // warm-up on a batch of padding: must leave every cache untouched
+      run(dummy, device_copies_[static_cast<std::size_t>(b.ph)]);  // warm-up on padding: must leave every cache untouched
       prepared_.at(slot) = dummy.shape();
+      slot_phase_.at(slot) = b.ph;
       rep.ok = true;
     } catch (const std::exception& e) {
       rep.error = e.what();
@@ -100,12 +103,12 @@ class host_backend {
     // A graph replays the shape it was captured at and nothing else.
     if (prepared_.at(slot) != staged.shape())
       throw std::logic_error("host_backend: slot " + std::to_string(slot) + " replayed with a shape it was not prepared for");
-    run(staged);
+    run(staged, device_copies_[static_cast<std::size_t>(slot_phase_[slot])]);
     ++replays_;
   }
 
   void eager(const padded_batch& staged) {
-    run(staged);
+    run(staged, eager_copy_);
     ++eager_runs_;
   }
 
@@ -120,13 +123,19 @@ class host_backend {
   std::int64_t replays() const { return replays_; }
   std::int64_t eager_runs() const { return eager_runs_; }
   std::size_t workspace_size() const { return workspace_.size(); }
+  /// Bytes a device backend would have copied to the device before the last run: what an
+  /// upload_tracker plans over the device copies cuda_backend keeps (one per bucket phase for
+  /// the graphs, one for eager steps): the persistent staging's changes when the run follows
+  /// the batch's previous version, the whole view otherwise.
+  std::int64_t uploaded_bytes() const { return uploaded_bytes_; }
 
  private:
   std::int64_t workspace_for(std::int64_t seqs, std::int64_t tokens) const {
     return opts_.workspace_bytes ? opts_.workspace_bytes(seqs, tokens) : 0;
   }
 
-  void run(const padded_batch& staged) {
+  void run(const padded_batch& staged, upload_tracker& device) {
+    uploaded_bytes_ = upload_tracker::bytes(device.plan(staged));
     auto need_out = static_cast<std::size_t>(staged.seqs() * setup_.row_width);
     if (out_.size() < need_out) out_.resize(need_out);  // only above the top bucket
     auto need_ws = static_cast<std::size_t>(workspace_for(staged.seqs(), staged.tokens()));
@@ -146,7 +155,12 @@ class host_backend {
   std::vector<std::optional<staged_shape>> prepared_;
   std::vector<float> out_;
   std::vector<std::byte> workspace_;
-  std::int64_t captures_ = 0, replays_ = 0, eager_runs_ = 0;
+  std::int64_t captures_ = 0, replays_ = 0, eager_runs_ = 0, uploaded_bytes_ = 0;
+  // What cuda_backend's device copies of the staged arrays would hold: one per bucket phase
+  // (the graphs' buffers), one for eager steps.
+  std::array<upload_tracker, 2> device_copies_;
+  upload_tracker eager_copy_;
+  std::vector<phase> slot_phase_;
 };
 
 static_assert(engine_backend<host_backend>);

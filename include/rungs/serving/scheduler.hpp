@@ -161,6 +161,16 @@ struct scheduled_step {
   admission_stop stopped = admission_stop::none;  ///< why requests were left waiting
 
   bool empty() const { return entries.empty(); }
+  /// An empty step that keeps its vectors' storage (the scheduler plans every step into one).
+  void clear() {
+    entries.clear();
+    sequences.clear();
+    admitted.clear();
+    preempted.clear();
+    phase = step_phase::decode;
+    tokens = sampling = 0;
+    stopped = admission_stop::none;
+  }
   /// The waiting requests are held back by KV memory (not by the step's size).
   bool waiting_for_blocks() const { return stopped == admission_stop::kv_blocks || stopped == admission_stop::preemption; }
 };
@@ -257,7 +267,7 @@ class scheduler {
   /// nothing can run (nothing queued, or the head of the queue does not fit yet).
   const scheduled_step& schedule() {
     if (in_flight_) throw std::logic_error("scheduler: schedule() called twice without commit()");
-    step_ = scheduled_step{};
+    step_.clear();  // keeps the storage: a step of 512 sequences allocates nothing
     std::int32_t budget = opts_.max_num_batched_tokens;
     bool prefill_only = false;
     if (!opts_.chunked_prefill) {  // v0: admit and prefill if anything fits, else decode
