@@ -10,6 +10,7 @@
 
 #include "../plan_support.hpp"
 #include "command.hpp"
+#include "json_line.hpp"
 
 namespace {
 using namespace rungs::plan::test;
@@ -42,6 +43,51 @@ TEST_CASE("rungs-plan prefix-cache: the table, --json, and its errors") {
   check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "0"}), "--capacity-tokens = 0 must be positive");
   check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1000", "--trace-format", "azure"}),
               "--trace: " + trace + ":1: an Azure trace is CSV, not JSON lines");
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("rungs-plan prefix-cache --tiers: hits per tier, what they save and what they load") {
+  // The case above: 4 hit blocks at 1536 tokens, 6 at 51200, of 12 looked up. A top tier of
+  // 1536 tokens and a second of 49664 (51200 together) serve 4 and 2. Llama-3-8B on an H100:
+  // 131072 KV bytes a token; prefill (2 x 7504658432 + 4 x 32 x 128 x 32) / 989e12 s a token.
+  const std::string trace = mooncake_file();
+  const double prefill = (2.0 * 7'504'658'432 + 4.0 * 32 * 128 * 32) / 989e12;
+  const result j = plan({"prefix-cache", "--trace", trace, "--tiers", "hbm:1536,dram:49664:1e9", "--gpu", "h100-sxm", "--model",
+                         "llama-3-8b", "--json"});
+  REQUIRE(j.status == 0);
+  const auto doc = rungs::cli::json::parse(j.out);
+  CHECK(doc["hit_rate"] == 0.5);
+  CHECK(doc["looked_up_blocks"] == 12);
+  CHECK(doc["kv_bytes_per_token"] == 131072);
+  CHECK(doc["prefill_seconds_per_token"].get<double>() == Approx(prefill));
+  const auto& hbm = doc["tiers"][0];
+  const auto& dram = doc["tiers"][1];
+  CHECK(hbm["hit_blocks"] == 4);
+  CHECK(hbm["hit_tokens"] == 2048);
+  CHECK(hbm["load_seconds"] == 0.0);
+  CHECK(hbm["prefill_seconds_saved"].get<double>() == Approx(2048 * prefill));
+  CHECK(dram["hit_blocks"] == 2);
+  CHECK(dram["hit_rate"].get<double>() == Approx(2.0 / 12));
+  CHECK(dram["load_seconds"].get<double>() == Approx(1024 * 131072 / 1e9));
+  CHECK(dram["net_seconds"].get<double>() == Approx(1024 * prefill - 1024 * 131072 / 1e9));
+  check_ok(plan({"prefix-cache", "--trace", trace, "--tiers", "hbm:1536,dram:49664:1e9", "--gpu", "h100-sxm", "--model",
+                 "llama-3-8b"}),
+           "prefix-cache: " + trace + ": 6 requests, blocks of 512 tokens; 131072 KV bytes and 15.18 us of prefill per "
+           "token (h100-sxm, llama-3-8b, tp 1)\n"
+           "tier          capacity tokens  hit rate   hit tokens  load s  prefill saved s   net s  net per request ms\n"
+           "hbm                      1536   33.33%         2048     0.0              0.0     0.0                5.18\n"
+           "dram                    49664   16.67%         1024     0.1              0.0    -0.1              -19.78\n"
+           "all tiers: hit rate 50.00% of 12 looked-up blocks; 0 requests larger than the whole cache\n");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--tiers", "hbm:1536,dram:49664", "--gpu", "h100-sxm", "--model",
+                    "llama-3-8b"}),
+              "--tiers: 'dram:49664' must be NAME:TOKENS:BYTES_PER_S");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--tiers", "hbm:1536"}),
+              "--tiers prices loads and prefill with the roofline: add --gpu NAME --model NAME");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1536", "--gpu", "h100-sxm"}),
+              "--gpu, --model, --tp and --cost-profile price the tiers of --tiers: add --tiers");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1536", "--tiers", "hbm:1536"}),
+              "--capacity-tokens excludes --tiers");
+  check_usage(plan({"prefix-cache", "--trace", trace}), "--capacity-tokens or --tiers is needed");
   std::remove(trace.c_str());
 }
 

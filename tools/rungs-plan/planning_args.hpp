@@ -50,7 +50,7 @@ struct simulation_args {
   std::string ladder_text = "capture-sizes 512";
   serving::trace_format trace_format = serving::trace_format::detect;
   // The roofline (--gpu, --model, --tp, --cost-presets) and whether --kv-memory was given.
-  std::optional<std::string> gpu, model, cost_presets;
+  std::optional<std::string> gpu, model, cost_presets, cost_profile;
   std::int64_t tp = 1;
   bool kv_memory_given = false;
 };
@@ -185,6 +185,10 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
               "tensor-parallel degree of each replica (default 1)")->group("Cost model");
   cli::text(app, "--cost-presets FILE", a.cost_presets, "more GPUs and models, or overrides ('gpu NAME key=value...', "
                                                          "'model NAME key=value...' lines)")->group("Cost model");
+  cli::text(app, "--cost-profile datasheet|calibrated", a.cost_profile,
+            "the roofline's profile: datasheet (default: datasheet efficiencies, no overheads) or calibrated (fitted "
+            "to published serving measurements: kernel efficiencies, CPU overhead per step and per token, tensor "
+            "parallelism's all-reduces; docs/planning.md, \"Fidelity\")")->group("Cost model");
   gpu->needs(model);
   model->needs(gpu);
   for (const char* other : {"--step-cost"}) gpu->excludes(app.get_option(other));
@@ -227,6 +231,7 @@ inline void check_simulation_args(simulation_args& a) {
   if (a.trace_format != serving::trace_format::detect && !a.trace) throw usage_error("--trace-format applies to --trace FILE");
   if (a.tp != 1 && !a.gpu) throw usage_error("--tp applies to the roofline: add --gpu NAME --model NAME");
   if (a.cost_presets && !a.gpu) throw usage_error("--cost-presets applies to the roofline: add --gpu NAME --model NAME");
+  if (a.cost_profile && !a.gpu) throw usage_error("--cost-profile applies to the roofline: add --gpu NAME --model NAME");
   if (a.gpu) {
     planning::cost_presets presets;
     if (a.cost_presets) {
@@ -240,10 +245,16 @@ inline void check_simulation_args(simulation_args& a) {
         throw usage_error(std::string("--cost-presets: ") + e.what());
       }
     }
+    const planning::cost_profile* profile = nullptr;
+    try {
+      profile = &planning::cost_profile_named(a.cost_profile.value_or("datasheet"));
+    } catch (const std::invalid_argument& e) {
+      throw usage_error(std::string("--cost-profile: ") + e.what());
+    }
     try {
       const planning::gpu_spec& g = presets.gpu(*a.gpu);
       const planning::model_spec& m = presets.model(*a.model);
-      a.config.cost = planning::roofline_cost(g, m, a.tp, a.config.cost);
+      a.config.cost = planning::roofline_cost(g, m, a.tp, a.config.cost, *profile);
       a.config.model = planning::kv_geometry(m, a.tp);
       if (!a.kv_memory_given)
         a.config.kv_bytes = kv::kv_memory({.total_bytes = g.memory_bytes, .weights_bytes = planning::weight_bytes(m, a.tp)});

@@ -5,14 +5,19 @@
 //   step = max(weights + context_tokens x per_context_token,                      (bytes / bandwidth)
 //              tokens_run x per_token + context_tokens x compute_per_context_token) (FLOPs / peak)
 //          + (graph ? graph_overhead : eager_overhead)
+//          + step_overhead + tokens_run x overhead_per_token                      (0 unless calibrated)
+//          + sequences x overhead_per_sequence
 // where tokens_run is the bucket's padded size when a graph replays (padded rows are
 // computed too) and the real tokens when the step runs eagerly. So padding costs time only
 // once a step is compute-bound, as on a GPU, and an eager step pays the kernel launches a
 // graph replay saves.
 //
 // Two ways to get the figures:
-//   - roofline_cost(gpu, model, tp): derived from a GPU's bandwidth and peak and a model's
-//     shape (presets below, or from a file: read_cost_presets); see roofline_cost.
+//   - roofline_cost(gpu, model, tp, base, profile): derived from a GPU's bandwidth and peak and
+//     a model's shape (presets below, or from a file: read_cost_presets); see roofline_cost.
+//     The profile `calibrated` replaces the datasheet efficiencies and adds the serving stack's
+//     CPU time and tensor parallelism's all-reduces, fitted to published measurements
+//     (planning/fidelity.hpp; docs/planning.md, "Fidelity").
 //   - cost_model{} (the preset "blog-4090"): the constants rungs has always used, for the
 //     paged-KV blog's Mistral-7B in fp16 on an RTX 4090. With compute_per_context_token unset
 //     the context term is on both sides, so the step is max(weights, tokens x per_token) +
@@ -77,18 +82,30 @@ struct cost_model {
   std::optional<double> compute_seconds_per_context_token{};
   double eager_overhead_seconds = 0.006;
   double graph_overhead_seconds = 0;
+  /// Paid by every step, replayed or eager, outside the roofline: the serving stack's CPU
+  /// time per step (scheduling, input preparation) and tensor parallelism's all-reduce
+  /// latencies. 0 in every preset but a calibrated profile (cost_profile).
+  double step_overhead_seconds = 0;
+  /// Likewise per token row run: tensor parallelism's all-reduced activations.
+  double overhead_seconds_per_token = 0;
+  /// Likewise per sequence in the step: the stack's CPU time per request (sampling, output
+  /// processing, scheduling it).
+  double overhead_seconds_per_sequence = 0;
   double capture_seconds = 0.05;
   double capture_seconds_per_token = 0.02 / 512;
   std::int64_t graph_bytes = std::int64_t{24} << 20;
   std::int64_t graph_bytes_per_token = (std::int64_t{4} << 20) / 512;
 
-  /// Seconds of one step running `tokens_run` token rows over `context_tokens` KV tokens.
-  double step_seconds(std::int64_t tokens_run, std::int64_t context_tokens, bool graph) const {
+  /// Seconds of one step running `tokens_run` token rows of `sequences` sequences over
+  /// `context_tokens` KV tokens.
+  double step_seconds(std::int64_t tokens_run, std::int64_t context_tokens, bool graph, std::int64_t sequences = 0) const {
     const double context = static_cast<double>(context_tokens);
     const double memory = weights_seconds + context * seconds_per_context_token;
     const double compute = static_cast<double>(tokens_run) * seconds_per_token +
                            context * compute_seconds_per_context_token.value_or(seconds_per_context_token);
-    return std::max(memory, compute) + (graph ? graph_overhead_seconds : eager_overhead_seconds);
+    return std::max(memory, compute) + (graph ? graph_overhead_seconds : eager_overhead_seconds) +
+           step_overhead_seconds + static_cast<double>(tokens_run) * overhead_seconds_per_token +
+           static_cast<double>(sequences) * overhead_seconds_per_sequence;
   }
   double capture_time(rung_t rung) const { return capture_seconds + capture_seconds_per_token * static_cast<double>(rung); }
   /// Bytes of the graph for `rung`; throws std::overflow_error when past int64.
@@ -135,6 +152,9 @@ struct cost_model {
     if (compute_seconds_per_context_token) seconds("compute_seconds_per_context_token", *compute_seconds_per_context_token);
     seconds("eager_overhead_seconds", eager_overhead_seconds);
     seconds("graph_overhead_seconds", graph_overhead_seconds);
+    seconds("step_overhead_seconds", step_overhead_seconds);
+    seconds("overhead_seconds_per_token", overhead_seconds_per_token);
+    seconds("overhead_seconds_per_sequence", overhead_seconds_per_sequence);
     seconds("capture_seconds", capture_seconds);
     seconds("capture_seconds_per_token", capture_seconds_per_token);
     if (graph_bytes < 0) throw std::invalid_argument("cost model: graph_bytes = " + std::to_string(graph_bytes) + " must not be negative");
@@ -156,6 +176,10 @@ struct gpu_spec {
   double bandwidth_efficiency = 0.9;   ///< kernels.md: a device copy reaches ~3.0 of 3.35 TB/s (H100), ~4.3 of 4.8 (H200)
   double compute_efficiency = 1.0;     ///< unmeasured: the datasheet peak (compute-bound steps are a lower bound)
   double launch_seconds = 15e-6;       ///< one kernel launched from eager PyTorch (the blog-4090 preset's estimate)
+  /// Bytes/s one GPU sends to its tensor-parallel peers, one direction (NVLink; PCIe without
+  /// it): what an all-reduce's ring moves its data at. Used by a cost_profile that models
+  /// communication.
+  double link_bandwidth = 0;
 };
 
 /// A decoder-only transformer with grouped-query attention and a gated MLP (Llama, Mistral,
@@ -183,12 +207,17 @@ struct model_spec {
 inline constexpr std::int64_t eager_kernels_per_layer = 12;
 
 inline const std::vector<gpu_spec>& gpu_presets() {
-  // NVIDIA datasheets. Memory as marketed (decimal GB).
+  // NVIDIA datasheets. Memory as marketed (decimal GB); links one direction: NVLink 4 900 GB/s
+  // and NVLink 3 600 GB/s both directions together, the L40S a PCIe 4.0 x16 slot (32 GB/s).
   static const std::vector<gpu_spec> presets = {
-      {.name = "h100-sxm", .memory_bandwidth = 3.35e12, .bf16_flops = 989e12, .memory_bytes = 80'000'000'000},
-      {.name = "h200", .memory_bandwidth = 4.8e12, .bf16_flops = 989e12, .memory_bytes = 141'000'000'000},
-      {.name = "a100-80gb", .memory_bandwidth = 2.039e12, .bf16_flops = 312e12, .memory_bytes = 80'000'000'000},
-      {.name = "l40s", .memory_bandwidth = 864e9, .bf16_flops = 362e12, .memory_bytes = 48'000'000'000},
+      {.name = "h100-sxm", .memory_bandwidth = 3.35e12, .bf16_flops = 989e12, .memory_bytes = 80'000'000'000,
+       .link_bandwidth = 450e9},
+      {.name = "h200", .memory_bandwidth = 4.8e12, .bf16_flops = 989e12, .memory_bytes = 141'000'000'000,
+       .link_bandwidth = 450e9},
+      {.name = "a100-80gb", .memory_bandwidth = 2.039e12, .bf16_flops = 312e12, .memory_bytes = 80'000'000'000,
+       .link_bandwidth = 300e9},
+      {.name = "l40s", .memory_bandwidth = 864e9, .bf16_flops = 362e12, .memory_bytes = 48'000'000'000,
+       .link_bandwidth = 32e9},
   };
   return presets;
 }
@@ -251,6 +280,9 @@ inline void validate(const gpu_spec& g, const model_spec& m, std::int64_t tp) {
   positive("gpu " + g.name + ": compute_efficiency", g.compute_efficiency, 1);
   if (!(g.launch_seconds >= 0 && g.launch_seconds <= 1))
     throw std::invalid_argument("gpu " + g.name + ": launch_seconds = " + detail::number_text(g.launch_seconds) + " must be in [0, 1]");
+  if (!(g.link_bandwidth >= 0 && g.link_bandwidth <= 1e16))
+    throw std::invalid_argument("gpu " + g.name + ": link_bandwidth = " + detail::number_text(g.link_bandwidth) +
+                                " must be in [0, 1e16]");
   // Each dimension at most 2^20 (hidden x intermediate x 3 x layers then stays far below 2^63).
   const std::pair<const char*, std::int64_t> dims[] = {{"layers", m.layers},   {"hidden", m.hidden},
                                                        {"heads", m.heads},     {"kv_heads", m.kv_heads},
@@ -270,6 +302,64 @@ inline void validate(const gpu_spec& g, const model_spec& m, std::int64_t tp) {
                                 "'s kv_heads = " + std::to_string(m.kv_heads) + ": one must divide the other");
 }
 
+/// What the datasheet roofline leaves out, as constants fitted to published serving
+/// measurements (docs/planning.md, "Fidelity"): a profile replaces the GPU's kernel
+/// efficiencies and adds the serving stack's overheads and tensor parallelism's all-reduces.
+/// The default profile (`datasheet`) adds nothing: roofline_cost as it always was.
+struct cost_profile {
+  std::string name = "datasheet";
+  std::optional<double> bandwidth_efficiency{};  ///< replaces the GPU's when set
+  std::optional<double> compute_efficiency{};    ///< replaces the GPU's when set
+  double step_seconds = 0;          ///< CPU per step: scheduling, input preparation, launch
+  double seconds_per_sequence = 0;  ///< CPU per sequence in a step: sampling, output processing
+  /// Tensor parallelism (tp > 1): two all-reduces per layer (after attention and after the
+  /// MLP) of every token row's hidden state, a ring moving 2 (tp - 1) / tp of the bytes at
+  /// link_efficiency x the GPU's link_bandwidth, each all-reduce also waiting
+  /// allreduce_seconds. link_efficiency 0: communication is not modelled.
+  double link_efficiency = 0;
+  double allreduce_seconds = 0;
+
+  /// Throws std::invalid_argument naming the first bad figure.
+  void validate() const {
+    auto in = [&](const char* what, double v, double lo, double hi, bool open_low) {
+      if (!(open_low ? v > lo : v >= lo) || !(v <= hi))
+        throw std::invalid_argument("cost profile " + name + ": " + what + " = " + detail::number_text(v) + " must be in " +
+                                    (open_low ? "(" : "[") + detail::number_text(lo) + ", " + detail::number_text(hi) + "]");
+    };
+    if (bandwidth_efficiency) in("bandwidth_efficiency", *bandwidth_efficiency, 0, 1, true);
+    if (compute_efficiency) in("compute_efficiency", *compute_efficiency, 0, 1, true);
+    in("step_seconds", step_seconds, 0, 1, false);
+    in("seconds_per_sequence", seconds_per_sequence, 0, 1, false);
+    in("link_efficiency", link_efficiency, 0, 1, false);
+    in("allreduce_seconds", allreduce_seconds, 0, 1, false);
+  }
+};
+
+/// The profiles known by name: `datasheet` (nothing added: the default) and `calibrated`
+/// (fitted by `rungs-plan fidelity --fit` on the fit half of benchmarks/fidelity/published.csv;
+/// docs/planning.md, "Fidelity", gives the figures and the error on the held-out half).
+inline const std::vector<cost_profile>& cost_profiles() {
+  static const std::vector<cost_profile> profiles = {
+      {},
+      // `rungs-plan fidelity --published benchmarks/fidelity/published.csv --fit`, started from
+      // bandwidth 0.8, compute 0.65, 1.5 ms a step, 20 us a sequence, 20 us an all-reduce;
+      // link_efficiency is assumed (not fitted: two of the fit runs use more than one GPU).
+      {.name = "calibrated", .bandwidth_efficiency = 0.8, .compute_efficiency = 0.679, .step_seconds = 2.12e-3,
+       .seconds_per_sequence = 5.66e-5, .link_efficiency = 0.75, .allreduce_seconds = 2.09e-5},
+  };
+  return profiles;
+}
+
+/// The profile named `name`; throws std::invalid_argument listing the known ones.
+inline const cost_profile& cost_profile_named(std::string_view name) {
+  std::string known;
+  for (const cost_profile& p : cost_profiles()) {
+    if (p.name == name) return p;
+    known += (known.empty() ? "" : ", ") + p.name;
+  }
+  throw std::invalid_argument("unknown cost profile '" + std::string(name) + "' (known: " + known + ")");
+}
+
 /// The roofline of one tensor-parallel rank (every rank does the same work in lockstep):
 ///   weights                    step_parameters x bytes / tp / (bandwidth x efficiency)
 ///   per_token                  2 x step_parameters / tp FLOPs / (peak x efficiency)
@@ -278,12 +368,19 @@ inline void validate(const gpu_spec& g, const model_spec& m, std::int64_t tp) {
 ///   eager overhead             layers x eager_kernels_per_layer x launch_seconds
 ///   graph overhead             layers x launch_seconds: vLLM v1's piecewise graphs launch
 ///                              attention eagerly between the graph pieces, once per layer
+/// and, from `profile` (the efficiencies above are its own when it sets them):
+///   step overhead              step_seconds + 2 x layers x allreduce_seconds (tp > 1)
+///   overhead per sequence      seconds_per_sequence
+///   overhead per token         2 x layers x 2 (tp - 1) / tp x hidden x bytes
+///                              / (link_bandwidth x link_efficiency)           (tp > 1)
 /// Capture time and graph memory are `base`'s (by default the blog-4090 preset's, measured on
 /// Llama-3.1-8B per graph; no source scales them to other models).
-inline cost_model roofline_cost(const gpu_spec& g, const model_spec& m, std::int64_t tp = 1, const cost_model& base = {}) {
+inline cost_model roofline_cost(const gpu_spec& g, const model_spec& m, std::int64_t tp = 1, const cost_model& base = {},
+                                const cost_profile& profile = {}) {
   validate(g, m, tp);
-  const double bandwidth = g.memory_bandwidth * g.bandwidth_efficiency;
-  const double peak = g.bf16_flops * g.compute_efficiency;
+  profile.validate();
+  const double bandwidth = g.memory_bandwidth * profile.bandwidth_efficiency.value_or(g.bandwidth_efficiency);
+  const double peak = g.bf16_flops * profile.compute_efficiency.value_or(g.compute_efficiency);
   const double ranks = static_cast<double>(tp);
   const double step_parameters = static_cast<double>(m.step_parameters());
   cost_model c = base;
@@ -294,6 +391,18 @@ inline cost_model roofline_cost(const gpu_spec& g, const model_spec& m, std::int
       4.0 * static_cast<double>(m.heads / tp * m.head_dim * m.layers) / peak;
   c.eager_overhead_seconds = static_cast<double>(m.layers * eager_kernels_per_layer) * g.launch_seconds;
   c.graph_overhead_seconds = static_cast<double>(m.layers) * g.launch_seconds;
+  c.step_overhead_seconds = profile.step_seconds;
+  c.overhead_seconds_per_token = 0;
+  c.overhead_seconds_per_sequence = profile.seconds_per_sequence;
+  if (tp > 1 && profile.link_efficiency > 0) {
+    if (!(g.link_bandwidth > 0))
+      throw std::invalid_argument("gpu " + g.name + ": link_bandwidth = 0, but cost profile " + profile.name +
+                                  " prices tensor parallelism's all-reduces: give the GPU a link_bandwidth");
+    const double all_reduces = 2.0 * static_cast<double>(m.layers);
+    c.step_overhead_seconds += all_reduces * profile.allreduce_seconds;
+    c.overhead_seconds_per_token += all_reduces * 2 * (ranks - 1) / ranks * static_cast<double>(m.hidden * m.bytes_per_parameter) /
+                                    (g.link_bandwidth * profile.link_efficiency);
+  }
   c.validate();
   return c;
 }
@@ -310,7 +419,7 @@ namespace detail {
 /// Reads presets, one per line, into `into` (a name already known is overridden field by
 /// field; a new one needs every field without a default):
 ///   gpu NAME memory_bandwidth=3.35e12 bf16_flops=989e12 memory_bytes=80e9 [bandwidth_efficiency=0.9]
-///       [compute_efficiency=1] [launch_seconds=15e-6]
+///       [compute_efficiency=1] [launch_seconds=15e-6] [link_bandwidth=450e9]
 ///   model NAME layers=32 hidden=4096 heads=32 kv_heads=8 head_dim=128 intermediate=14336
 ///       vocab=128256 [tied_embeddings=0] [bytes_per_parameter=2]
 /// '#' starts a comment. Throws std::invalid_argument "file:line: reason".
@@ -366,9 +475,10 @@ inline void read_cost_presets(std::string_view text, std::string_view file, cost
         else if (key == "bandwidth_efficiency") g.bandwidth_efficiency = number_of(key, value);
         else if (key == "compute_efficiency") g.compute_efficiency = number_of(key, value);
         else if (key == "launch_seconds") g.launch_seconds = number_of(key, value);
+        else if (key == "link_bandwidth") g.link_bandwidth = number_of(key, value);
         else detail::preset_fail(file, number, "unknown gpu key '" + std::string(key) +
                                                    "' (memory_bandwidth, bf16_flops, memory_bytes, bandwidth_efficiency, "
-                                                   "compute_efficiency, launch_seconds)");
+                                                   "compute_efficiency, launch_seconds, link_bandwidth)");
       }
     } else {
       model_spec& m = known(into.models);

@@ -412,7 +412,9 @@ class simulator {
     const engine::engine_run& r = step.runs.front();
     std::int64_t context = 0;
     for (const serving::step_sequence& s : step.plan->sequences) context += s.context + static_cast<std::int64_t>(s.tokens.size());
-    return cfg_.cost.step_seconds(r.tokens_run, context, r.run == engine::run_kind::replay) + step.capture_seconds;
+    return cfg_.cost.step_seconds(r.tokens_run, context, r.run == engine::run_kind::replay,
+                                  static_cast<std::int64_t>(step.plan->sequences.size())) +
+           step.capture_seconds;
   }
 
   // The engine ran `step`, taking `seconds`: what the records keep of it.
