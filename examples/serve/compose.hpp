@@ -15,6 +15,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "options.hpp"
 #include "serve.hpp"
@@ -42,28 +43,11 @@ inline eng::env_reader bucket_environment(ladder_kind ladder, std::int64_t block
   };
 }
 
-/// The capture order chosen on the command line; none for `auto` (the engine's default: Gaudi's
-/// pair, prompt min_tokens and decode max_bs, for Gaudi buckets; largest-first, every CUDA
-/// engine's, for a 1-D ladder).
-inline std::optional<eng::any_order> order_for(order_kind k) {
-  switch (k) {
-    case order_kind::largest_first: return eng::largest_first{};
-    case order_kind::max_bs: return eng::max_bs{};
-    case order_kind::min_tokens: return eng::min_tokens{};
-    case order_kind::ladder: return eng::ladder_order{};
-    case order_kind::by_phase: return eng::by_phase<>{};
-    default: return std::nullopt;
-  }
-}
-
-/// The capture timing chosen on the command line.
+/// The capture timing chosen on the command line, with its parameters.
 inline eng::any_timing timing_for(const demo_options& o) {
-  switch (o.timing) {
-    case timing_kind::delayed: return eng::delayed{.largest_at_startup = o.largest_at_startup};
-    case timing_kind::lazy: return eng::lazy{.eager_uses = o.eager_uses};
-    case timing_kind::idle: return eng::idle{};
-    default: return eng::startup{};
-  }
+  if (std::holds_alternative<eng::delayed>(o.timing.policy())) return eng::delayed{.largest_at_startup = o.largest_at_startup};
+  if (std::holds_alternative<eng::lazy>(o.timing.policy())) return eng::lazy{.eager_uses = o.eager_uses};
+  return o.timing;
 }
 
 }  // namespace demo

@@ -7,15 +7,16 @@
 // (the k-th conversation or standalone request to rank k mod N: planning::route_round_robin,
 // the split of rungs-plan simulate --dp). Every step every rank runs the bucket agreed through
 // rungs::mpi::rank_sync (the largest batch of any rank; a rank with nothing to run runs a
-// dummy batch of it, all padding), and the loop agrees when to step, idle and stop (serve.hpp,
-// serve_options::ranks). A rank that exits or stalls stops the others within rank_sync's
-// timeout.
+// dummy batch of it, all padding), and the loop agrees when to step, idle and stop through the
+// same rank_sync (rungs::serving::driver, run_setup::ranks). A rank that exits or stalls stops
+// the others within rank_sync's timeout.
 //
 // Serving time is the virtual clock's (--clock wall is refused): the ranks' wall clocks
 // differ, and what reads time (arrivals, idle captures) must be the same on every rank.
 //
 // Rank 0 prints the configuration, its own status lines, then one line per rank and the
-// total. The total's token digest is over every request in trace order, so it equals
+// total, from what every rank sends it: a JSON document (nlohmann/json) of its figures and
+// turns. The total's token digest is over every request in trace order, so it equals
 // serve_demo's on the same flags: padding to other ranks' buckets and dummy batches change
 // no token. --verify N recomputes the first N chats of every rank with the plain loop.
 //
@@ -26,7 +27,6 @@
 #include <mpi.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <iomanip>
 #include <iostream>
@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "json_line.hpp"
 #include "options.hpp"
 #include "report.hpp"
 #include "run.hpp"
@@ -42,43 +43,45 @@
 namespace demo {
 namespace {
 
-// int64 words: what ranks send rank 0 (doubles as their bits, text as one byte a word).
-struct words {
-  std::vector<std::int64_t> v;
-  std::size_t at = 0;
-  void put(std::int64_t x) { v.push_back(x); }
-  void put(double x) { v.push_back(std::bit_cast<std::int64_t>(x)); }
-  void put(const std::string& s) {
-    put(static_cast<std::int64_t>(s.size()));
-    for (char c : s) put(static_cast<std::int64_t>(static_cast<unsigned char>(c)));
-  }
-  std::int64_t integer() { return v.at(at++); }
-  double real() { return std::bit_cast<double>(v.at(at++)); }
-  std::string text() {
-    std::string s(static_cast<std::size_t>(integer()), '\0');
-    for (char& c : s) c = static_cast<char>(integer());
-    return s;
-  }
-};
+using rungs::cli::json;
 
-// Every rank's words, on rank 0 (empty elsewhere).
-std::vector<words> gather(const words& mine, int rank, int ranks) {
-  const int n = static_cast<int>(mine.v.size());
+// Every rank's text, on rank 0 (empty elsewhere).
+std::vector<std::string> gather(const std::string& mine, int rank, int ranks) {
+  const int n = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<std::size_t>(ranks)), offsets(static_cast<std::size_t>(ranks));
   MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<std::int64_t> all;
+  std::string all;
   if (rank == 0) {
     for (int r = 1; r < ranks; ++r) offsets[static_cast<std::size_t>(r)] = offsets[static_cast<std::size_t>(r - 1)] + counts[static_cast<std::size_t>(r - 1)];
     all.resize(static_cast<std::size_t>(offsets.back() + counts.back()));
   }
-  MPI_Gatherv(mine.v.data(), n, MPI_INT64_T, all.data(), counts.data(), offsets.data(), MPI_INT64_T, 0, MPI_COMM_WORLD);
-  std::vector<words> out;
+  MPI_Gatherv(mine.data(), n, MPI_CHAR, all.data(), counts.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+  std::vector<std::string> out;
   if (rank == 0)
-    for (int r = 0; r < ranks; ++r) {
-      const auto from = all.begin() + offsets[static_cast<std::size_t>(r)];
-      out.push_back({std::vector<std::int64_t>(from, from + counts[static_cast<std::size_t>(r)])});
-    }
+    for (int r = 0; r < ranks; ++r)
+      out.push_back(all.substr(static_cast<std::size_t>(offsets[static_cast<std::size_t>(r)]),
+                               static_cast<std::size_t>(counts[static_cast<std::size_t>(r)])));
   return out;
+}
+
+// What a rank sends rank 0: its figures for the report line, its plain-loop check, and what the
+// total's report reads of each turn (by its index in the whole run) and of each token gap.
+json rank_json(const serve_result& result, const rank_share& mine, bool ok, const std::string& checked) {
+  const report rep = make_report(result);
+  const eng::engine_stats& e = result.engine;
+  json turns = json::array();
+  for (std::size_t k = 0; k < result.requests.size(); ++k) {
+    const request_record& t = result.requests[k];
+    turns.push_back({{"index", mine.global[k]}, {"conversation", t.conversation}, {"turn", t.turn},
+                     {"new_prompt_tokens", t.new_prompt_tokens}, {"prompt_tokens", t.prompt_tokens},
+                     {"submitted", t.submitted}, {"first_token", t.first_token}, {"output", t.output}});
+  }
+  return {{"requests", result.requests.size()}, {"steps", e.steps}, {"dummy_steps", result.dummy_steps},
+          {"replays", e.replays}, {"eager_steps", e.eager_steps()}, {"real_tokens", e.real_tokens},
+          {"padded_tokens", e.padded_tokens}, {"preemptions", result.scheduler.preemptions}, {"verified", ok},
+          {"ttft_p99", rep.ttft.p99}, {"itl_p99", rep.itl.p99}, {"serving_seconds", result.end_seconds},
+          {"idle_seconds", result.idle_seconds}, {"checked", checked}, {"itl_samples", result.itl_samples},
+          {"turns", std::move(turns)}};
 }
 
 struct discard : std::streambuf {
@@ -101,83 +104,53 @@ int serve(const demo_options& o, int rank, int ranks) {
          "agreed through rungs::mpi::rank_sync (a rank with nothing to run: a dummy batch of it)\n";
 
   rungs::mpi::rank_sync sync;
-  mine.setup.ranks = [&sync](std::span<std::int64_t> v) { sync.max_each(v); };
+  mine.setup.ranks = sync;
   const serve_result result = serve_host(mine.setup, log, false);
   std::ostringstream checked;
   const std::int32_t n = o.verify.value_or(2);
   const bool ok = n <= 0 || verify(mine.setup, result, n, checked);
 
-  const report rep = make_report(result);
-  const eng::engine_stats& e = result.engine;
-  words w;
-  for (const std::int64_t x : {static_cast<std::int64_t>(result.turns.size()), e.steps, result.dummy_steps, e.replays,
-                               e.eager_steps(), e.real_tokens, e.padded_tokens, result.scheduler.preemptions,
-                               static_cast<std::int64_t>(ok)})
-    w.put(x);
-  w.put(rep.ttft.p99);
-  w.put(rep.itl.p99);
-  w.put(result.serving_seconds);
-  w.put(result.idle_seconds);
-  w.put(checked.str());
-  for (std::size_t k = 0; k < result.turns.size(); ++k) {  // what the total's report reads of each turn
-    const turn_record& t = result.turns[k];
-    w.put(static_cast<std::int64_t>(mine.global[k]));
-    w.put(static_cast<std::int64_t>(t.conversation));
-    w.put(static_cast<std::int64_t>(t.turn));
-    w.put(static_cast<std::int64_t>(t.prompt_tokens));
-    w.put(static_cast<std::int64_t>(t.context_tokens));
-    w.put(t.available);
-    w.put(t.first_token);
-    w.put(static_cast<std::int64_t>(t.output.size()));
-    for (std::size_t i = 0; i < t.output.size(); ++i) {
-      w.put(static_cast<std::int64_t>(t.output[i]));
-      w.put(t.token_times[i]);
-    }
-  }
-  std::vector<words> from = gather(w, rank, ranks);
+  std::vector<std::string> from = gather(rank_json(result, mine, ok, checked.str()).dump(), rank, ranks);
   int failed = ok ? 0 : 1;
   MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (rank != 0) return failed ? 1 : 0;
 
   serve_result total;
-  total.turns.resize(all.requests.size());
+  total.requests.resize(all.requests.size());
   log << "\nReport, per rank and in total (serving time is every rank's: they step together)\n"
       << "  rank  requests  steps  dummy  replays  eager  padded tokens  preemptions  TTFT p99   ITL p99\n";
+  static constexpr const char* summed[] = {"requests", "steps", "dummy_steps", "replays", "eager_steps",
+                                           "real_tokens", "padded_tokens", "preemptions"};
   std::int64_t sums[8] = {};
   std::string verified;
   for (int r = 0; r < ranks; ++r) {
-    words& in = from[static_cast<std::size_t>(r)];
-    std::int64_t v[9];
-    for (std::int64_t& x : v) x = in.integer();
-    const double ttft = in.real(), itl = in.real();
-    total.serving_seconds = in.real();
-    total.idle_seconds = in.real();
-    const std::string text = in.text();
-    std::istringstream lines(text);
+    const json in = json::parse(from[static_cast<std::size_t>(r)]);
+    std::int64_t v[8];
+    for (int k = 0; k < 8; ++k) sums[k] += v[k] = in.at(summed[k]).get<std::int64_t>();
+    total.end_seconds = in.at("serving_seconds").get<double>();
+    total.idle_seconds = in.at("idle_seconds").get<double>();
+    std::istringstream lines(in.at("checked").get<std::string>());
     for (std::string line; std::getline(lines, line);)
       verified += "  rank " + std::to_string(r) + ": " + line.substr(line.find_first_not_of(' ')) + "\n";
-    for (int k = 0; k < 8; ++k) sums[k] += v[k];
     const std::int64_t tokens = v[5] + v[6];
     log << std::right << std::setw(6) << r << std::setw(10) << v[0] << std::setw(7) << v[1] << std::setw(7) << v[2]
         << std::setw(9) << v[3] << std::setw(7) << v[4] << std::setw(8) << v[6] << std::setw(7)
         << percent(tokens ? static_cast<double>(v[6]) / static_cast<double>(tokens) : 0.0) << std::setw(13) << v[7]
-        << std::setw(10) << ms(ttft) << std::setw(10) << ms(itl) << "\n";
-    for (std::int64_t k = 0; k < v[0]; ++k) {
-      const auto i = static_cast<std::size_t>(in.integer());
-      turn_record& t = total.turns.at(i);
-      t.id = i + 1;
-      t.conversation = static_cast<serving::session_id>(in.integer());
-      t.turn = static_cast<std::int32_t>(in.integer());
-      t.prompt_tokens = static_cast<std::int32_t>(in.integer());
-      t.context_tokens = static_cast<std::int32_t>(in.integer());
-      t.available = in.real();
-      t.first_token = in.real();
-      t.output.resize(static_cast<std::size_t>(in.integer()));
-      t.token_times.resize(t.output.size());
-      for (std::size_t j = 0; j < t.output.size(); ++j) {
-        t.output[j] = static_cast<token_id>(in.integer());
-        t.token_times[j] = in.real();
-      }
+        << std::setw(10) << ms(in.at("ttft_p99").get<double>()) << std::setw(10) << ms(in.at("itl_p99").get<double>())
+        << "\n";
+    for (const double gap : in.at("itl_samples")) total.itl_samples.push_back(gap);
+    for (const json& turn : in.at("turns")) {
+      const auto i = turn.at("index").get<std::size_t>();
+      request_record& t = total.requests.at(i);
+      t.trace_index = i;
+      t.conversation = turn.at("conversation").get<serving::session_id>();
+      t.turn = turn.at("turn").get<std::int32_t>();
+      t.new_prompt_tokens = turn.at("new_prompt_tokens").get<std::int32_t>();
+      t.prompt_tokens = turn.at("prompt_tokens").get<std::int32_t>();
+      t.submitted = turn.at("submitted").get<double>();
+      t.first_token = turn.at("first_token").get<double>();
+      t.output = turn.at("output").get<std::vector<token_id>>();
+      t.output_tokens = static_cast<std::int32_t>(t.output.size());
     }
   }
   const report sum = make_report(total);
@@ -189,7 +162,7 @@ int serve(const demo_options& o, int rank, int ranks) {
   log << "  steps are rank-steps (each rank runs every step); dummy: steps a rank ran on padding only; padded tokens: "
          "rows of replayed buckets that were padding\n";
   log << "  served       " << sum.requests << " requests, " << sum.output_tokens << " output tokens in "
-      << std::fixed << std::setprecision(2) << total.serving_seconds << " s of serving time (" << total.idle_seconds
+      << std::fixed << std::setprecision(2) << total.end_seconds << " s of serving time (" << total.idle_seconds
       << " s idle)\n";
   log << "  tokens out   digest " << std::hex << std::setw(16) << std::setfill('0') << sum.digest << std::dec
       << std::setfill(' ') << " (every request in trace order: serve_demo's on the same flags)\n";

@@ -6,6 +6,8 @@
 
 #include <rungs/engine/any_buckets.hpp>
 #include <rungs/engine/any_engine.hpp>
+#include <rungs/engine/capture_order.hpp>
+#include <rungs/engine/capture_timing.hpp>
 
 #include <cstdint>
 #include <initializer_list>
@@ -14,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "command_line.hpp"
@@ -25,8 +28,6 @@ using usage_error = rungs::cli::usage_error;
 enum class backend_kind { automatic, host, cuda };
 using ladder_kind = rungs::engine::bucket_kind;  // --ladder names the engine's bucket space
 using rungs::engine::is_gaudi;
-enum class order_kind { automatic, largest_first, max_bs, min_tokens, ladder, by_phase };
-enum class timing_kind { startup, delayed, lazy, idle };
 using rungs::engine::allocator_kind;
 enum class clock_kind { wall, virtual_time };
 /// An attention kernel of the CUDA backend (--decode-kernel, --prefill-kernel): the planner's
@@ -63,8 +64,8 @@ struct demo_options {
   decode_kernel_kind decode_kernel = decode_kernel_kind::automatic;  ///< --backend cuda with --dispatch
   kernel_choice prefill_kernel = kernel_choice::automatic;           ///< --backend cuda with --dispatch
   std::optional<rungs::dtype> kv_cache_dtype;  ///< --kv-cache-dtype; empty (auto): the model's dtype
-  order_kind order = order_kind::automatic;
-  timing_kind timing = timing_kind::startup;
+  std::optional<rungs::engine::any_order> order;  ///< none (auto): the engine's default
+  rungs::engine::any_timing timing{};              ///< its parameters from the two flags below
   bool largest_at_startup = false;
   std::int64_t eager_uses = 0;
   allocator_kind allocator = allocator_kind::prefix_caching;
@@ -158,15 +159,17 @@ inline void define_options(CLI::App& app, demo_options& o) {
                          "cuda backend, --dispatch: the attention kernel of every other step (prefill, mixed): auto "
                          "(default; the planner's: tensor cores at head dims 64 and 128) | simt | "
                          "tensor-cores");
-  choices<order_kind>(app, "--capture-order KIND", o.order,
-                      {{"auto", order_kind::automatic}, {"largest-first", order_kind::largest_first},
-                       {"max-bs", order_kind::max_bs}, {"min-tokens", order_kind::min_tokens},
-                       {"ladder", order_kind::ladder}, {"by-phase", order_kind::by_phase}},
-                      "auto (Gaudi buckets: by-phase; 1-D ladders: largest-first) | largest-first | max-bs | min-tokens | ladder | by-phase");
-  choices<timing_kind>(app, "--capture-timing KIND", o.timing,
-                       {{"startup", timing_kind::startup}, {"delayed", timing_kind::delayed},
-                        {"lazy", timing_kind::lazy}, {"idle", timing_kind::idle}},
-                       "startup (default) | delayed | lazy | idle");
+  // The policies' names are the library's (engine::parse_order, parse_timing); --order and
+  // --timing are rungs-plan's names for the same flags.
+  option(app, "--capture-order,--order KIND", o.order,
+         [](std::string_view f, std::string_view v) -> std::optional<rungs::engine::any_order> {
+           if (v == "auto") return std::nullopt;
+           return parsed(f, v, rungs::engine::parse_order, "auto, " + std::string(rungs::engine::order_names));
+         },
+         "auto (Gaudi buckets: by-phase; 1-D ladders: largest-first) | largest-first | max-bs | min-tokens | ladder | by-phase");
+  option(app, "--capture-timing,--timing KIND", o.timing,
+         [](std::string_view f, std::string_view v) { return parsed(f, v, rungs::engine::parse_timing, rungs::engine::timing_names); },
+         "startup (default) | delayed | lazy | idle");
   flag(app, "--largest-at-startup", o.largest_at_startup, "delayed timing: capture the largest bucket before the first step");
   option(app, "--eager-uses N", o.eager_uses, non_negative, "lazy timing: eager runs in a bucket before it is captured");
   choices<allocator_kind>(app, "--allocator KIND", o.allocator,
@@ -201,9 +204,9 @@ inline demo_options parse_options(const std::vector<std::string_view>& args) {
   o.help = !with_parser("serve_demo", o, [&](CLI::App& app) {
     if (!rungs::cli::parse(app, args, {.unknown = "unknown option '{}' (see --help)"})) return false;
     // A flag that does nothing in the chosen configuration is an error, not silently ignored.
-    if (app.count("--eager-uses") && o.timing != timing_kind::lazy)
+    if (app.count("--eager-uses") && !std::holds_alternative<rungs::engine::lazy>(o.timing.policy()))
       throw usage_error("--eager-uses applies to --capture-timing lazy only");
-    if (o.largest_at_startup && o.timing != timing_kind::delayed)
+    if (o.largest_at_startup && !std::holds_alternative<rungs::engine::delayed>(o.timing.policy()))
       throw usage_error("--largest-at-startup applies to --capture-timing delayed only");
     if (!o.bucket_file.empty() && o.ladder != ladder_kind::gaudi_file && o.ladder != ladder_kind::explicit_rungs)
       throw usage_error("--bucket-file applies to --ladder gaudi-file and explicit only");

@@ -1,5 +1,5 @@
-// The demo's final report and its JSON output (--json FILE): what an operator reads after a
-// run, computed from what the serving loop recorded.
+// The demo's final report and its JSON output (--json FILE, written by nlohmann/json): what an
+// operator reads after a run, computed from what the serving loop recorded.
 #pragma once
 
 #include <algorithm>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include <rungs/planning/simulate.hpp>
 
+#include "json_line.hpp"
 #include "serve.hpp"
 
 namespace demo {
@@ -33,7 +35,7 @@ struct report {
 };
 
 /// FNV-1a over the output tokens of every turn, in request order: equal digests, equal streams.
-inline std::uint64_t token_digest(const std::vector<turn_record>& turns) {
+inline std::uint64_t token_digest(const std::vector<request_record>& turns) {
   std::uint64_t h = 0xcbf29ce484222325ull;
   auto mix = [&](std::uint64_t v) {
     for (int i = 0; i < 8; ++i) {
@@ -41,8 +43,8 @@ inline std::uint64_t token_digest(const std::vector<turn_record>& turns) {
       h *= 0x100000001b3ull;
     }
   };
-  for (const turn_record& t : turns) {
-    mix(t.id);
+  for (const request_record& t : turns) {
+    mix(t.trace_index + 1);
     for (token_id x : t.output) mix(static_cast<std::uint32_t>(x));
   }
   return h;
@@ -50,27 +52,26 @@ inline std::uint64_t token_digest(const std::vector<turn_record>& turns) {
 
 inline report make_report(const serve_result& r) {
   report rep;
-  std::vector<double> ttft, itl;
+  std::vector<double> ttft;
   std::vector<serving::session_id> chats;
-  for (const turn_record& t : r.turns) {
+  for (const request_record& t : r.requests) {
     ++rep.requests;
     if (t.conversation != 0) chats.push_back(t.conversation);
-    rep.prompt_tokens += t.prompt_tokens;
-    rep.context_tokens += t.context_tokens;
-    rep.output_tokens += static_cast<std::int64_t>(t.output.size());
-    if (t.first_token >= 0) ttft.push_back(t.first_token - t.available);
-    for (std::size_t i = 1; i < t.token_times.size(); ++i) itl.push_back(t.token_times[i] - t.token_times[i - 1]);
+    rep.prompt_tokens += t.new_prompt_tokens;
+    rep.context_tokens += t.prompt_tokens;
+    rep.output_tokens += t.output_tokens;
+    if (t.first_token >= 0) ttft.push_back(t.first_token - t.submitted);
   }
   std::sort(chats.begin(), chats.end());
   rep.conversations = static_cast<std::size_t>(std::unique(chats.begin(), chats.end()) - chats.begin());
   rep.ttft = summarize(std::move(ttft));
-  rep.itl = summarize(std::move(itl));
-  const double busy = r.serving_seconds - r.idle_seconds;
+  rep.itl = summarize(r.itl_samples);
+  const double busy = r.end_seconds - r.idle_seconds;
   if (busy > 0) {
     rep.output_throughput = static_cast<double>(rep.output_tokens) / busy;
     rep.computed_throughput = static_cast<double>(r.scheduler.computed_tokens) / busy;
   }
-  rep.digest = token_digest(r.turns);
+  rep.digest = token_digest(r.requests);
   return rep;
 }
 
@@ -112,7 +113,7 @@ inline void print_report(std::ostream& os, const serve_result& r, const report& 
                        << percent(r.kv.prefix_hit_rate()) << "), " << r.kv.evictions << " cached blocks evicted\n";
   line("throughput") << std::fixed << std::setprecision(1) << rep.output_throughput << " output tokens/s, "
                      << rep.computed_throughput << " computed tokens/s over " << std::setprecision(2)
-                     << r.serving_seconds - r.idle_seconds << " s of serving";
+                     << r.end_seconds - r.idle_seconds << " s of serving";
   if (r.idle_periods > 0) os << " (+" << r.idle_seconds << " s idle in " << r.idle_periods << " periods)";
   os << "\n";
   line("TTFT") << "p50 " << ms(rep.ttft.p50) << "  p90 " << ms(rep.ttft.p90) << "  p99 " << ms(rep.ttft.p99)
@@ -137,94 +138,104 @@ inline void print_report(std::ostream& os, const serve_result& r, const report& 
                   << percent(rows ? double(e.padded_rows) / rows : 0) << ") in replayed steps were padding\n";
   line("KV cache") << "peak " << r.peak_live_blocks << " of " << r.kv.num_blocks << " blocks ("
                    << percent(r.kv.num_blocks ? double(r.peak_live_blocks) / r.kv.num_blocks : 0)
-                   << "), peak waiting " << r.peak_waiting << " requests\n";
+                   << "), peak waiting " << r.max_waiting << " requests\n";
   line("tokens out") << "digest " << std::hex << std::setw(16) << std::setfill('0') << std::right << rep.digest
                      << std::dec << std::setfill(' ') << std::left << " (same seed and workload, same digest)\n";
 }
 
-namespace json {
-inline std::string quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-inline std::string number(double v) {
-  if (!std::isfinite(v)) return "null";
+/// A number as JSON: nine significant digits (the precision the output always had), or null
+/// when it is not finite.
+inline rungs::cli::json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
   std::ostringstream os;
   os << std::setprecision(9) << v;
-  return os.str();
+  return std::stod(os.str());
 }
-}  // namespace json
 
-/// {"config": {...}, "steps": [...], "turns": [...], "report": {...}}: the per-step series
-/// (what --plot draws), every turn's latencies, and the report's figures.
-inline void write_json(std::ostream& os, std::string_view config_json, const serve_result& r, const report& rep) {
-  using json::number;
-  using json::quote;
+/// A latency summary as JSON.
+inline rungs::cli::json latency_json(const latency& l) {
+  return {{"p50", number(l.p50)}, {"p90", number(l.p90)}, {"p99", number(l.p99)}, {"max", number(l.max)}, {"count", l.count}};
+}
+
+/// One step of --json's series (what --plot draws).
+inline rungs::cli::json step_json(const step_record& st) {
+  using rungs::cli::json;
+  json runs = json::array();
+  const auto bucket_text = [](const std::optional<eng::bucket>& b) -> json {
+    if (!b) return nullptr;
+    std::ostringstream os;
+    os << *b;
+    return os.str();
+  };
+  for (const run_record& run : st.runs)
+    runs.push_back({{"phase", eng::to_string(run.ph)}, {"seqs", run.seqs}, {"tokens", run.tokens},
+                    {"bucket", bucket_text(run.bucket)}, {"run", eng::to_string(run.run)},
+                    {"eager_reason", run.reason ? json(eng::to_string(*run.reason)) : json(nullptr)},
+                    {"padded_seqs", run.padded_seqs()}, {"padded_tokens", run.padded_tokens()},
+                    {"captured", bucket_text(run.captured)}});
+  // "seconds" as the step's serving time spanned (its end minus its start), as it always was.
+  return {{"step", st.step}, {"t", number(st.end)}, {"seconds", number(st.seconds())},
+          {"phase", serving::to_string(st.phase)}, {"seqs", st.seqs}, {"tokens", st.tokens}, {"sampled", st.sampled},
+          {"admitted", st.admitted}, {"preempted", st.preempted}, {"running", st.running}, {"waiting", st.waiting},
+          {"kv_usage", number(st.kv.usage())}, {"kv_live_blocks", st.kv.live_blocks},
+          {"kv_cached_blocks", st.kv.cached_blocks}, {"kv_free_blocks", st.kv.free_blocks},
+          {"prefix_hit_rate", number(st.kv.prefix_hit_rate())}, {"padded_fraction", number(st.padded_fraction)},
+          {"eager_steps", st.eager_steps}, {"graphs", st.graphs}, {"runs", std::move(runs)}};
+}
+
+/// One turn of --json's list.
+inline rungs::cli::json turn_json(const request_record& t) {
+  return {{"id", t.trace_index + 1}, {"conversation", t.conversation}, {"turn", t.turn},
+          {"available", number(t.submitted)}, {"first_token", number(t.first_token)}, {"finished", number(t.finished)},
+          {"prompt_tokens", t.new_prompt_tokens}, {"context_tokens", t.prompt_tokens},
+          {"output_tokens", t.output_tokens}, {"preemptions", t.preemptions}};
+}
+
+/// The report's figures in --json.
+inline rungs::cli::json report_json(const serve_result& r, const report& rep) {
+  using rungs::cli::json;
   const eng::engine_stats& e = r.engine;
   const serving::scheduler_stats& s = r.scheduler;
-  os << "{\"config\": " << config_json << ",\n\"steps\": [\n";
-  for (std::size_t i = 0; i < r.steps.size(); ++i) {
-    const step_record& st = r.steps[i];
-    os << (i ? ",\n" : "") << "{\"step\": " << st.step << ", \"t\": " << number(st.t)
-       << ", \"seconds\": " << number(st.seconds) << ", \"phase\": " << quote(serving::to_string(st.phase))
-       << ", \"seqs\": " << st.seqs << ", \"tokens\": " << st.tokens << ", \"sampled\": " << st.sampled
-       << ", \"admitted\": " << st.admitted << ", \"preempted\": " << st.preempted << ", \"running\": " << st.running
-       << ", \"waiting\": " << st.waiting << ", \"kv_usage\": " << number(st.kv.usage())
-       << ", \"kv_live_blocks\": " << st.kv.live_blocks << ", \"kv_cached_blocks\": " << st.kv.cached_blocks
-       << ", \"kv_free_blocks\": " << st.kv.free_blocks << ", \"prefix_hit_rate\": " << number(st.kv.prefix_hit_rate())
-       << ", \"padded_fraction\": " << number(st.padded_fraction) << ", \"eager_steps\": " << st.eager_steps
-       << ", \"graphs\": " << st.graphs << ", \"runs\": [";
-    for (std::size_t k = 0; k < st.runs.size(); ++k) {
-      const engine_run& run = st.runs[k];
-      os << (k ? ", " : "") << "{\"phase\": " << quote(eng::to_string(run.ph)) << ", \"seqs\": " << run.seqs
-         << ", \"tokens\": " << run.tokens << ", \"bucket\": " << (run.bucket ? quote(*run.bucket) : "null")
-         << ", \"run\": " << quote(eng::to_string(run.run))
-         << ", \"eager_reason\": " << (run.reason ? quote(eng::to_string(*run.reason)) : "null")
-         << ", \"padded_seqs\": " << run.padded_seqs << ", \"padded_tokens\": " << run.padded_tokens
-         << ", \"captured\": " << (run.captured ? quote(*run.captured) : "null") << "}";
-    }
-    os << "]}";
-  }
-  os << "\n],\n\"turns\": [\n";
-  for (std::size_t i = 0; i < r.turns.size(); ++i) {
-    const turn_record& t = r.turns[i];
-    os << (i ? ",\n" : "") << "{\"id\": " << t.id << ", \"conversation\": " << t.conversation << ", \"turn\": " << t.turn
-       << ", \"available\": " << number(t.available) << ", \"first_token\": " << number(t.first_token)
-       << ", \"finished\": " << number(t.finished) << ", \"prompt_tokens\": " << t.prompt_tokens
-       << ", \"context_tokens\": " << t.context_tokens << ", \"output_tokens\": " << t.output.size()
-       << ", \"preemptions\": " << t.preemptions << "}";
-  }
-  auto lat = [&](const latency& l) {
-    return "{\"p50\": " + number(l.p50) + ", \"p90\": " + number(l.p90) + ", \"p99\": " + number(l.p99) +
-           ", \"max\": " + number(l.max) + ", \"count\": " + std::to_string(l.count) + "}";
-  };
+  json eager = json::object();
+  for (std::size_t k = 0; k < eng::eager_reason_count; ++k) eager[std::string(eng::to_string(static_cast<eng::eager_reason>(k)))] = e.eager[k];
   std::ostringstream digest;
   digest << std::hex << std::setw(16) << std::setfill('0') << rep.digest;
-  os << "\n],\n\"report\": {\"requests\": " << rep.requests << ", \"conversations\": " << rep.conversations
-     << ", \"prompt_tokens\": " << rep.prompt_tokens << ", \"context_tokens\": " << rep.context_tokens
-     << ", \"output_tokens\": " << rep.output_tokens << ", \"computed_tokens\": " << s.computed_tokens
-     << ", \"recomputed_tokens\": " << s.recomputed_tokens << ", \"prefix_hit_tokens\": " << s.prefix_hit_tokens
-     << ", \"preemptions\": " << s.preemptions << ", \"scheduler_steps\": " << r.steps.size()
-     << ", \"engine_steps\": " << e.steps << ", \"replays\": " << e.replays << ", \"eager_steps\": " << e.eager_steps()
-     << ", \"eager\": {";
-  for (std::size_t k = 0; k < eng::eager_reason_count; ++k)
-    os << (k ? ", " : "") << quote(eng::to_string(static_cast<eng::eager_reason>(k))) << ": " << e.eager[k];
-  os << "}, \"graphs_captured\": " << e.captures << ", \"graph_bytes\": " << e.capture_bytes
-     << ", \"capture_seconds\": " << number(e.capture_seconds) << ", \"capture_failures\": " << e.capture_failures
-     << ", \"budget_refusals\": " << e.budget_refusals << ", \"padded_tokens\": " << e.padded_tokens
-     << ", \"real_tokens\": " << e.real_tokens << ", \"padded_rows\": " << e.padded_rows
-     << ", \"real_rows\": " << e.real_rows << ", \"startup_seconds\": " << number(r.startup_seconds)
-     << ", \"startup_captures\": " << r.startup_captures
-     << ", \"serving_seconds\": " << number(r.serving_seconds) << ", \"idle_seconds\": " << number(r.idle_seconds)
-     << ", \"output_tokens_per_second\": " << number(rep.output_throughput)
-     << ", \"computed_tokens_per_second\": " << number(rep.computed_throughput) << ", \"ttft\": " << lat(rep.ttft)
-     << ", \"itl\": " << lat(rep.itl) << ", \"peak_kv_blocks\": " << r.peak_live_blocks
-     << ", \"kv_blocks\": " << r.kv.num_blocks << ", \"peak_waiting\": " << r.peak_waiting
-     << ", \"token_digest\": " << quote(digest.str()) << "}}\n";
+  return {{"requests", rep.requests}, {"conversations", rep.conversations}, {"prompt_tokens", rep.prompt_tokens},
+          {"context_tokens", rep.context_tokens}, {"output_tokens", rep.output_tokens},
+          {"computed_tokens", s.computed_tokens}, {"recomputed_tokens", s.recomputed_tokens},
+          {"prefix_hit_tokens", s.prefix_hit_tokens}, {"preemptions", s.preemptions},
+          {"scheduler_steps", r.steps.size()}, {"engine_steps", e.steps}, {"replays", e.replays},
+          {"eager_steps", e.eager_steps()}, {"eager", std::move(eager)}, {"graphs_captured", e.captures},
+          {"graph_bytes", e.capture_bytes}, {"capture_seconds", number(e.capture_seconds)},
+          {"capture_failures", e.capture_failures}, {"budget_refusals", e.budget_refusals},
+          {"padded_tokens", e.padded_tokens}, {"real_tokens", e.real_tokens}, {"padded_rows", e.padded_rows},
+          {"real_rows", e.real_rows}, {"startup_seconds", number(r.startup_seconds)},
+          {"startup_captures", r.startup_captures}, {"serving_seconds", number(r.end_seconds)},
+          {"idle_seconds", number(r.idle_seconds)}, {"output_tokens_per_second", number(rep.output_throughput)},
+          {"computed_tokens_per_second", number(rep.computed_throughput)}, {"ttft", latency_json(rep.ttft)},
+          {"itl", latency_json(rep.itl)}, {"peak_kv_blocks", r.peak_live_blocks}, {"kv_blocks", r.kv.num_blocks},
+          {"peak_waiting", r.max_waiting}, {"token_digest", digest.str()}};
+}
+
+/// {"config": {...}, "steps": [...], "turns": [...], "report": {...}}: the per-step series
+/// (what --plot draws), every turn's latencies, and the report's figures; one step or turn per
+/// line. nlohmann/json writes every value (rungs::cli::write_json).
+inline void write_json(std::ostream& os, const rungs::cli::json& config, const serve_result& r, const report& rep) {
+  os << "{\"config\": ";
+  rungs::cli::write_json(os, config);
+  os << ",\n\"steps\": [\n";
+  for (std::size_t i = 0; i < r.steps.size(); ++i) {
+    os << (i ? ",\n" : "");
+    rungs::cli::write_json(os, step_json(r.steps[i]));
+  }
+  os << "\n],\n\"turns\": [\n";
+  for (std::size_t i = 0; i < r.requests.size(); ++i) {
+    os << (i ? ",\n" : "");
+    rungs::cli::write_json(os, turn_json(r.requests[i]));
+  }
+  os << "\n],\n\"report\": ";
+  rungs::cli::write_json(os, report_json(r, rep));
+  os << "}\n";
 }
 
 }  // namespace demo

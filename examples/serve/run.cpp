@@ -264,7 +264,7 @@ bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostr
       const demo_request& d = s.requests[i];
       conversation.insert(conversation.end(), d.prompt.begin(), d.prompt.end());
       const std::vector<token_id> expected = plain_generate(model, conversation, d.row.output_tokens);
-      const std::vector<token_id>& got = r.turns[i].output;
+      const std::vector<token_id>& got = r.requests[i].output;
       if (got != expected) {
         std::size_t k = 0;
         while (k < got.size() && k < expected.size() && got[k] == expected[k]) ++k;
@@ -282,24 +282,26 @@ bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostr
   return true;
 }
 
-std::string config_json(const run_setup& s, const backend_info& info) {
-  std::ostringstream os;
+rungs::cli::json config_json(const run_setup& s, const backend_info& info) {
   const auto& m = info.shape;
-  os << "{\"backend\": " << json::quote(s.backend == backend_kind::host ? "host" : "cuda")
-     << ", \"clock\": " << json::quote(s.virtual_clock ? "virtual" : "wall") << ", \"seed\": " << s.opts.seed << ", \"model\": {\"layers\": " << m.num_layers << ", \"heads\": " << m.num_qo_heads
-     << ", \"kv_heads\": " << m.num_kv_heads << ", \"head_size\": " << m.head_dim << ", \"block_size\": " << m.block_size
-     << ", \"vocab\": " << s.model.vocab << ", \"weight_bytes\": " << s.weight_bytes
-     << ", \"kv_cache_dtype\": " << json::quote(std::string(rungs::name(s.model.kv_cache))) << "}, \"memory_bytes\": "
-     << s.memory_total << ", \"graph_reserved_bytes\": " << s.graphs.bytes << ", \"kv_blocks\": "
-     << s.kv.num_blocks << ", \"watermark_blocks\": " << s.kv.watermark_blocks << ", \"max_num_seqs\": "
-     << s.scheduler.max_num_seqs << ", \"max_num_batched_tokens\": " << s.scheduler.max_num_batched_tokens
-     << ", \"max_model_len\": " << s.kv.max_model_len
-     << ", \"chunked_prefill\": " << (s.scheduler.chunked_prefill ? "true" : "false") << "}";
-  return os.str();
+  return {{"backend", s.backend == backend_kind::host ? "host" : "cuda"},
+          {"clock", s.virtual_clock ? "virtual" : "wall"},
+          {"seed", s.opts.seed},
+          {"model", {{"layers", m.num_layers}, {"heads", m.num_qo_heads}, {"kv_heads", m.num_kv_heads},
+                     {"head_size", m.head_dim}, {"block_size", m.block_size}, {"vocab", s.model.vocab},
+                     {"weight_bytes", s.weight_bytes}, {"kv_cache_dtype", std::string(rungs::name(s.model.kv_cache))}}},
+          {"memory_bytes", s.memory_total},
+          {"graph_reserved_bytes", s.graphs.bytes},
+          {"kv_blocks", s.kv.num_blocks},
+          {"watermark_blocks", s.kv.watermark_blocks},
+          {"max_num_seqs", s.scheduler.max_num_seqs},
+          {"max_num_batched_tokens", s.scheduler.max_num_batched_tokens},
+          {"max_model_len", s.kv.max_model_len},
+          {"chunked_prefill", s.scheduler.chunked_prefill}};
 }
 
 eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model) {
-  return {.model = model, .buckets = s.buckets, .order = order_for(s.opts.order), .timing = timing_for(s.opts),
+  return {.model = model, .buckets = s.buckets, .order = s.opts.order, .timing = timing_for(s.opts),
           .budget = s.graphs, .allocator = s.opts.allocator, .kv = s.kv, .scheduler = s.scheduler};
 }
 

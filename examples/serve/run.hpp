@@ -7,11 +7,12 @@
 #include <rungs/engine/any_engine.hpp>
 #include <rungs/engine/graph_budget.hpp>
 #include <rungs/engine/observer.hpp>
+#include <rungs/engine/rank_sync.hpp>
 #include <rungs/kv/capacity.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 
+#include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "compose.hpp"
+#include "json_line.hpp"
 #include "model.hpp"
 #include "options.hpp"
 #include "serve.hpp"
@@ -58,8 +60,9 @@ struct run_setup {
   std::int64_t block_bytes = 0;   ///< one KV block, every layer
   eng::graph_budget graphs{};     ///< the graphs' share, split prompt/decode (--prompt-graph-ratio)
   std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
-  /// Data-parallel ranks (serve_demo_dp, dp_main.cpp): see serve_options::ranks. Empty: one rank.
-  std::function<void(std::span<std::int64_t>)> ranks{};
+  /// Data-parallel ranks (serve_demo_dp, dp_main.cpp, through MPI): the rank_sync the engine
+  /// and the serving loop agree through (rungs::serving::driver). Empty: one rank.
+  eng::rank_sync_ref ranks{};
 };
 
 /// `model` with the run's KV cache type (--kv-cache-dtype): what the KV accounting counts.
@@ -94,16 +97,23 @@ serve_result serve_engine(const run_setup& s, MakeBackend make_backend, Runtime&
   log << ", allocator " << eng::to_string(e->allocator()) << " (" << s.kv.num_blocks << " blocks, watermark "
       << s.kv.watermark_blocks << ")\n";
   e->runner().observe(eng::log_observer(log, terminal));
-  struct ranks_link {  // the engine's rank_sync over run_setup::ranks
-    const std::function<void(std::span<std::int64_t>)>& agree;
-    void max_each(std::span<std::int64_t> v) { agree(v); }
-  } link{s.ranks};
-  if (s.ranks) e->runner().sync_with(link);
-  server<engine_t, Runtime> srv(*e, runtime, s.requests,
-                                serve_options{.virtual_clock = s.virtual_clock, .status_every = s.opts.status_every,
-                                              .ranks = s.ranks},
-                                log);
-  return srv.run();
+  // The library's loop (rungs::serving::driver) on the chosen clock: the demo's prompts, every
+  // turn's tokens kept (the digest, --verify), a status line per --status-every.
+  const std::vector<serving::trace_request> rows = trace_rows(s.requests);
+  rungs::serving::driver_options opts{
+      .ranks = s.ranks, .keep_outputs = true, .who = "serving loop",
+      .prompt = [&s](std::size_t i, std::span<token_id> out) {
+        std::copy(s.requests[i].prompt.begin(), s.requests[i].prompt.end(), out.begin());
+      }};
+  sample_hook<Runtime, typename engine_t::rows_type> hook{runtime};
+  serve_log status(log, s.opts.status_every, s.requests);
+  const auto serve = [&](auto clock) {
+    rungs::serving::driver<engine_t, decltype(clock)> d(*e, rows, std::move(clock), std::move(opts));
+    d.run(hook, status);
+    return d.finish();
+  };
+  if (s.virtual_clock) return serve(virtual_clock(*s.virtual_clock));
+  return serve(rungs::serving::wall_clock());
 }
 
 /// The host backend: the tiny model on the CPU, 6 MiB of "device memory" by default.
@@ -117,7 +127,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
 void print_setup(std::ostream& log, const run_setup& s, const backend_info& info);
 
 /// The run's configuration as a JSON object (the "config" of --json).
-std::string config_json(const run_setup& s, const backend_info& info);
+rungs::cli::json config_json(const run_setup& s, const backend_info& info);
 
 /// Serves the run on the host backend: the tiny model, rungs' host engine backend.
 serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal);

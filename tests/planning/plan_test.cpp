@@ -161,7 +161,7 @@ TEST_CASE("rungs-plan simulate --order: smallest first captures the decode rungs
   const result r = plan({"simulate", "--chat", "2", "--order", "max-bs"});
   CHECK(r.out.find("rungs, captured max-bs)") != std::string::npos);
   check_usage(plan({"simulate", "--chat", "2", "--order", "random"}),
-              "--order = 'random' is not one of largest-first, max-bs, min-tokens, ladder");
+              "--order = 'random' is not one of largest-first, max-bs, min-tokens, ladder, by-phase");
 }
 
 TEST_CASE("rungs-plan simulate --no-chunked-prefill with the defaults: a step holds a whole prompt") {
@@ -268,4 +268,38 @@ TEST_CASE("rungs-plan simulate --dp: the lockstep against independent ranks, by 
   check_usage(plan({"simulate", "--chat", "2", "--dp", "2", "--plot", "x.png"}),
               "--plot draws one replica's steps: leave out --dp");
   std::remove(path.c_str());
+}
+
+TEST_CASE("rungs-plan simulate and fit on Gaudi's grids and on vLLM V1's dispatch key") {
+  // Two chats of one turn (150 prompt, 350 output tokens each, --jitter 0): one step prefills
+  // both prompts, 349 steps decode both; every bucket is captured at startup, so none runs eagerly.
+  const result g = plan({"simulate", "--chat", "2", "--turns", "1", "--jitter", "0", "--ladder", "gaudi-linear",
+                         "--no-chunked-prefill"});
+  REQUIRE(g.status == 0);
+  CHECK(g.out.find("ladder gaudi-linear (Gaudi's prompt and decode grids, captured prompt min-tokens, decode max-bs)") !=
+        std::string::npos);
+  const rungs::cli::json gj = simulate_json({"--chat", "2", "--turns", "1", "--jitter", "0", "--ladder",
+                                             "gaudi-exponential", "--no-chunked-prefill"});
+  CHECK(gj["steps"].get<std::int64_t>() == 1 + 349);
+  CHECK(gj["eager_steps"].get<std::int64_t>() == 0);
+
+  const result d = plan({"simulate", "--chat", "2", "--turns", "1", "--jitter", "0", "--ladder", "vllm-v1", "512",
+                         "--dispatch"});
+  REQUIRE(d.status == 0);
+  CHECK(d.out.find("ladder vllm-v1 512 (") != std::string::npos);
+  CHECK(d.out.find("rungs, dispatch key, captured largest-first)") != std::string::npos);
+  const rungs::cli::json dj =
+      simulate_json({"--chat", "2", "--turns", "1", "--jitter", "0", "--ladder", "vllm-v1", "512", "--dispatch"});
+  CHECK(dj["steps"].get<std::int64_t>() == 1 + 349);  // the 300 prompt tokens fit one 2048-token step
+  CHECK(dj["eager_steps"].get<std::int64_t>() == 0);
+
+  CHECK(plan({"fit", "--chat", "2", "--turns", "1", "--rungs", "4", "--ladder", "gaudi-linear"}).status == 0);
+
+  check_usage(plan({"simulate", "--chat", "2", "--ladder", "gaudi-linear", "--dispatch"}),
+              "--dispatch applies to 1-D ladders only; --ladder gaudi-linear has Gaudi's own grids");
+  check_usage(plan({"simulate", "--chat", "2", "--ladder", "gaudi-file"}), "--ladder gaudi-file takes PATH (1 word), got 0");
+  check_usage(plan({"simulate", "--chat", "2", "--ladder", "gaudi-cubic"}),
+              "--ladder = 'gaudi-cubic' is not one of gaudi-linear, gaudi-exponential, gaudi-file");
+  // The demo's names of the capture flags work here too.
+  CHECK(plan({"simulate", "--chat", "2", "--capture-order", "max-bs", "--capture-timing", "lazy"}).status == 0);
 }

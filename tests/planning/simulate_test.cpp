@@ -5,7 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <optional>
+#include <string>
 
 using namespace rungs;
 using namespace rungs::planning;
@@ -173,4 +176,97 @@ TEST_CASE("summarize: quantiles are the values of rank ceil(q n)") {
   CHECK(one.p99 == 7);
   CHECK(one.max == 7);
   CHECK(summarize({}).count == 0);
+}
+
+namespace {
+// Every runner step takes 10 ms; captures and graphs cost nothing.
+cost_model ten_ms_steps() {
+  return {.weights_seconds = 0.01, .seconds_per_token = 0, .seconds_per_context_token = 0, .eager_overhead_seconds = 0,
+          .capture_seconds = 0, .capture_seconds_per_token = 0, .graph_bytes = 0, .graph_bytes_per_token = 0};
+}
+}  // namespace
+
+TEST_CASE("simulate on Gaudi's linear 2-D grids: prompts and decodes replay their own buckets") {
+  // Prompt and decode grids of bs {1, 2} x seq {32, 64} (VLLM_* variables through getenv);
+  // separate prefill steps, as Gaudi serves them.
+  simulation_config c;
+  c.cost = ten_ms_steps();
+  c.gaudi = engine::bucket_kind::gaudi_linear;
+  c.getenv = [](const char* name) -> std::optional<std::string> {
+    const std::string n = name;
+    if (n.ends_with("_BS_BUCKET_MIN") || n.ends_with("_BS_BUCKET_STEP")) return "1";
+    if (n.ends_with("_BS_BUCKET_MAX")) return "2";
+    if (n.ends_with("_SEQ_BUCKET_MIN") || n.ends_with("_SEQ_BUCKET_STEP")) return "32";
+    if (n.ends_with("_SEQ_BUCKET_MAX")) return "64";
+    return std::nullopt;
+  };
+  c.scheduler.chunked_prefill = false;
+  c.max_model_len = 1024;
+  // Two prompts of 20 and 40 tokens, 2 output tokens each: one prefill step of both (bucket
+  // [2, 64]: 2 sequences, the longest 40 tokens), one decode step (contexts 21 and 41: [2, 64]).
+  const simulation_result r = simulate(c, {{.arrival = 0, .prompt_tokens = 20, .output_tokens = 2},
+                                           {.arrival = 0, .prompt_tokens = 40, .output_tokens = 2}});
+  CHECK(r.engine.captures == 8);  // 4 prompt and 4 decode buckets at startup
+  CHECK(r.engine.steps == 2);
+  CHECK(r.engine.replays == 2);
+  REQUIRE(r.steps.size() == 2);
+  const serving::run_record& prefill = r.steps[0].runs.at(0);
+  CHECK(prefill.ph == engine::phase::prompt);
+  REQUIRE(prefill.bucket);
+  CHECK(prefill.bucket->dims == std::array<std::int64_t, 3>{2, 64, 0});
+  CHECK(prefill.replayed());
+  const serving::run_record& decode = r.steps[1].runs.at(0);
+  CHECK(decode.ph == engine::phase::decode);
+  REQUIRE(decode.bucket);
+  CHECK(decode.bucket->dims == std::array<std::int64_t, 3>{2, 64, 0});
+  CHECK(decode.replayed());
+  CHECK(r.requests[0].first_token == Approx(0.01));
+  CHECK(r.requests[1].finished == Approx(0.02));
+  CHECK(r.end_seconds == Approx(0.02));
+}
+
+TEST_CASE("simulate with vLLM V1's dispatch key: mixed steps by token count, uniform decodes in decode graphs") {
+  // Capture sizes 1, 2, 4, 8 and max_num_seqs 4: mixed graphs of 1, 2, 4, 8 tokens and
+  // uniform-decode graphs of 1, 2, 4 sequences.
+  simulation_config c;
+  c.cost = ten_ms_steps();
+  c.ladder = rungs::ladder{CaptureSizes::vllm(8)};
+  c.dispatch = true;
+  c.scheduler.max_num_seqs = 4;
+  // Prompts of 4 and 2 tokens, 3 output tokens each: the first step prefills both (6 tokens:
+  // the mixed graph of 8, 2 padded token rows), then two steps decode both (the uniform-decode
+  // graph of 2 sequences).
+  const simulation_result r = simulate(c, {{.arrival = 0, .prompt_tokens = 4, .output_tokens = 3},
+                                           {.arrival = 0, .prompt_tokens = 2, .output_tokens = 3}});
+  CHECK(r.engine.captures == 7);
+  CHECK(r.engine.steps == 3);
+  CHECK(r.engine.replays == 3);
+  REQUIRE(r.steps.size() == 3);
+  const serving::run_record& mixed = r.steps[0].runs.at(0);
+  REQUIRE(mixed.bucket);
+  CHECK(mixed.bucket->ph == engine::phase::prompt);
+  CHECK(mixed.bucket->dims[0] == 8);
+  CHECK(mixed.padded_tokens() == 2);
+  for (std::size_t k : {1u, 2u}) {
+    const serving::run_record& d = r.steps[k].runs.at(0);
+    REQUIRE(d.bucket);
+    CHECK(d.bucket->ph == engine::phase::decode);
+    CHECK(d.bucket->dims[0] == 2);  // 2 request rows
+    CHECK(d.bucket->shape.query == 1);
+    CHECK(d.kind() == engine::step_kind::uniform_decode);
+  }
+  CHECK(r.requests[0].finished == Approx(0.03));
+  CHECK(r.tokens_run == 8 + 2 + 2);
+}
+
+TEST_CASE("simulate refuses a dispatch key over Gaudi's grids and a bucket file without gaudi-file") {
+  simulation_config c;
+  c.gaudi = engine::bucket_kind::gaudi_linear;
+  c.dispatch = true;
+  CHECK_THROWS_WITH(simulate(c, serving::generate_chat({.conversations = 1})),
+                    "simulate: dispatch keys graphs over a 1-D ladder; Gaudi's grids have their own");
+  simulation_config d;
+  d.bucket_file = "buckets.txt";
+  CHECK_THROWS_WITH(simulate(d, serving::generate_chat({.conversations = 1})),
+                    "simulate: bucket_file 'buckets.txt' applies to gaudi = gaudi-file");
 }

@@ -55,7 +55,7 @@ void require_plain_loop_tokens(const served& s) {
     c.insert(c.end(), d.prompt.begin(), d.prompt.end());
     const std::vector<token_id> expected = plain_generate(model, c, d.row.output_tokens);
     INFO("request " << i + 1 << ", chat " << d.row.conversation << ", turn " << d.row.turn);
-    REQUIRE(s.result.turns[i].output == expected);
+    REQUIRE(s.result.requests[i].output == expected);
     c.insert(c.end(), expected.begin(), expected.end());
     compared += static_cast<std::int64_t>(expected.size());
   }
@@ -83,7 +83,7 @@ TEST_CASE("Gaudi prompt/decode buckets, startup capture, prefix caching: tokens 
   CHECK(s.result.scheduler.prefix_hit_tokens > 0);     // later turns hit their history
   CHECK(e.replays > 0);
   CHECK(e.padded_tokens > 0);                          // padded rows ran through the graphs
-  CHECK(s.result.peak_waiting > 0);
+  CHECK(s.result.max_waiting > 0);
   require_plain_loop_tokens(s);
 }
 
@@ -136,12 +136,12 @@ TEST_CASE("the virtual clock: serving time is the modeled cost of the steps and 
   // decodes of 1 token replay rung 1.
   REQUIRE(s.result.steps.size() == 3);
   CHECK(s.result.steps[0].runs.at(0).run == eng::run_kind::eager);
-  CHECK(s.result.steps[0].t == Approx(0.0026).epsilon(1e-12));
+  CHECK(s.result.steps[0].end == Approx(0.0026).epsilon(1e-12));
   CHECK(s.result.steps[1].runs.at(0).run == eng::run_kind::replay);
-  CHECK(s.result.steps[1].t == Approx(0.00465).epsilon(1e-12));
-  CHECK(s.result.steps[2].t == Approx(0.0067).epsilon(1e-12));
-  CHECK(s.result.serving_seconds == Approx(0.0067).epsilon(1e-12));
-  CHECK(s.result.turns.at(0).first_token == Approx(0.0026).epsilon(1e-12));
+  CHECK(s.result.steps[1].end == Approx(0.00465).epsilon(1e-12));
+  CHECK(s.result.steps[2].end == Approx(0.0067).epsilon(1e-12));
+  CHECK(s.result.end_seconds == Approx(0.0067).epsilon(1e-12));
+  CHECK(s.result.requests.at(0).first_token == Approx(0.0026).epsilon(1e-12));
   CHECK(s.result.idle_periods == 0);
 }
 
@@ -149,8 +149,8 @@ TEST_CASE("the virtual clock: the same flags give the same times, idle periods i
   const auto times = [] {
     const served s = serve_flags(with(tight, {"--capture-timing", "idle", "--think", "0.05"}));
     std::vector<double> t;
-    for (const step_record& r : s.result.steps) t.push_back(r.t);
-    for (const turn_record& r : s.result.turns) t.push_back(r.first_token);
+    for (const step_record& r : s.result.steps) t.push_back(r.end);
+    for (const request_record& r : s.result.requests) t.push_back(r.first_token);
     t.push_back(static_cast<double>(s.result.idle_periods));
     t.push_back(static_cast<double>(s.result.idle_captures));
     return t;
@@ -178,7 +178,7 @@ std::vector<served> serve_ranks(std::vector<std::string_view> args, int ranks) {
       served& s = out[static_cast<std::size_t>(r)];
       eng::simulated_ranks::handle h = group.rank(r);
       s.setup = share_of(all, r, ranks).setup;
-      s.setup.ranks = [&h](std::span<std::int64_t> v) { h.max_each(v); };
+      s.setup.ranks = h;
       std::ostringstream log;
       try {
         s.result = serve_host(s.setup, log, false);
@@ -205,7 +205,7 @@ std::vector<serving::session_id> chats_of(const served& s) {
 
 }  // namespace
 
-TEST_CASE("data-parallel ranks (serve_options::ranks): lockstep, dummy batches, tokens as one rank's") {
+TEST_CASE("data-parallel ranks (run_setup::ranks): lockstep, dummy batches, tokens as one rank's") {
   // 3 chats of 2 turns on 4 ranks: chat k goes to rank k - 1, and rank 3, with no request at
   // all, runs only dummy batches. The ranks' shares differ in length (--jitter 0.25), so ranks
   // 0 to 2 also run dummies once their chat is done.
@@ -227,7 +227,7 @@ TEST_CASE("data-parallel ranks (serve_options::ranks): lockstep, dummy batches, 
       CHECK(s.result.engine.steps == ranks[0].result.engine.steps);
       CHECK(s.result.steps.size() + static_cast<std::size_t>(s.result.dummy_steps) ==
             ranks[0].result.steps.size() + static_cast<std::size_t>(ranks[0].result.dummy_steps));
-      CHECK(s.result.serving_seconds == ranks[0].result.serving_seconds);
+      CHECK(s.result.end_seconds == ranks[0].result.end_seconds);
       if (!s.setup.requests.empty()) require_plain_loop_tokens(s);
     }
     CHECK(ranks[3].result.steps.empty());
@@ -241,7 +241,7 @@ TEST_CASE("the demo's verify() compares against the plain loop and catches a wro
   served s = serve_flags(tight);
   std::ostringstream log;
   REQUIRE(verify(s.setup, s.result, 4, log));
-  token_id& t = s.result.turns[5].output.at(3);
+  token_id& t = s.result.requests[5].output.at(3);
   t = (t + 1) % s.setup.model.vocab;
   REQUIRE_FALSE(verify(s.setup, s.result, 4, log));
   CHECK(log.str().find("request 6") != std::string::npos);

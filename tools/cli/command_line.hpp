@@ -178,15 +178,17 @@ inline void check_length(std::string_view what, std::string_view text, std::size
 
 // --- Options -------------------------------------------------------------------------------
 
-/// Adds an option. `spec` is the flag and the name of its value, "--kv-memory SIZE"; when the
-/// option is given, `use(flag, value)` runs (and throws usage_error for a bad value). A flag
-/// given twice is an error.
+/// Adds an option. `spec` is the flag and the name of its value, "--kv-memory SIZE", where the
+/// flag may have aliases after commas ("--order,--capture-order KIND"); when the option is
+/// given, `use(flag, value)` runs with the first name (and throws usage_error for a bad value).
+/// A flag given twice is an error.
 template <class Use>
 CLI::Option* on(CLI::App& app, std::string_view spec, Use use, std::string help) {
   const std::size_t space = spec.find(' ');
-  const std::string flag(spec.substr(0, space));
+  const std::string names(spec.substr(0, space));
+  const std::string flag = names.substr(0, names.find(','));
   CLI::Option* o = app.add_option_function<std::string>(
-      flag, [use, flag](const std::string& v) { use(std::string_view(flag), std::string_view(v)); }, std::move(help));
+      names, [use, flag](const std::string& v) { use(std::string_view(flag), std::string_view(v)); }, std::move(help));
   if (space != std::string_view::npos) o->type_name(str(spec.substr(space + 1)));
   return o;
 }
@@ -207,6 +209,18 @@ E choice(std::string_view what, std::string_view text, const std::vector<std::pa
     known += (known.empty() ? "" : ", ") + str(name);
   }
   throw usage_error(str(what) + " = '" + str(text) + "' is not one of " + known);
+}
+
+/// The value `parse(text)` gives, for a library parser that throws std::invalid_argument on a
+/// name it does not know (rungs::engine::parse_order, parse_timing, parse_bucket_kind), or
+/// "X = 'text' is not one of `names`".
+template <class Parse>
+auto parsed(std::string_view what, std::string_view text, Parse parse, std::string_view names) {
+  try {
+    return parse(text);
+  } catch (const std::invalid_argument&) {
+    throw usage_error(str(what) + " = '" + str(text) + "' is not one of " + str(names));
+  }
 }
 
 /// An option whose value is one of `names`.

@@ -199,13 +199,13 @@ void print_json(std::ostream& out, const std::string& description, const std::ve
       };
       run["steps"] = {
           {"start", series([](S x) { return number(fixed(x.start, 4)); })},
-          {"seconds", series([](S x) { return number(fixed(x.seconds, 5)); })},
+          {"seconds", series([](S x) { return number(fixed(x.seconds(), 5)); })},
           {"tokens", series([](S x) { return x.tokens; })},
           {"running", series([](S x) { return x.running; })},
           {"waiting", series([](S x) { return x.waiting; })},
           {"waiting_for_blocks", series([](S x) { return x.waiting_for_blocks; })},
-          {"kv_usage", series([&](S x) { return number(fixed(static_cast<double>(x.live_blocks) / s.num_blocks, 4)); })},
-          {"replay", series([](S x) { return x.replay ? 1 : 0; })}};
+          {"kv_usage", series([&](S x) { return number(fixed(static_cast<double>(x.kv.live_blocks) / s.num_blocks, 4)); })},
+          {"replay", series([](S x) { return x.replayed() ? 1 : 0; })}};
     }
     all["runs"].push_back(std::move(run));
   }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "command.hpp"
@@ -54,6 +55,26 @@ struct simulation_args {
   std::int64_t tp = 1;
   bool kv_memory_given = false;
 };
+
+/// For synopses: Gaudi's grids as --ladder words (simulate and fit).
+inline constexpr std::string_view gaudi_synopsis = "gaudi-linear | gaudi-exponential | gaudi-file PATH";
+
+/// --ladder gaudi-linear, gaudi-exponential or gaudi-file PATH into `c` (true), or false for a
+/// 1-D LADDER.
+inline bool parse_gaudi(const std::vector<std::string>& words, planning::simulation_config& c) {
+  if (words.empty() || !words.front().starts_with("gaudi-")) return false;
+  const engine::bucket_kind kind =
+      cli::parsed("--ladder", words.front(), engine::parse_bucket_kind, "gaudi-linear, gaudi-exponential, gaudi-file");
+  if (!engine::is_gaudi(kind))
+    throw usage_error("--ladder = '" + words.front() + "' is not one of gaudi-linear, gaudi-exponential, gaudi-file");
+  const std::size_t arity = kind == engine::bucket_kind::gaudi_file ? 2 : 1;
+  if (words.size() != arity)
+    throw usage_error("--ladder " + words.front() + (arity == 2 ? " takes PATH (1 word), got " : " takes no words, got ") +
+                      std::to_string(words.size() - 1));
+  c.gaudi = kind;
+  if (arity == 2) c.bucket_file = words[1];
+  return true;
+}
 
 /// Adds the options simulate and fit share, bound to `a` (which must outlive the parse).
 /// fit has a --graph-memory of its own (the budget it fits to): it passes `graph_memory` false.
@@ -138,16 +159,25 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
   app.add_flag_callback("--admit-first-chunk", [&c] { c.scheduler.admit_whole_prompt = false; },
                         "admit a request once its first chunk fits (vLLM v1)")->group("Scheduler");
   // graphs
-  cli::words(app, "--ladder LADDER", a.ladder_words, std::string(ladder_synopsis.substr(9)))->group("Graphs");
-  cli::option(app, "--timing startup|delayed|lazy|idle|all", a.timing, [](std::string_view f, std::string_view v) {
-        if (v != "startup" && v != "delayed" && v != "lazy" && v != "idle" && v != "all")
-          throw usage_error(std::string(f) + " = '" + std::string(v) + "' is not one of startup, delayed, lazy, idle, all");
-        return std::string(v);
-      }, "when graphs are captured (all: the four side by side)")->group("Graphs");
-  cli::choices<planning::any_order>(app, "--order largest-first|max-bs|min-tokens|ladder", c.order,
-                                    {{"largest-first", engine::largest_first{}}, {"max-bs", engine::max_bs{}},
-                                     {"min-tokens", engine::min_tokens{}}, {"ladder", engine::ladder_order{}}},
-                                    "the capture order (default largest-first; min-tokens and ladder: smallest first)")
+  cli::words(app, "--ladder LADDER", a.ladder_words,
+             std::string(ladder_synopsis.substr(9)) + " | " + std::string(gaudi_synopsis) +
+                 " (Gaudi's prompt and decode grids, from the scheduler and KV settings and the VLLM_*_BUCKET_* "
+                 "variables; docs/planning.md)")
+      ->group("Graphs");
+  cli::flag(app, "--dispatch", c.dispatch,
+            "key graphs on (tokens, uniform decode) as vLLM V1 does: steps where every sequence decodes one token "
+            "replay uniform-decode graphs (up to --max-num-seqs), other steps the ladder's; 1-D ladders only")
+      ->group("Graphs");
+  cli::option(app, "--timing,--capture-timing startup|delayed|lazy|idle|all", a.timing,
+              [](std::string_view f, std::string_view v) {
+                if (v != "all") (void)cli::parsed(f, v, engine::parse_timing, std::string(engine::timing_names) + ", all");
+                return std::string(v);
+              }, "when graphs are captured (all: the four side by side; --capture-timing: the demo's name)")
+      ->group("Graphs");
+  cli::option(app, "--order,--capture-order largest-first|max-bs|min-tokens|ladder|by-phase", c.order,
+              [](std::string_view f, std::string_view v) { return cli::parsed(f, v, engine::parse_order, engine::order_names); },
+              "the capture order (default largest-first, by-phase over Gaudi's grids; min-tokens and ladder: smallest "
+              "first; --capture-order: the demo's name)")
       ->group("Graphs");
   cli::flag(app, "--largest-at-startup", a.largest_at_startup, "delayed timing: capture the largest rung at startup")
       ->group("Graphs");
@@ -263,10 +293,12 @@ inline void check_simulation_args(simulation_args& a) {
     }
   }
   if (!a.ladder_words.empty()) {
-    a.config.ladder = parse_ladder(a.ladder_words);
+    if (!parse_gaudi(a.ladder_words, a.config)) a.config.ladder = parse_ladder(a.ladder_words);
     a.ladder_text.clear();
     for (const std::string& w : a.ladder_words) a.ladder_text += (a.ladder_text.empty() ? "" : " ") + w;
   }
+  if (a.config.dispatch && a.config.gaudi)
+    throw usage_error("--dispatch applies to 1-D ladders only; --ladder " + a.ladder_text + " has Gaudi's own grids");
   if (a.trace && a.chat) throw usage_error("--trace and --chat are alternatives: give one workload");
   if (!a.trace && !a.chat) throw usage_error("a workload is needed: --trace FILE or --chat N");
   if (a.chat && a.chat_given) {
@@ -286,7 +318,8 @@ inline void check_simulation_args(simulation_args& a) {
   if (!a.config.scheduler.chunked_prefill && !a.batched_tokens_given)  // as the demo: a whole prompt fits a step
     a.config.scheduler.max_num_batched_tokens = std::max(a.config.scheduler.max_num_batched_tokens,
                                                          a.config.max_model_len);
-  check_graph_memory("--graph-cost", a.config.cost.graph_bytes, a.config.cost.graph_bytes_per_token, a.config.ladder);
+  if (!a.config.gaudi)
+    check_graph_memory("--graph-cost", a.config.cost.graph_bytes, a.config.cost.graph_bytes_per_token, a.config.ladder);
   if (a.chat && !a.chat_given)
     throw usage_error("--turns, --prompt-tokens, --output-tokens, --jitter, --think, --interval and --seed describe "
                       "--chat's workload: add --chat N");
@@ -304,8 +337,12 @@ inline void check_simulation_args(simulation_args& a) {
 inline std::string describe(const simulation_args& a, std::size_t requests, std::int32_t num_blocks) {
   const planning::simulation_config& c = a.config;
   std::ostringstream os;
+  const std::string order =
+      c.order ? c.order->name() : c.gaudi ? engine::any_order(engine::by_phase<>{}).name() : std::string("largest-first");
   os << requests << " requests; " << num_blocks << " KV blocks of " << c.block_size << " tokens; ladder "
-     << a.ladder_text << " (" << c.ladder.size() << " rungs, captured " << c.order.name() << "); max_num_seqs " << c.scheduler.max_num_seqs << ", "
+     << a.ladder_text << " ("
+     << (c.gaudi ? std::string("Gaudi's prompt and decode grids") : std::to_string(c.ladder.size()) + " rungs")
+     << (c.dispatch ? ", dispatch key" : "") << ", captured " << order << "); max_num_seqs " << c.scheduler.max_num_seqs << ", "
      << (c.scheduler.chunked_prefill ? "chunked prefill of " + std::to_string(c.scheduler.max_num_batched_tokens) + " tokens"
                                      : std::string("separate prefill steps"))
      << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
@@ -316,10 +353,10 @@ inline std::string describe(const simulation_args& a, std::size_t requests, std:
 
 /// The engine's timing policy for a name.
 inline planning::any_timing timing_policy(const simulation_args& a, std::string_view name) {
-  if (name == "delayed") return engine::delayed{.largest_at_startup = a.largest_at_startup};
-  if (name == "lazy") return engine::lazy{.eager_uses = a.eager_uses};
-  if (name == "idle") return engine::idle{};
-  return engine::startup{};
+  planning::any_timing t = engine::parse_timing(name);  // checked when --timing was read
+  if (std::holds_alternative<engine::delayed>(t.policy())) return engine::delayed{.largest_at_startup = a.largest_at_startup};
+  if (std::holds_alternative<engine::lazy>(t.policy())) return engine::lazy{.eager_uses = a.eager_uses};
+  return t;
 }
 
 /// The workload's requests.

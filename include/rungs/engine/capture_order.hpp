@@ -16,6 +16,7 @@
 #include <concepts>
 #include <cstddef>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -103,6 +104,20 @@ class any_order {
   variant o_;
 };
 static_assert(capture_order<any_order>);
+
+/// The orders' names in flags and configuration files, as parse_order reads them.
+inline constexpr std::string_view order_names = "largest-first, max-bs, min-tokens, ladder, by-phase";
+
+/// The order named `name` (order_names; by-phase is by_phase<>: Gaudi's prompt min-tokens,
+/// then decode max-bs). Throws std::invalid_argument naming it and the choices.
+inline any_order parse_order(std::string_view name) {
+  if (name == "largest-first") return largest_first{};
+  if (name == "max-bs") return max_bs{};
+  if (name == "min-tokens") return min_tokens{};
+  if (name == "ladder") return ladder_order{};
+  if (name == "by-phase") return by_phase<>{};
+  throw std::invalid_argument("capture order '" + std::string(name) + "' is not one of " + std::string(order_names));
+}
 
 /// The capture sequence: bucket indices of `space` sorted by `order` (stable).
 template <capture_order O, bucket_space S>

@@ -22,6 +22,8 @@
 #include <concepts>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -118,5 +120,18 @@ class any_timing {
   variant t_;
 };
 static_assert(capture_timing<any_timing>);
+
+/// The timings' names in flags and configuration files, as parse_timing reads them.
+inline constexpr std::string_view timing_names = "startup, delayed, lazy, idle";
+
+/// The timing named `name` (timing_names), with its default parameters. Throws
+/// std::invalid_argument naming it and the choices.
+inline any_timing parse_timing(std::string_view name) {
+  if (name == "startup") return startup{};
+  if (name == "delayed") return delayed{};
+  if (name == "lazy") return lazy{};
+  if (name == "idle") return idle{};
+  throw std::invalid_argument("capture timing '" + std::string(name) + "' is not one of " + std::string(timing_names));
+}
 
 }  // namespace rungs::engine

@@ -212,7 +212,32 @@ inline std::int64_t time_bits(double seconds) {
 }
 inline double bits_time(std::int64_t bits) { return std::bit_cast<double>(bits); }
 
+/// Any rank_sync, held by reference and chosen at run time: what a serving driver agrees
+/// through (rungs/serving/driver.hpp), whether its ranks are threads (simulated_ranks), MPI
+/// processes (rungs::mpi::rank_sync) or none. Empty (default): one rank, nothing to agree.
+/// The rank_sync it refers to must outlive it.
+class rank_sync_ref {
+ public:
+  rank_sync_ref() = default;
+  template <class S>
+    requires(rank_sync<S> && !std::same_as<S, rank_sync_ref>)
+  rank_sync_ref(S& s)  // NOLINT: implicit from any rank_sync
+      : self_(&s), max_each_([](void* self, std::span<std::int64_t> v) { static_cast<S*>(self)->max_each(v); }) {}
+
+  /// Replaces each value by its maximum over all ranks (nothing to do for one rank).
+  void max_each(std::span<std::int64_t> values) const {
+    if (self_) max_each_(self_, values);
+  }
+  /// Whether there are other ranks to agree with.
+  explicit operator bool() const { return self_ != nullptr; }
+
+ private:
+  void* self_ = nullptr;
+  void (*max_each_)(void*, std::span<std::int64_t>) = nullptr;
+};
+
 static_assert(rank_sync<single_rank>);
 static_assert(rank_sync<simulated_ranks::handle>);
+static_assert(rank_sync<rank_sync_ref>);
 
 }  // namespace rungs::engine

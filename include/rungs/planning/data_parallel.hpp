@@ -3,8 +3,9 @@
 // rank in every forward), against the same ranks stepping independently.
 //
 // Each rank is a planning::simulate of its own (scheduler, KV pool, graphs) on its own thread,
-// its engine synced with the others through engine::simulated_ranks: the agreement is the
-// engine's own (graph_runner::agree, the code every rank_sync transport runs), not a copy.
+// its driver and engine synced with the others through engine::simulated_ranks: the
+// agreement is the driver's and the engine's own (serving::driver, graph_runner::agree: the
+// code every rank_sync transport runs, MPI's included), not a copy.
 //   - Split: the k-th conversation (or standalone request) in trace order goes to rank k mod N
 //     (route_round_robin, fleet.hpp); a conversation's later turns follow its first.
 //   - Each step, every rank pads to the bucket of the largest batch over the ranks (the
@@ -48,8 +49,7 @@ struct data_parallel_result {
 
 namespace detail {
 
-template <class Allocator>
-void run_data_parallel(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t ranks,
+inline void run_data_parallel(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t ranks,
                        fleet_result& f) {
   f.replica_of = route_round_robin(trace, ranks);
   const serving::turn_arrivals turns(trace, true);
@@ -63,11 +63,10 @@ void run_data_parallel(const simulation_config& c, const std::vector<serving::tr
     threads.emplace_back([&, r] {
       engine::simulated_ranks::handle sync = group.rank(r);
       try {
-        simulator<Allocator> rank(c, trace, true, &sync);
+        simulator rank(c, trace, true, sync);
         for (const std::size_t i : routed)
           if (f.replica_of[i] == r) rank.route(i);
-        rank.lockstep(sync);
-        f.replicas[static_cast<std::size_t>(r)] = rank.finish();
+        f.replicas[static_cast<std::size_t>(r)] = rank.run();
       } catch (const std::exception& e) {
         {
           std::lock_guard<std::mutex> lock(failed);
@@ -102,8 +101,7 @@ inline data_parallel_result simulate_data_parallel(const simulation_config& conf
   data_parallel_result d;
   simulation_config c = config;
   c.keep_itl_samples = true;
-  if (c.prefix_caching) detail::run_data_parallel<kv::prefix_caching_allocator<>>(c, trace, ranks, d.lockstep);
-  else detail::run_data_parallel<kv::free_list_allocator>(c, trace, ranks, d.lockstep);
+  detail::run_data_parallel(c, trace, ranks, d.lockstep);
   d.steps = d.lockstep.replicas.front().engine.steps;
   detail::combine_replicas(config, trace.size(), d.lockstep);
   d.independent = simulate_fleet(config, trace, ranks);

@@ -80,11 +80,10 @@ inline std::vector<std::size_t> routed_by_arrival(const std::vector<serving::tra
 }
 
 // The replicas in lockstep (see the header comment); fills f.replica_of and f.replicas.
-template <class Allocator>
-void run_fleet(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t replicas,
+inline void run_fleet(const simulation_config& c, const std::vector<serving::trace_request>& trace, std::int32_t replicas,
                const router_options& r, fleet_result& f) {
-  std::vector<std::unique_ptr<simulator<Allocator>>> sims;  // an engine stays where it was built
-  for (std::int32_t k = 0; k < replicas; ++k) sims.push_back(std::make_unique<simulator<Allocator>>(c, trace, true));
+  std::vector<std::unique_ptr<simulator>> sims;  // an engine stays where it was built
+  for (std::int32_t k = 0; k < replicas; ++k) sims.push_back(std::make_unique<simulator>(c, trace, true));
   const serving::turn_arrivals turns(trace, true);
   const std::vector<std::int32_t> round_robin =
       r.kind == router::round_robin ? route_round_robin(trace, replicas) : std::vector<std::int32_t>{};
@@ -181,16 +180,7 @@ inline void combine_replicas(const simulation_config& config, std::size_t trace_
   }
   if (t.seconds_waiting_for_blocks > 0) t.mean_waiting_for_blocks = blocked / t.seconds_waiting_for_blocks;
   t.requests = f.requests;
-  std::vector<std::size_t> order;  // requests that ran, by submission time (ties: trace order)
-  for (std::size_t i = 0; i < f.requests.size(); ++i)
-    if (f.requests[i].rejected.empty()) order.push_back(i);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t a, std::size_t b) { return f.requests[a].submitted < f.requests[b].submitted; });
-  if (!order.empty()) t.ttft_first = f.requests[order.front()].ttft();
-  const std::size_t n = std::min(config.first_requests, order.size());
-  double sum = 0;
-  for (std::size_t k = 0; k < n; ++k) sum += f.requests[order[k]].ttft();
-  t.ttft_first_mean = n ? sum / static_cast<double>(n) : 0.0;
+  summarize_first(f.requests, config.first_requests, t);
 }
 
 }  // namespace detail
@@ -210,8 +200,7 @@ inline fleet_result simulate_fleet(const simulation_config& config, const std::v
   fleet_result f;
   simulation_config c = config;
   c.keep_itl_samples = true;
-  if (c.prefix_caching) detail::run_fleet<kv::prefix_caching_allocator<>>(c, trace, replicas, r, f);
-  else detail::run_fleet<kv::free_list_allocator>(c, trace, replicas, r, f);
+  detail::run_fleet(c, trace, replicas, r, f);
   detail::combine_replicas(config, trace.size(), f);
   return f;
 }
