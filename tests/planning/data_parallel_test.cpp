@@ -5,6 +5,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
+#include <thread>
+#include <vector>
+
 using namespace rungs;
 using serving::trace_request;
 
@@ -151,4 +155,28 @@ TEST_CASE("simulated_ranks: a rank that aborts releases the ranks waiting for it
   CHECK(seen[1] == seen[0]);
   std::vector<std::int64_t> later{1};
   CHECK_THROWS_WITH(g.rank(0).max_each(later), "simulated_ranks: rank 2 stopped (out of memory)");
+}
+
+TEST_CASE("engine::rank_sync_ref: any rank_sync by reference, and empty for one rank") {
+  engine::rank_sync_ref one;
+  CHECK_FALSE(one);
+  std::array<std::int64_t, 2> v{3, -1};
+  one.max_each(v);  // nothing to agree with
+  CHECK(v == std::array<std::int64_t, 2>{3, -1});
+
+  engine::simulated_ranks group(2);
+  std::array<std::array<std::int64_t, 2>, 2> values{{{3, -1}, {1, 5}}};
+  std::array<bool, 2> held{};
+  std::vector<std::thread> threads;  // Catch's checks stay on this thread
+  for (int r = 0; r < 2; ++r)
+    threads.emplace_back([&, r] {
+      engine::simulated_ranks::handle h = group.rank(r);
+      const engine::rank_sync_ref ref(h);
+      held[static_cast<std::size_t>(r)] = static_cast<bool>(ref);
+      ref.max_each(values[static_cast<std::size_t>(r)]);
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(held == std::array<bool, 2>{true, true});
+  CHECK(values[0] == std::array<std::int64_t, 2>{3, 5});
+  CHECK(values[1] == std::array<std::int64_t, 2>{3, 5});
 }

@@ -35,8 +35,8 @@ enum class time_origin : std::uint8_t {
 ///   spend(s)     work took s seconds (a step, or captures while idle)
 ///   skip_to(t)   nothing runs until t: serving time jumps there (never back)
 template <class C>
-concept serving_clock = requires(C& c, const C& cc, const engine::engine_step& s, double t) {
-  { c.startup([] { return 0.0; }) } -> std::same_as<double>;
+concept serving_clock = requires(C& c, const C& cc, const engine::engine_step& s, double t, double (*start)()) {
+  { c.startup(start) } -> std::same_as<double>;
   { cc.now() } -> std::same_as<double>;
   { cc.cost(s) } -> std::same_as<double>;
   c.spend(t);
