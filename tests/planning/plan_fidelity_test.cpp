@@ -25,6 +25,19 @@ TEST_CASE("rungs-plan fidelity: benchmarks/fidelity/table.md is what the publish
   check_ok(plan({"fidelity", "--published", published}), table.str());
 }
 
+TEST_CASE("rungs-plan fidelity --json: the profile, each replayed row with its source, the medians") {
+  const result j = plan({"fidelity", "--published", std::string(RUNGS_FIDELITY_DIR) + "/published.csv", "--profile",
+                         "datasheet", "--json"});
+  REQUIRE(j.status == 0);
+  CHECK(j.err == "");
+  CHECK(j.out.starts_with("{\"profile\": \"datasheet\", \"constants\": \"bandwidth_efficiency=gpu compute_efficiency=gpu "
+                          "step_seconds=0 seconds_per_sequence=0 link_efficiency=0 allreduce_seconds=0\", \"rows\": "
+                          "[{\"id\": \"sgl-8b-a100-r4-ttft\", \"metric\": \"ttft_p50_ms\", \"published\": 31.98, "));
+  CHECK(j.out.find("\"source\": \"https://github.com/sgl-project/sglang/issues/1639\"}]") != std::string::npos);
+  CHECK(j.out.find("\"median_abs_error\": {\"output_throughput\": {\"held_out\": ") != std::string::npos);
+  CHECK(j.out.ends_with("\"fit_count\": 10}}}\n"));
+}
+
 TEST_CASE("rungs-plan fidelity: errors name the flag and the value") {
   check_usage(plan({"fidelity", "--published", "no-such-file.csv"}), "--published no-such-file.csv: cannot open");
   const std::string path = "plan_fidelity_test.csv";

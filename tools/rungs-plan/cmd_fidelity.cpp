@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -53,8 +54,9 @@ std::string workload_text(const planning::published_run& r) {
 
 std::string profile_text(const planning::cost_profile& p) {
   std::ostringstream os;
-  os << "bandwidth_efficiency=" << planning::detail::number_text(p.bandwidth_efficiency.value_or(-1))
-     << " compute_efficiency=" << planning::detail::number_text(p.compute_efficiency.value_or(-1))
+  // An efficiency the profile leaves to the GPU preset prints as "gpu".
+  auto efficiency = [](const std::optional<double>& v) { return v ? planning::detail::number_text(*v) : std::string("gpu"); };
+  os << "bandwidth_efficiency=" << efficiency(p.bandwidth_efficiency) << " compute_efficiency=" << efficiency(p.compute_efficiency)
      << " step_seconds=" << planning::detail::number_text(p.step_seconds)
      << " seconds_per_sequence=" << planning::detail::number_text(p.seconds_per_sequence)
      << " link_efficiency=" << planning::detail::number_text(p.link_efficiency)

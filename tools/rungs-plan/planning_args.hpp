@@ -217,7 +217,7 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
                                                          "'model NAME key=value...' lines)")->group("Cost model");
   cli::text(app, "--cost-profile datasheet|calibrated", a.cost_profile,
             "the roofline's profile: datasheet (default: datasheet efficiencies, no overheads) or calibrated (fitted "
-            "to published serving measurements: kernel efficiencies, CPU overhead per step and per token, tensor "
+            "to published serving measurements: kernel efficiencies, CPU time per step and per sequence, tensor "
             "parallelism's all-reduces; docs/planning.md, \"Fidelity\")")->group("Cost model");
   gpu->needs(model);
   model->needs(gpu);

@@ -21,6 +21,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
