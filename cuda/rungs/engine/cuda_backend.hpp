@@ -208,6 +208,7 @@ class cuda_backend {
         RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
         if (eager_workspace_) cudaFree(eager_workspace_);
         eager_workspace_ = nullptr;
+        eager_workspace_bytes_ = 0;  // until the allocation below succeeds
         RUNGS_CUDA_CHECK(cudaMalloc(&eager_workspace_, static_cast<std::size_t>(ws)));
         eager_workspace_bytes_ = static_cast<std::size_t>(ws);
       }
@@ -229,6 +230,16 @@ class cuda_backend {
   device_rows rows(std::int64_t n) const { return {last_ ? last_->out : nullptr, n, setup_.row_width}; }
 
   bool has_graph(std::size_t slot) const { return slot < graphs_.size() && graphs_[slot] != nullptr; }
+
+  /// After a step threw (engine::step, docs/engine.md "Device faults"): waits for the stream,
+  /// clears the error the failure left so the next step does not inherit it, and says whether
+  /// the device can go on: false after a sticky error (a kernel fault poisons the context, and
+  /// cudaGetLastError cannot clear it).
+  bool recover() {
+    cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
 
  private:
   // Device inputs, plan and outputs for shapes up to (seqs, tokens, width), and the pinned
@@ -271,14 +282,20 @@ class cuda_backend {
 
   void allocate(buffers& b, std::int64_t seqs, std::int64_t tokens, std::int64_t width) {
     free_buffers(b);
-    b.seqs = seqs;
-    b.tokens = tokens;
-    b.width = width;
+    buffers n{.seqs = seqs, .tokens = tokens, .width = width};
     // The largest layout any shape within these bounds can need.
-    b.bytes = layout_of(seqs, tokens, width).end + 6 * 16;
-    RUNGS_CUDA_CHECK(cudaMalloc(&b.device, b.bytes));
-    RUNGS_CUDA_CHECK(cudaMallocHost(&b.pinned, b.bytes));
-    RUNGS_CUDA_CHECK(cudaMalloc(&b.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
+    n.bytes = layout_of(seqs, tokens, width).end + 6 * 16;
+    // A failed allocation leaves `b` empty (not sized for buffers it lacks): the next step
+    // that needs it tries again.
+    try {
+      RUNGS_CUDA_CHECK(cudaMalloc(&n.device, n.bytes));
+      RUNGS_CUDA_CHECK(cudaMallocHost(&n.pinned, n.bytes));
+      RUNGS_CUDA_CHECK(cudaMalloc(&n.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
+    } catch (...) {
+      free_buffers(n);
+      throw;
+    }
+    b = n;
   }
 
   buffers& grow(buffers& b, const padded_batch& s) {
