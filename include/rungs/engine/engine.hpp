@@ -28,8 +28,8 @@
 
 #include <concepts>
 #include <cstddef>
-#include <exception>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -212,9 +212,10 @@ class engine {
   // so host state is that of a step that never ran (no block held for it, no token
   // committed). A backend with recover() says whether its device can go on: if so the step
   // is a failed one, retried by the next; if not (a sticky fault), or after
-  // kMaxFailedSteps failures in a row, the engine stops: engine_fault names the step and its
-  // requests, and every later step() throws it again. A backend without recover() cannot
-  // tell, and a data-parallel engine's ranks would disagree: the exception goes on as it came.
+  // kMaxFailedSteps failures in a row, or in a data-parallel engine (a retry on one rank
+  // would leave the ranks' steps disagreeing), the engine stops: engine_fault names the step
+  // and its requests, and every later step() throws it again. A backend without recover()
+  // cannot tell: the exception goes on as it came. Non-standard exceptions are not caught.
   static constexpr int kMaxFailedSteps = 8;
   void take_back(const std::exception& e) {
     step_fault f{.step = scheduler_.stats().steps, .requests = {}, .error = e.what(), .fatal = true};
