@@ -30,6 +30,7 @@
 
 #include <rungs_sim/executor.hpp>
 
+#include "faults.hpp"
 #include "fatbin.hpp"
 
 #include <algorithm>
@@ -297,6 +298,15 @@ cudaError_t finding(cudaError_t e, const std::string& what) {
   return fail(e);
 }
 
+// A fault injected at this call (rungs_sim/faults.hpp). A sticky one poisons the device; at a
+// launch it is a kernel fault, which the asynchronous launch does not report (later calls do).
+cudaError_t injected(const faults::detail::call_scope& call, bool launch = false) {
+  if (!call.sticky) return fail(call.error);
+  if (S().sticky == cudaSuccess) S().sticky = call.error;
+  fail(call.error);
+  return launch ? cudaSuccess : call.error;
+}
+
 // ---------------------------------------------------------------------------------------
 // Memory checks for copies and memsets: the device side must lie inside one live allocation.
 bool inside_allocation(const void* p, std::size_t bytes) {
@@ -417,6 +427,8 @@ cudaError_t issue(node n, cudaStream_t stream) {
 
 cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaLaunchKernel");
+  if (call.error != cudaSuccess) return injected(call, true);
   auto it = S().kernels.find(stub);
   if (it == S().kernels.end()) return fail(cudaErrorInvalidDeviceFunction, "launch of an unregistered kernel");
   kernel_record& k = it->second;
@@ -464,6 +476,15 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorNotReady, "device not ready")                                                                        \
   X(cudaErrorIllegalAddress, "an illegal memory access was encountered")                                          \
   X(cudaErrorLaunchFailure, "unspecified launch failure")                                                         \
+  X(cudaErrorLaunchOutOfResources, "too many resources requested for launch")                                    \
+  X(cudaErrorLaunchTimeout, "the launch timed out and was terminated")                                          \
+  X(cudaErrorAssert, "device-side assert triggered")                                                             \
+  X(cudaErrorHardwareStackError, "an illegal memory access was encountered (hardware stack error)")               \
+  X(cudaErrorIllegalInstruction, "an illegal instruction was encountered")                                       \
+  X(cudaErrorMisalignedAddress, "misaligned address")                                                            \
+  X(cudaErrorInvalidAddressSpace, "operation not supported on global/shared address space")                      \
+  X(cudaErrorInvalidPc, "invalid program counter")                                                               \
+  X(cudaErrorUnknown, "unknown error")                                                                           \
   X(cudaErrorNotSupported, "operation not supported")                                                             \
   X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")                        \
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                 \
@@ -495,6 +516,7 @@ int blocks_per_sm(const kernel_record& k, int block_size, std::size_t dynamic_sh
 
 using namespace rungs::sim::rt;
 using rungs::sim::rt::S;
+namespace faults = rungs::sim::faults;
 
 extern "C" {
 
@@ -783,6 +805,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize(void) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaDeviceSynchronize");
+  if (call.error != cudaSuccess) return injected(call);
   if (cudaError_t e = unsafe_during_capture("cudaDeviceSynchronize")) return e;
   return sticky();
 }
@@ -791,6 +815,8 @@ cudaError_t cudaDeviceSynchronize(void) {
 // Memory.
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemGetInfo");
+  if (call.error != cudaSuccess) return injected(call);
   if (free == nullptr || total == nullptr) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = sticky()) return e;
   *total = kTotalMemory;
@@ -800,6 +826,8 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 
 static cudaError_t allocate(void** ptr, size_t size, bool device, const char* api) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call(api);
+  if (call.error != cudaSuccess) return injected(call);
   if (ptr == nullptr) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = unsafe_during_capture(api)) return e;
   if (cudaError_t e = sticky()) return e;
@@ -819,6 +847,8 @@ static cudaError_t allocate(void** ptr, size_t size, bool device, const char* ap
 
 static cudaError_t release(void* ptr, bool device, const char* api) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call(api);
+  if (call.error != cudaSuccess) return injected(call);
   if (ptr == nullptr) return cudaSuccess;
   if (cudaError_t e = unsafe_during_capture(api)) return e;
   auto& live = S().memory.live;
@@ -842,6 +872,8 @@ cudaError_t cudaFreeHost(void* ptr) { return release(ptr, false, "cudaFreeHost")
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpyAsync");
+  if (call.error != cudaSuccess) return injected(call);
   if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpyAsync")) return e;
   node n;
   n.kind = node::copy;
@@ -853,12 +885,16 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, enum cudaMemcpyKind kind) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpy");
+  if (call.error != cudaSuccess) return injected(call);
   if (cudaError_t e = unsafe_during_capture("cudaMemcpy")) return e;
   return cudaMemcpyAsync(dst, src, count, kind, nullptr);
 }
 
 cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemsetAsync");
+  if (call.error != cudaSuccess) return injected(call);
   if (count > 0 && !inside_allocation(devPtr, count)) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "cudaMemset: [%p, +%zu) is not inside one live allocation", devPtr, count);
@@ -874,6 +910,8 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
 
 cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemset");
+  if (call.error != cudaSuccess) return injected(call);
   if (cudaError_t e = unsafe_during_capture("cudaMemset")) return e;
   return cudaMemsetAsync(devPtr, value, count, nullptr);
 }
@@ -882,6 +920,8 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
 // Streams and events.
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamCreateWithFlags");
+  if (call.error != cudaSuccess) return injected(call);
   if (pStream == nullptr || (flags & ~cudaStreamNonBlocking) != 0) return fail(cudaErrorInvalidValue);
   *pStream = new CUstream_st{flags, nullptr};
   S().streams.insert(*pStream);
@@ -900,6 +940,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamSynchronize");
+  if (call.error != cudaSuccess) return injected(call);
   if (!is_legacy(stream) && !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (capture_state* c = capture_of(stream)) {
     c->invalidated = cudaErrorStreamCaptureInvalidated;
@@ -913,6 +955,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaEventCreateWithFlags");
+  if (call.error != cudaSuccess) return injected(call);
   if (event == nullptr || (flags & ~(cudaEventBlockingSync | cudaEventDisableTiming)) != 0) return fail(cudaErrorInvalidValue);
   *event = new CUevent_st{flags, false};
   S().events.insert(*event);
@@ -928,6 +972,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaEventRecord");
+  if (call.error != cudaSuccess) return injected(call);
   if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
   if (capture_of(stream)) {
@@ -939,6 +985,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaEventSynchronize");
+  if (call.error != cudaSuccess) return injected(call);
   if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = unsafe_during_capture("cudaEventSynchronize")) return e;
   return sticky();
@@ -964,6 +1012,8 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) 
 // Stream capture and graphs.
 cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamBeginCapture");
+  if (call.error != cudaSuccess) return injected(call);
   if (is_legacy(stream)) return fail(cudaErrorStreamCaptureUnsupported, "capture of the legacy stream");
   if (!S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (stream->capture) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is already capturing");
@@ -975,6 +1025,8 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
 
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   std::lock_guard lock(S().mutex);
+  // An injected fault fails it as CUDA's fails: the capture still ends, with no graph.
+  const faults::detail::call_scope call("cudaStreamEndCapture");
   if (pGraph == nullptr) return fail(cudaErrorInvalidValue);
   if (is_legacy(stream) || !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
   capture_state* c = stream->capture;
@@ -986,6 +1038,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   S().captures.erase(c);
   std::unique_ptr<capture_state> done(c);
   *pGraph = nullptr;
+  if (call.error != cudaSuccess) return injected(call);
   if (c->invalidated != cudaSuccess) return fail(c->invalidated);
   *pGraph = new CUgraph_st{std::move(c->nodes)};
   S().graphs.insert(*pGraph);
@@ -1010,6 +1063,8 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph, unsigned long long flags) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphInstantiate");
+  if (call.error != cudaSuccess) return injected(call);
   if (pGraphExec == nullptr || flags != 0) return fail(cudaErrorInvalidValue);
   if (!S().graphs.count(graph)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = unsafe_during_capture("cudaGraphInstantiate")) return e;
@@ -1025,6 +1080,8 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
 
 cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphUpload");
+  if (call.error != cudaSuccess) return injected(call);
   if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
   return sticky();
@@ -1032,6 +1089,8 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphLaunch");
+  if (call.error != cudaSuccess) return injected(call, true);
   if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
   if (capture_of(stream)) return fail(cudaErrorNotSupported, "cudaGraphLaunch into a capturing stream is not simulated");
@@ -1044,3 +1103,10 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
 }
 
 }  // extern "C"
+
+// A test's stand-in for a new process after a fatal fault (rungs_sim/faults.hpp).
+void rungs::sim::faults::reset_device() {
+  std::lock_guard lock(S().mutex);
+  S().sticky = cudaSuccess;
+  last_error = cudaSuccess;
+}

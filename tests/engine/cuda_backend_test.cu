@@ -104,6 +104,9 @@ struct gpu_toy {
   std::int64_t slots = 0;
   // Capture fails (an illegal synchronisation inside the capture) for this many rows.
   std::int64_t unsafe_rows = -1;
+  // Capture fails (an allocation inside the capture: CUDA's out-of-memory-during-capture path)
+  // for this many rows.
+  std::int64_t allocating_rows = -1;
 
   explicit gpu_toy(std::int64_t num_blocks) : slots(num_blocks * gpu_model.block_size) {
     RUNGS_CUDA_CHECK(cudaMalloc(&cache, static_cast<std::size_t>(slots * kv_width) * sizeof(float)));
@@ -123,6 +126,11 @@ struct gpu_toy {
         plan, b.seq_lens, b.block_tables, b.width, cache, partial);
     merge<<<static_cast<unsigned>(b.seqs), row_width, 0, s.stream>>>(plan, partial, s.out);
     if (b.seqs == unsafe_rows) RUNGS_CUDA_CHECK(cudaStreamSynchronize(s.stream));  // illegal while capturing
+    if (b.seqs == allocating_rows) {  // illegal while capturing too
+      void* p = nullptr;
+      RUNGS_CUDA_CHECK(cudaMalloc(&p, 256));
+      RUNGS_CUDA_CHECK(cudaFree(p));
+    }
     RUNGS_CUDA_CHECK(cudaGetLastError());
   }
 
@@ -308,3 +316,219 @@ TEST_CASE("a steady decode step uploads only what the persistent staging changed
     }
   }
 }
+
+// ---- Device faults (docs/engine.md, "Device faults"): the CPU device fails calls on purpose --
+#if __has_include(<rungs_sim/faults.hpp>)
+#include <rungs/engine/engine.hpp>
+#include <rungs/kv/paged_allocator.hpp>
+#include <rungs_sim/faults.hpp>
+
+#include <array>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace {
+
+namespace faults = rungs::sim::faults;
+namespace serving = rungs::serving;
+
+// Greedy "sampling" from the device rows: the token is a function of the row, so a wrong or
+// stale row changes the outputs.
+struct device_sampler {
+  cudaStream_t stream;
+  void sample(const serving::scheduled_step&, std::span<const std::size_t> entries, const device_rows& rows,
+              std::span<serving::token_id> out) const {
+    const std::vector<float> h = host_rows(rows, stream);
+    for (std::size_t k = 0; k < entries.size(); ++k)
+      out[k] = static_cast<serving::token_id>(static_cast<std::int64_t>(std::fabs(h[k * row_width]) * 8) % 97 + 1);
+  }
+};
+
+using fault_engine = engine<token_ladder, largest_first, startup, rungs::kv::free_list_allocator, cuda_backend>;
+
+// What serving six requests did: outputs by request, failed steps, and the fatal fault if any.
+struct served {
+  std::vector<std::vector<serving::token_id>> outputs = std::vector<std::vector<serving::token_id>>(6);
+  std::int64_t failed_steps = 0;
+  std::optional<step_fault> fatal{};
+  engine_stats stats{};
+  serving::scheduler_stats scheduler{};
+};
+
+// Serves six requests (prompts of 3 to 8 tokens, 5 outputs each) on the CUDA backend;
+// `before_start` and `after_start` inject faults around the startup captures. After every step, failed or not, the scheduler and
+// the allocator are consistent; at the end no KV block is held.
+template <class AfterStart, class BeforeStart>
+served serve_with(AfterStart after_start, BeforeStart before_start, std::int64_t allocating_rows = -1) {
+  gpu_toy model(64);
+  model.allocating_rows = allocating_rows;
+  fault_engine e(token_ladder{{1, 2, 4, 8}},
+                 rungs::kv::free_list_allocator({.num_blocks = 64, .block_size = gpu_model.block_size, .max_sequences = 8,
+                                                 .max_model_len = max_len}),
+                 cuda_backend(std::cref(model), toy_options()),
+                 {.scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 64}, .routing = step_routing::single,
+                  .model = gpu_model});
+  for (std::uint64_t id = 1; id <= 6; ++id)
+    e.submit({.id = id, .prompt = std::vector<serving::token_id>(2 + id, static_cast<serving::token_id>(10 * id)),
+              .max_output_tokens = 5});
+  before_start();
+  e.start();
+  after_start();
+  served r;
+  device_sampler hook{e.runner().backend().stream()};
+  for (int guard = 0; !e.idle_queues() && guard < 200; ++guard) {
+    try {
+      const engine_step& s = e.step(hook);
+      if (s.fault) {
+        ++r.failed_steps;
+        CHECK_FALSE(s.ran());
+        CHECK_FALSE(s.fault->requests.empty());
+      }
+      if (s.ran())
+        for (const auto& f : s.events->finished) r.outputs[f.id - 1] = f.output;
+    } catch (const engine_fault& f) {
+      r.fatal = f.fault();
+      CHECK_THROWS_AS(e.step(hook), engine_fault);  // stopped: every later step says so
+      break;
+    }
+    REQUIRE(e.scheduler().check_consistency() == "");
+  }
+  if (!r.fatal) {
+    CHECK(e.idle_queues());
+    CHECK(e.blocks().metrics().live_blocks == 0);  // no block leaked by a failed step
+  } else {  // the failed step's requests wait to be recomputed; nothing runs
+    CHECK(e.scheduler().running() == 0);
+    for (serving::request_id id : r.fatal->requests)
+      CHECK(std::count(e.scheduler().waiting_queue().begin(), e.scheduler().waiting_queue().end(), id) == 1);
+  }
+  r.stats = e.stats();
+  r.scheduler = e.scheduler().stats();
+  faults::clear();
+  faults::reset_device();
+  return r;
+}
+
+const served& clean_run() {
+  static const served r = serve_with([] {}, [] {});
+  return r;
+}
+
+}  // namespace
+
+// The call's usual error (the injector's table).
+cudaError_t usual_error(const char* call) {
+  for (const auto& c : faults::injectable_calls())
+    if (std::string(c.call) == call) return c.error;
+  throw std::invalid_argument(call);
+}
+
+TEST_CASE("device faults: capture, instantiation and upload faults fall back to eager, tokens unchanged") {
+  const served& clean = clean_run();
+  REQUIRE(clean.stats.capture_failures == 0);
+  REQUIRE(clean.stats.replays > 0);
+  for (const auto& o : clean.outputs) REQUIRE(o.size() == 5);
+  for (const char* call : {"cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphInstantiate", "cudaGraphUpload",
+                           "cudaMemGetInfo"}) {
+    INFO(call);
+    // The 2nd startup capture fails at `call` (cudaMemGetInfo: called before and after each
+    // capture, so its 3rd call); nothing before start() makes these calls.
+    const std::uint64_t nth = std::string(call) == "cudaMemGetInfo" ? 3 : 2;
+    const served r = serve_with([] {}, [&] { faults::fail_nth(call, nth, usual_error(call)); });
+    CHECK(faults::log().back().call == call);
+    CHECK(r.stats.capture_failures == 1);
+    CHECK(r.failed_steps == 0);
+    CHECK_FALSE(r.fatal);
+    CHECK(r.outputs == clean.outputs);
+  }
+  // The forward allocates inside the capture of the 4-rung: the capture is invalidated.
+  const served r = serve_with([] {}, [] {}, 4);
+  CHECK(r.stats.capture_failures == 1);
+  CHECK(r.failed_steps == 0);
+  CHECK(r.outputs == clean.outputs);
+}
+
+TEST_CASE("device faults: a failed launch, copy or allocation takes the step back; the retry gives the same tokens") {
+  const served& clean = clean_run();
+  // Counted from the end of the startup captures: the 3rd graph launch, the 2nd kernel launch
+  // (the first step, 33 prompt tokens, runs eagerly), the 4th copy (an upload or the
+  // sampler's), the 2nd upload's event record.
+  for (auto [call, nth, error] : {std::tuple{"cudaGraphLaunch", 3, cudaErrorLaunchOutOfResources},
+                                  std::tuple{"cudaLaunchKernel", 2, cudaErrorLaunchOutOfResources},
+                                  std::tuple{"cudaMemcpyAsync", 4, cudaErrorInvalidValue},
+                                  std::tuple{"cudaEventRecord", 2, cudaErrorInvalidValue}}) {
+    INFO(call);
+    const served r = serve_with([&] { faults::fail_nth(call, static_cast<std::uint64_t>(nth), error); }, [] {});
+    CHECK(r.failed_steps == 1);
+    CHECK(r.scheduler.aborted_steps == 1);
+    CHECK_FALSE(r.fatal);
+    CHECK(r.outputs == clean.outputs);  // recomputed from scratch: the same greedy tokens
+    CHECK(r.scheduler.finished == 6);
+  }
+}
+
+TEST_CASE("device faults: a sticky fault stops the engine, naming the step and its requests") {
+  const served& clean = clean_run();
+  for (const char* call : {"cudaLaunchKernel", "cudaGraphLaunch", "cudaStreamSynchronize"}) {
+    INFO(call);
+    const served r = serve_with([&] { faults::fail_nth(call, 2, cudaErrorIllegalAddress); }, [] {});
+    REQUIRE(r.fatal);
+    CHECK(r.fatal->fatal);
+    CHECK_FALSE(r.fatal->requests.empty());
+    CHECK(r.fatal->error.find("cudaErrorIllegalAddress") != std::string::npos);
+    CHECK_THAT(describe(*r.fatal), Catch::StartsWith("engine: step " + std::to_string(r.fatal->step) + " failed on the device (") &&
+                                       Catch::Contains("fatal: the device cannot continue; requests in flight, requeued:"));
+    CHECK(r.scheduler.steps == r.fatal->step);  // the steps before it committed, it did not
+    CHECK(r.scheduler.finished < static_cast<std::int64_t>(clean.outputs.size()));
+  }
+}
+
+// A seeded fault campaign: schedules `first` .. `first + count - 1`, each failing every
+// injectable call after the startup captures with probability rate[seed % 3]. Every run must
+// finish with the clean run's tokens or stop with the documented fatal message.
+struct campaign_result {
+  int finished = 0, stopped = 0;
+  std::int64_t retried_steps = 0;
+  std::size_t faults = 0;
+};
+campaign_result fault_campaign(std::uint64_t first, std::uint64_t count, std::array<double, 3> rate) {
+  const served& clean = clean_run();
+  const std::size_t injected_before = faults::log().size();
+  campaign_result c;
+  for (std::uint64_t seed = first; seed < first + count; ++seed) {
+    INFO("RUNGS_SIM_FAULT_SEED schedule " << seed << ", rate " << rate[seed % 3]);
+    const served r = serve_with([&] { faults::fail_randomly(seed, rate[seed % 3]); }, [] {});
+    c.retried_steps += r.failed_steps;
+    if (r.fatal) {
+      ++c.stopped;
+      CHECK(r.fatal->fatal);
+      CHECK_THAT(describe(*r.fatal), Catch::Matches("engine: step [0-9]+ failed on the device \\(.*\\); fatal: the device "
+                                                    "cannot continue; requests in flight, requeued:( [1-6])+"));
+    } else {
+      ++c.finished;
+      CHECK(r.outputs == clean.outputs);
+    }
+  }
+  c.faults = faults::log().size() - injected_before;
+  return c;
+}
+
+TEST_CASE("device faults: seeded random faults end with the clean tokens or a fatal stop, never lost work") {
+  const campaign_result c = fault_campaign(1, 12, {0.02, 0.05, 0.1});
+  CHECK(c.faults >= 12);  // the schedules did fail calls
+}
+
+// The CI campaign (ctest engine_cuda_test.fault_campaign): RUNGS_FAULT_CAMPAIGN="first count".
+TEST_CASE("device faults: the seeded campaign", "[.campaign]") {
+  const char* v = std::getenv("RUNGS_FAULT_CAMPAIGN");
+  REQUIRE(v != nullptr);
+  std::uint64_t first = 0, count = 0;
+  REQUIRE(std::sscanf(v, "%lu %lu", &first, &count) == 2);
+  const campaign_result c = fault_campaign(first, count, {0.01, 0.03, 0.1});
+  std::printf("fault campaign: %llu schedules, %zu faults injected, %d finished with the clean tokens (%lld failed steps "
+              "retried), %d stopped on a fatal fault\n",
+              static_cast<unsigned long long>(count), c.faults, c.finished, static_cast<long long>(c.retried_steps), c.stopped);
+  CHECK(c.faults >= count);
+}
+#endif

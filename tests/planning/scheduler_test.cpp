@@ -140,6 +140,46 @@ TEST_CASE("scheduler: admission, preemption by recompute and requeue at the head
   CHECK(s.blocks().metrics().live_blocks == 0);
 }
 
+TEST_CASE("scheduler: abort_step takes a step back: its requests requeued in step order, its blocks freed") {
+  // 8 blocks of 4 tokens; r1 and r2 prefill 6 tokens each (2 blocks each), r3 waits for step 2.
+  loop<kv::free_list_allocator> l(kv::free_list_allocator({.num_blocks = 8, .block_size = 4, .max_sequences = 8, .max_model_len = 16}),
+                                  {.max_num_seqs = 2, .max_num_batched_tokens = 64});
+  scheduler<kv::free_list_allocator>& s = l.sched();
+  for (request_id id : {1, 2, 3}) s.submit({.id = id, .prompt = iota_tokens(static_cast<token_id>(id * 100), 6), .max_output_tokens = 2});
+  counting_executor x;
+  CHECK_THROWS_WITH(s.abort_step(), "scheduler: abort_step() without a scheduled step");
+  (void)s.commit(x.execute(s.schedule()));  // step 1: r1 and r2 prefill, 4 blocks live
+  CHECK(s.blocks().metrics().live_blocks == 4);
+
+  // Step 2 decodes r1 and r2 (7th token: still in their 2nd block) and fails on the device.
+  const scheduled_step& p = s.schedule();
+  CHECK(entries(p) == std::vector<entry_view>{{1, 6, 1, true, true}, {2, 6, 1, true, true}});
+  CHECK(s.abort_step() == std::vector<request_id>{1, 2});
+  CHECK(p.preempted == std::vector<request_id>{1, 2});
+  CHECK(std::vector<request_id>(s.waiting_queue().begin(), s.waiting_queue().end()) == std::vector<request_id>{1, 2, 3});
+  CHECK(s.running() == 0);
+  CHECK(s.blocks().metrics().live_blocks == 0);
+  CHECK(s.stats().aborted_steps == 1);
+  CHECK(s.stats().steps == 1);
+  CHECK(s.check_consistency() == "");
+  CHECK_THROWS_WITH(s.commit(std::vector<token_id>{1, 2}), "scheduler: commit() without a scheduled step");
+
+  // The retry recomputes r1 and r2 from scratch (6 prompt tokens and the first output each):
+  // the tokens they had stay theirs, nothing is sampled twice.
+  const scheduled_step& q = s.schedule();
+  CHECK(entries(q) == std::vector<entry_view>{{1, 0, 7, false, true}, {2, 0, 7, false, true}});
+  CHECK(q.sequences[0].tokens.back() == 1000);
+  CHECK(q.sequences[1].tokens.back() == 1001);
+  std::vector<request_id> order;
+  for (const finished_request& f : s.commit(x.execute(q)).finished) order.push_back(f.id);
+  while (!s.idle())
+    for (const finished_request& f : l.step(x).finished) order.push_back(f.id);
+  CHECK(order == std::vector<request_id>{1, 2, 3});
+  CHECK(s.stats().finished == 3);
+  CHECK(s.blocks().metrics().live_blocks == 0);
+  CHECK(s.check_consistency() == "");
+}
+
 TEST_CASE("scheduler: chunked prefill within the token budget, decodes first") {
   kv::free_list_allocator blocks({.num_blocks = 64, .block_size = 4, .max_sequences = 8, .max_model_len = 64});
   scheduler s(std::move(blocks), {.max_num_seqs = 8, .max_num_batched_tokens = 10});

@@ -227,6 +227,7 @@ class cuda_backend {
         RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
         if (eager_workspace_) cudaFree(eager_workspace_);
         eager_workspace_ = nullptr;
+        eager_workspace_bytes_ = 0;  // until the allocation below succeeds
         RUNGS_CUDA_CHECK(cudaMalloc(&eager_workspace_, static_cast<std::size_t>(ws)));
         eager_workspace_bytes_ = static_cast<std::size_t>(ws);
       }
@@ -253,6 +254,20 @@ class cuda_backend {
   /// cudaMemcpyAsync calls (the persistent staging's changes, the plan; the whole staged view
   /// when the device copy did not hold the batch's previous version).
   upload_stats last_upload() const { return last_upload_; }
+
+  /// After a step threw (engine::step, docs/engine.md "Device faults"): waits for the stream,
+  /// clears the error the failure left so the next step does not inherit it, and says whether
+  /// the device can go on: false after a sticky error (a kernel fault poisons the context, and
+  /// cudaGetLastError cannot clear it).
+  /// The failed step may have copied part of its inputs, or none: every device copy of the
+  /// persistent staging is forgotten, so the next step uploads its view whole.
+  bool recover() {
+    for (buffers& b : static_) b.copy.forget();
+    eager_.copy.forget();
+    cudaStreamSynchronize(stream_);
+    cudaGetLastError();
+    return cudaPeekAtLastError() == cudaSuccess;
+  }
 
  private:
   // The packed layout of a buffer: the six index arrays (slot_mapping int64, the others
@@ -313,14 +328,20 @@ class cuda_backend {
 
   void allocate(buffers& b, std::int64_t seqs, std::int64_t tokens, std::int64_t width) {
     free_buffers(b);
-    b.seqs = seqs;
-    b.tokens = tokens;
-    b.width = width;
-    b.at = layout_of(seqs, tokens, width);
-    b.bytes = std::max<std::size_t>(b.at.end, 16);
-    RUNGS_CUDA_CHECK(cudaMalloc(&b.device, b.bytes));
-    RUNGS_CUDA_CHECK(cudaMallocHost(&b.pinned, b.bytes));
-    RUNGS_CUDA_CHECK(cudaMalloc(&b.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
+    buffers n{.seqs = seqs, .tokens = tokens, .width = width};
+    n.at = layout_of(seqs, tokens, width);
+    n.bytes = std::max<std::size_t>(n.at.end, 16);
+    // A failed allocation leaves `b` empty (not sized for buffers it lacks): the next step
+    // that needs it tries again.
+    try {
+      RUNGS_CUDA_CHECK(cudaMalloc(&n.device, n.bytes));
+      RUNGS_CUDA_CHECK(cudaMallocHost(&n.pinned, n.bytes));
+      RUNGS_CUDA_CHECK(cudaMalloc(&n.out, static_cast<std::size_t>(std::max<std::int64_t>(seqs * setup_.row_width, 1)) * sizeof(float)));
+    } catch (...) {
+      free_buffers(n);
+      throw;
+    }
+    b = n;
   }
 
   buffers& grow(buffers& b, const padded_batch& s) {

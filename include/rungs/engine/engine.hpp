@@ -21,6 +21,7 @@
 #pragma once
 
 #include <rungs/engine/graph_runner.hpp>
+#include <rungs/engine/step_fault.hpp>
 #include <rungs/kv/allocator.hpp>
 #include <rungs/kv/metrics.hpp>
 #include <rungs/serving/scheduler.hpp>
@@ -29,6 +30,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -84,6 +86,9 @@ struct engine_step {
   std::size_t waiting = 0;                        ///< waiting requests after planning
   kv::kv_metrics kv{};                            ///< the KV pool after planning, as the step ran
   double capture_seconds = 0;                     ///< captures made inside the step
+  /// The step failed on the device and was taken back: its requests are requeued (they are
+  /// also in plan->preempted) and ran() is false; the next step retries them.
+  std::optional<step_fault> fault{};
 
   bool ran() const { return events != nullptr; }  ///< false: the plan was empty, nothing ran
 };
@@ -145,6 +150,7 @@ class engine {
     static_assert(step_sampler<Hook, rows_type>,
                   "rungs::engine::engine::step: the hook lacks `sample(const scheduled_step&, span<const size_t> "
                   "entries, const rows_type& rows, span<token_id> out)`");
+    if (stopped_) throw engine_fault(*stopped_);
     std::vector<engine_run> runs = std::move(step_.runs);  // its storage, reused
     runs.clear();
     step_ = engine_step{};
@@ -170,12 +176,18 @@ class engine {
     step_.kv = blocks.metrics();
     const double captured_before = runner_.stats().capture_seconds;
     tokens_.assign(plan.entries.size(), 0);
-    run_groups(plan, hook);
+    try {
+      run_groups(plan, hook);
+    } catch (const std::exception& e) {
+      take_back(e);
+      return step_;
+    }
     sampled_.clear();
     for (std::size_t i = 0; i < plan.entries.size(); ++i)
       if (plan.entries[i].samples) sampled_.push_back(tokens_[i]);
     step_.capture_seconds = runner_.stats().capture_seconds - captured_before;
     step_.events = &scheduler_.commit(sampled_);
+    failed_in_a_row_ = 0;
     return step_;
   }
 
@@ -202,6 +214,32 @@ class engine {
                                     " must equal the model's block_size = " + std::to_string(m->block_size));
     }
     return std::move(blocks);
+  }
+
+  // A runner step threw (docs/engine.md, "Device faults"). The scheduler takes the step back,
+  // so host state is that of a step that never ran (no block held for it, no token
+  // committed). A backend with recover() says whether its device can go on: if so the step
+  // is a failed one, retried by the next; if not (a sticky fault), or after
+  // kMaxFailedSteps failures in a row, or in a data-parallel engine (a retry on one rank
+  // would leave the ranks' steps disagreeing), the engine stops: engine_fault names the step
+  // and its requests, and every later step() throws it again. A backend without recover()
+  // cannot tell: the exception goes on as it came. Non-standard exceptions are not caught.
+  static constexpr int kMaxFailedSteps = 8;
+  void take_back(const std::exception& e) {
+    step_fault f{.step = scheduler_.stats().steps, .requests = {}, .error = e.what(), .fatal = true};
+    f.requests = scheduler_.abort_step();
+    step_.events = nullptr;
+    if constexpr (requires(Backend& b) { { b.recover() } -> std::convertible_to<bool>; }) {
+      f.fatal = runner_.synced() || !runner_.backend().recover() || ++failed_in_a_row_ >= kMaxFailedSteps;
+      if (f.fatal) {
+        if (failed_in_a_row_ >= kMaxFailedSteps) f.error += "; " + std::to_string(kMaxFailedSteps) + " steps failed in a row";
+        stopped_ = f;
+        throw engine_fault(std::move(f));
+      }
+      step_.fault = std::move(f);
+    } else {
+      throw;
+    }
   }
 
   template <class Hook>
@@ -264,6 +302,8 @@ class engine {
   std::vector<std::size_t> index_, picked_entries_;
   std::vector<kv::sequence_id> keys_;
   std::vector<serving::token_id> tokens_, picked_, sampled_;
+  int failed_in_a_row_ = 0;
+  std::optional<step_fault> stopped_{};  // set by a fatal device fault: the engine runs no more
 };
 
 }  // namespace rungs::engine

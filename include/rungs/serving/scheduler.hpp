@@ -191,7 +191,8 @@ struct step_events {
 struct scheduler_stats {
   std::int64_t steps = 0;
   std::int64_t submitted = 0, admitted = 0, finished = 0;
-  std::int64_t preemptions = 0;
+  std::int64_t preemptions = 0;         ///< abort_step()'s included
+  std::int64_t aborted_steps = 0;       ///< steps taken back (abort_step)
   std::int64_t computed_tokens = 0;     ///< tokens run through the model (recomputation included)
   std::int64_t recomputed_tokens = 0;   ///< of which recomputing preempted progress
   std::int64_t prefix_hit_tokens = 0;   ///< prompt tokens found in the prefix cache at admission
@@ -312,6 +313,43 @@ class scheduler {
     }
     ++stats_.steps;
     return events_;
+  }
+
+  /// The step planned by schedule() did not run (its device failed): every request of the
+  /// step is preempted by recompute (its blocks freed; their uncommitted KV never becomes a
+  /// prefix hit) and requeued at the head of the waiting queue in step order, and the plan
+  /// lists them in `preempted`. Afterwards the state is that of a step that never ran, but
+  /// for the lost progress. Returns the requests, in step order.
+  std::vector<request_id> abort_step() {
+    if (!in_flight_) throw std::logic_error("scheduler: abort_step() without a scheduled step");
+    in_flight_ = false;
+    std::vector<request_id> ids;
+    for (const step_entry& e : step_.entries) ids.push_back(e.request);
+    for (auto it = ids.rbegin(); it != ids.rend(); ++it) preempt(*it);  // push_front: reverse keeps step order
+    std::reverse(step_.preempted.end() - static_cast<std::ptrdiff_t>(ids.size()), step_.preempted.end());
+    ++stats_.aborted_steps;
+    return ids;
+  }
+
+  /// Empty when consistent; otherwise the first broken invariant: every live request is
+  /// either waiting (holding no KV sequence) or running (holding one), never both, never
+  /// twice; and the allocator's own check, when it has one.
+  std::string check_consistency() const {
+    std::unordered_map<request_id, int> seen;
+    for (request_id id : waiting_) ++seen[id];
+    for (request_id id : running_) seen[id] += 2;
+    if (seen.size() != requests_.size())
+      return std::to_string(requests_.size()) + " live requests but " + std::to_string(seen.size()) + " queued";
+    for (const auto& [id, where] : seen) {
+      auto it = requests_.find(id);
+      if (it == requests_.end()) return "request " + std::to_string(id) + " is queued but not live";
+      if (where != 1 && where != 2) return "request " + std::to_string(id) + " is queued more than once";
+      if ((where == 2) != it->second.seq.has_value())
+        return "request " + std::to_string(id) + (where == 2 ? " runs without" : " waits with") + " a KV sequence";
+    }
+    if constexpr (requires(const Allocator& a) { { a.check_consistency() } -> std::convertible_to<std::string>; })
+      if (std::string e = blocks_.check_consistency(); !e.empty()) return "allocator: " + e;
+    return {};
   }
 
   /// Nothing waiting and nothing running.
