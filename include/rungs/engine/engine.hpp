@@ -2,7 +2,9 @@
 // block allocator, as vLLM v1's scheduler owns its KV cache manager) and a graph runner, and
 // one step() admits, schedules (chunked prefill, mixed batches), allocates KV blocks, routes
 // the step's sequences to the runner by phase, pads, runs, samples through a hook, commits
-// and so frees finished requests and preempts when blocks run out. The serving demo,
+// and so frees finished requests and preempts when blocks run out. Each sequence keeps its
+// row of the runner's persistent staging from step to step (batch_rows), so the sampling
+// hook sees rows in that order, mapped to plan entries by `entries`. The serving demo,
 // rungs-plan simulate (a cost-model backend) and the tests all run this loop.
 //
 //   engine<Buckets, Order, Timing, Allocator, Backend>

@@ -17,7 +17,8 @@
 //
 // Per step: agree on the batch key across ranks, look up the bucket, let the timing policy
 // pick at most one capture (checked against the budget), stage the live batch padded to the
-// bucket, replay its graph or run eagerly, and hand back the real rows only.
+// bucket (persistent staging: only what changed since the last step, batch.hpp), replay its
+// graph or run eagerly, and hand back the real rows only.
 #pragma once
 
 #include <array>
@@ -271,8 +272,8 @@ class graph_runner {
     std::optional<std::size_t> b = lookup(key);
     if (b) queue_.record_use(*b);
     // Stage the live batch first: it validates the input before anything is captured. A
-    // bucket's batch goes to the persistent staging of its phase (a graph reads it); a batch
-    // above every bucket only runs eagerly, in its own shape.
+    // bucket's batch goes to the persistent staging of the caller's phase (a graph reads it); a
+    // batch above every bucket only runs eagerly, in its own shape.
     padded_batch* ran = &eager_;
     if (b) {
       const graph_shape& s = table_[*b].shape;
