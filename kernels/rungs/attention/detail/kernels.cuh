@@ -8,7 +8,11 @@
 #include <rungs/attention/detail/agent.cuh>
 #include <rungs/attention/detail/device.cuh>
 #include <rungs/attention/detail/params.cuh>
+// The source-level SIMT emulator (tests/attention/emulation) runs the SIMT kernels only: it
+// has no tensor cores, so it compiles this header without them.
+#if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
 #include <rungs/attention/detail/tensor_core.cuh>
+#endif
 #include <rungs/attention/geometry.hpp>
 
 #include <cub/warp/warp_reduce.cuh>
@@ -197,6 +201,7 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
   }
 }
 
+#if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
 /// __launch_bounds__' minimum CTAs per SM of the tensor-core decode (Decode) or prefill for the
 /// architecture being compiled (geometry::tensor_core_decode_ctas_per_sm,
 /// tensor_core_prefill_ctas_per_sm; 1 in the host pass).
@@ -247,6 +252,7 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
              prefill_kv_begin<agent::Mod>(p, rows, split_begin), kv_end, static_cast<const T*>(p.q), p.q_stride,
              dq.scale_log2, make_score_transform(p), epilogue);
 }
+#endif  // !RUNGS_ATTENTION_SIMT_EMULATION
 
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
 /// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
