@@ -3,15 +3,16 @@
 //
 //   paged_attention_bench [--quick] [--csv]
 //
-// Per shape (bf16, head dim 128, block size 16; batch {1, 16, 64, 256} x context {512, 4096,
+// Per shape (bf16, head dim 128, block size 16; batch {1, 8, 16, 64, 256} x context {512, 4096,
 // 16384} x heads {32q/8kv, 32q/32kv}; shapes that do not fit in memory are skipped): the
 // median time of a decode run (attention plus split merge, as planned for the shape's bucket),
 // the bytes it must move (K and V once, Q, O, block tables, lengths; docs/kernels.md), the
 // achieved GB/s, and its ratio to the copy ceiling: the better of cudaMemcpy device-to-device
 // and a 16-byte copy kernel over 2 GiB (bytes read plus written). Block tables are a random
 // permutation of the pool; the data is random. Shapes whose K and V fit in twice the L2 are
-// marked: they measure cache, not memory. A last section times the static block-size
-// instance against the dynamic one on the target shape.
+// marked: they measure cache, not memory. Later sections (comment lines, '#') time the static
+// block-size instance against the dynamic one and the tensor-core decode against the SIMT one on
+// the target shape, and prefill chunks of 2048 tokens over 0 and 4096 cached (time, TFLOPS).
 //
 // Decode runs are timed as they are served: captured in a CUDA graph (enough runs back to back
 // for the graph to take ~200 us, at most 20) and replayed between two events, so the host's
@@ -197,6 +198,64 @@ bool run_shape(const shape& sh, int runs, std::mt19937_64& rng, result& r, Launc
   return true;
 }
 
+// One prefill chunk: q_len new tokens over `cached` cached ones (one sequence, 32/8 heads, bf16,
+// head dim 128, block 16), on the kernel the planner picks; its causal FLOPs (Q K^T and P V over
+// each row's visible keys) and bytes (K and V of the whole context once, Q, O).
+struct prefill_result {
+  double ms = 0, flops = 0, bytes = 0;
+  int splits = 0;
+  const char* kernel = "";
+};
+
+prefill_result run_prefill(int q_len, int cached, int runs, std::mt19937_64& rng) {
+  constexpr int kHeadDim = 128, kBlock = 16, kQo = 32, kKv = 8;
+  const int context = cached + q_len;
+  const std::int64_t num_blocks = rungs::blocks_for(context, kBlock);
+  const ra::attention_shape s{.num_qo_heads = kQo, .num_kv_heads = kKv, .head_dim = kHeadDim, .block_size = kBlock,
+                              .num_blocks = num_blocks};
+  const ra::attention_config config{ra::dtype::bf16, s};
+  const ra::prefill_plan plan =
+      ra::plan_prefill(config, {.max_batch = 1, .max_q_len = q_len, .max_context = context}, ra::query_device());
+  const std::size_t pool = static_cast<std::size_t>(s.pool_elements());
+  const std::size_t rows = static_cast<std::size_t>(q_len) * s.q_row_elements();
+  device_array<__nv_bfloat16> k(pool), v(pool), q(rows), out(rows);
+  device_array<std::int32_t> tables(static_cast<std::size_t>(num_blocks)), indptr(2), kv_lens(1);
+  device_array<std::byte> workspace(plan.workspace.bytes);
+  fill_random<<<1024, 256>>>(k.p, pool, rng());
+  fill_random<<<1024, 256>>>(v.p, pool, rng());
+  fill_random<<<256, 256>>>(q.p, rows, rng());
+  RUNGS_CUDA_CHECK(cudaGetLastError());
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(num_blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  const std::int32_t host_indptr[2] = {0, q_len};
+  RUNGS_CUDA_CHECK(cudaMemcpy(tables.p, ids.data(), ids.size() * 4, cudaMemcpyHostToDevice));
+  RUNGS_CUDA_CHECK(cudaMemcpy(indptr.p, host_indptr, sizeof host_indptr, cudaMemcpyHostToDevice));
+  RUNGS_CUDA_CHECK(cudaMemcpy(kv_lens.p, &context, 4, cudaMemcpyHostToDevice));
+  const ra::prefill_args args{.q = q.p, .k_cache = k.p, .v_cache = v.p, .block_tables = tables.p,
+                              .block_table_stride = num_blocks, .q_indptr = indptr.p, .kv_lens = kv_lens.p,
+                              .out = out.p, .workspace = workspace.p, .workspace_bytes = plan.workspace.bytes};
+  RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
+  captured_runs g;
+  timer t(g.stream);
+  auto once = [&] {
+    if (plan.kernel == ra::attention_kernel::tensor_cores) {
+      ra::launch_tensor_core_prefill<rungs::bf16, kHeadDim, ra::dynamic_block_size>(plan, args, g.stream);
+    } else {
+      ra::launch_prefill<rungs::bf16, kHeadDim, ra::dynamic_block_size>(plan, args, g.stream);
+    }
+  };
+  const double single_ms = t.median_ms(once, 3, 3);
+  g.capture(once, std::clamp(static_cast<int>(0.2 / std::max(single_ms, 1e-3)), 1, 20));
+  prefill_result r;
+  r.ms = t.median_ms([&] { g.replay(); }, 2, runs) / g.reps;
+  r.splits = plan.num_splits;
+  r.kernel = ra::name(plan.kernel);
+  r.flops = 4.0 * kHeadDim * kQo * (static_cast<double>(q_len) * cached + q_len * (q_len + 1.0) / 2);
+  r.bytes = 2.0 * context * s.kv_row_elements() * 2 + 2.0 * rows * 2 + 4.0 * num_blocks;
+  return r;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,7 +296,7 @@ int main(int argc, char** argv) {
         else ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 1>(plan, args, stream);
       };
     };
-    for (int batch : {1, 16, 64, 256}) {
+    for (int batch : {1, 8, 16, 64, 256}) {
       for (int context : {512, 4096, 16384}) {
         for (int kv_heads : {8, 32}) {
           const shape sh{batch, context, 32, kv_heads};
@@ -285,6 +344,16 @@ int main(int argc, char** argv) {
       std::printf("# bf16 D128, batch 64, context 4096, %dq/8kv: SIMT decode %.1f us, tensor-core decode %.1f us "
                   "(tensor-core/SIMT time %.3f)\n",
                   qo_heads, simt.ms * 1e3, tc.ms * 1e3, tc.ms / simt.ms);
+    }
+
+    // Prefill chunks (the documented shapes, benchmarks/RESULTS.md): 2048 new tokens over 0 and
+    // 4096 cached ones, 32q/8kv, one sequence, on the kernel the planner picks.
+    for (const int cached : {0, 4096}) {
+      const prefill_result r = run_prefill(2048, cached, runs, rng);
+      std::printf("# prefill bf16 D128, 1 x 2048 over %d cached, 32q/8kv: %s, %d splits, %.1f us, %.1f TFLOPS, "
+                  "%.0f GB/s\n",
+                  cached, r.kernel, r.splits, r.ms * 1e3, r.flops / (r.ms * 1e9), r.bytes / (r.ms * 1e6));
+      std::fflush(stdout);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "paged_attention_bench: %s\n", e.what());

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch SDPA (FLASH backend) decode on contiguous KV: the baseline for
 benchmarks/paged_attention_bench.cu, on the same shapes (bf16, head dim 128, one query token,
-batch {1, 16, 64, 256} x context {512, 4096, 16384} x heads {32q/8kv, 32q/32kv}).
+batch {1, 8, 16, 64, 256} x context {512, 4096, 16384} x heads {32q/8kv, 32q/32kv}); in the
+same process, a device-to-device copy of 2 GiB (the ceiling, read plus written, as the paged
+benchmark measures its own) and SDPA prefill chunks of 2048 tokens over 0 and 4096 cached
+(causal, aligned bottom-right as rungs' prefill is), as comment lines ('#').
 
 Prints the median time per shape and the GB/s over the same byte count the paged benchmark
 uses (K and V once, Q, O; no block tables), so the two can be compared row by row. Timed as
@@ -91,7 +94,14 @@ def main() -> int:
         print(f"{'batch':>6} {'context':>8} {'heads':>7} {'time_us':>10} {'MB moved':>12} {'GB/s':>8}  note")
 
     head_dim = 128
-    for batch in (1, 16, 64, 256):
+    a = torch.empty(1 << 30, device=dev, dtype=torch.bfloat16)  # 2 GiB
+    b = torch.empty_like(a)
+    copy_us, _ = time_calls(torch, lambda: b.copy_(a), runs)
+    print(f"# device-to-device copy (torch copy_, 2 GiB): {copy_us:.1f} us, {2 * a.numel() * 2 / (copy_us * 1e3):.0f} GB/s "
+          "(read + written)")
+    del a, b
+    torch.cuda.empty_cache()
+    for batch in (1, 8, 16, 64, 256):
         for context in (512, 4096, 16384):
             for kv_heads in (8, 32):
                 qo_heads = 32
@@ -125,6 +135,28 @@ def main() -> int:
                     print(f"{batch:6d} {context:8d} {qo_heads:4d}/{kv_heads:<2d} {time_us:10.1f} "
                           f"{bytes_moved / 1e6:12.1f} {gbs:8.0f}  {note}")
                 sys.stdout.flush()
+    # Prefill chunks: 2048 new tokens over 0 and 4096 cached, 32q/8kv, one sequence; the causal
+    # mask aligned bottom-right (query i of n sees keys 0 .. cached + i), as rungs' prefill.
+    for cached in (0, 4096):
+        n, ctx = 2048, cached + 2048
+        q = torch.randn(1, 32, n, head_dim, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(1, 8, ctx, head_dim, device=dev, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        flops = 4 * head_dim * 32 * (n * cached + n * (n + 1) / 2)
+        try:
+            from torch.nn.attention.bias import causal_lower_right
+            mask = causal_lower_right(n, ctx)
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                t, _ = time_calls(torch, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True),
+                                  runs)
+            print(f"# prefill bf16 D128, 1 x 2048 over {cached} cached, 32q/8kv: sdpa, {t:.1f} us, "
+                  f"{flops / (t * 1e6):.1f} TFLOPS")
+        except Exception as e:
+            print(f"# prefill bf16 D128, 1 x 2048 over {cached} cached, 32q/8kv: sdpa failed: "
+                  f"{type(e).__name__}: {first_line(e)[:60]}")
+            failures += 1
+        del q, k, v
+        torch.cuda.empty_cache()
     if failures:
         print(f"# sdpa_baseline: {failures} shape(s) failed", file=sys.stderr)
         return 1

@@ -11,7 +11,8 @@
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
 //    8 KV heads, its group, head dim, dtype and cache type) and the benchmark's shapes
 //    (benchmarks/RESULTS.md), each with its kernel ("kernel": simt or tensor_cores; the
-//    benchmark's GQA shapes with both);
+//    benchmark's GQA shapes with both), and each instance at the issue margins' shapes
+//    (role "margin": batch 64 x 4096, 8 x 4096, 1 x 16384; 32 query heads, 32 / group KV heads);
 //  * the prefill plans (plan_prefill) with their grids (detail::prefill_grid): each default
 //    prefill and tensor-core prefill instance on a 2048-token chunk over 4096 cached tokens
 //    (8 KV heads, group 4), and the documented chunks (benchmarks/RESULTS.md);
@@ -29,6 +30,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ra = rungs::attention;
@@ -246,6 +248,15 @@ int main() {
     if (kind == "decode_tc") {
       shapes.push_back(
           plan_json("instance", i.type, 64, 4096, 8 * i.group, 8, i.head_dim, i.kv, ra::decode_kernel::tensor_cores));
+    }
+    // The issue margins' shapes (batch 64 x context 4096, 8 x 4096, 1 x 16384): 32 query heads
+    // and the group's KV heads (32 / group, rounded down: groups 3, 5, 6, 7 have 30, 30, 30, 28).
+    if (kind == "decode" || kind == "decode_tc") {
+      const int kv_heads = 32 / i.group;
+      for (const auto& [batch, context] : {std::pair{64, 4096}, std::pair{8, 4096}, std::pair{1, 16384}}) {
+        shapes.push_back(plan_json("margin", i.type, batch, context, kv_heads * i.group, kv_heads, i.head_dim, i.kv,
+                                   kind == "decode" ? ra::decode_kernel::simt : ra::decode_kernel::tensor_cores));
+      }
     }
     // Prefill instances: a 2048-token chunk over 4096 cached tokens, 32/8 heads.
     if (kind == "prefill" || kind == "prefill_tc") {

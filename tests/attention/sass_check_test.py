@@ -185,8 +185,22 @@ class SassCheckTest(unittest.TestCase):
         self.assertEqual(p["ctas_per_sm"], 16)  # 2048 threads / 128
         self.assertAlmostEqual(p["in_flight_kib"], 4.0)
         ideal = 270336000 + 33792 + 264000
-        self.assertAlmostEqual(p["fraction"], ideal / 3.015e12 / 501e-6, places=6)
+        self.assertAlmostEqual(p["optimistic"], ideal / 3.015e12 / 501e-6, places=6)
+        # Calibrated: the same stream, plus the block table before it and the output after it,
+        # 385 cycles each at 1.98 GHz (the issue, 26 x 1.55 x 4 / 4 cycles a tile, stays far below).
+        self.assertAlmostEqual(p["fraction"], ideal / 3.015e12 / (501e-6 + 2 * 385 / 1.98e9), places=6)
+        # Issue margin: the KV, Q, O and the KV heads' tables (132 x 500 x 4 B) at 3.015 TB/s over
+        # 1000 tiles of one CTA per SM at 32 cycles each (the shared-memory port outlasts the 26
+        # instructions at full issue).
+        self.assertAlmostEqual(p["margin"], (270336000 + 33792 + 264000) / 3.015e12 / (1000 * 32 / 1.98e9), places=6)
         self.assertAlmostEqual(p["waves"], 1 / 16)
+        # 80 tokens (2.7 MB of KV) fit the L2: hot in a benchmark's loop (memory at 90% of the
+        # L2's 9 TB/s), cold (DRAM) for an instance or margin shape.
+        small = dict(shape, context=80, split_tokens=80)
+        hot = sc.predict(tile, classes, lds, dict(small, role="benchmark"), PLANS, sc.GPUS["H100 SXM"])
+        cold = sc.predict(tile, classes, lds, dict(small, role="margin"), PLANS, sc.GPUS["H100 SXM"])
+        self.assertEqual((hot["l2_resident"], cold["l2_resident"]), (True, False))
+        self.assertAlmostEqual(cold["t_memory"] / hot["t_memory"], 0.9 * 9.0e12 / 3.015e12)
         self.assertAlmostEqual(p["slots_per_byte"], 4 * 26 / 2048)
 
     def test_element_bytes(self):
@@ -298,19 +312,61 @@ class ModelTest(unittest.TestCase):
                  "block_size": 16, "rows_per_cta": 4, "q_tiles": 4, "num_splits": 1, "split_tokens": 12,
                  "kernel": "simt"}
         p = sc.predict_prefill(tile, classes, lds, shape, PLANS, sc.GPUS["H100 SXM"])
-        t = 2 * 32 * 16 / 1.98e9 + 1e-6
-        self.assertEqual((p["bound"], p["roof"], p["ctas"], p["flops"]), ("smem", "memory", 4, 4 * 64 * 2 * (32 + 36)))
+        t_opt = 2 * 32 * 16 / 1.98e9 + 1e-6
+        # Calibrated: 26 instructions at 1.55 cycles each (40.3) outlast the port's 32.
+        t = 2 * 26 * 1.55 * 16 / 1.98e9 + 1e-6
+        self.assertEqual((p["bound"], p["roof"], p["ctas"], p["flops"]), ("issue", "memory", 4, 4 * 64 * 2 * (32 + 36)))
         self.assertAlmostEqual(p["time"], t)
         self.assertAlmostEqual(p["fraction"], 7172 / 3.015e12 / t, places=12)
+        self.assertAlmostEqual(p["optimistic"], 7172 / 3.015e12 / t_opt, places=12)
         self.assertAlmostEqual(p["rereads"], 6 * 2048 / 3072)
         # Built for 32 CTAs per SM where only 16 fit: each CTA issues at 1/32 of its SM.
         plans = dict(PLANS, instances=[{"kind": "prefill", "dtype": "fp16", "head_dim": 64, "ctas_per_sm": {"90": 32}}])
         r = sc.predict_prefill(tile, classes, lds, shape, plans, sc.GPUS["H100 SXM"])
-        self.assertAlmostEqual(r["time"], 2 * 32 * 32 / 1.98e9 + 1e-6)
+        self.assertAlmostEqual(r["time"], 2 * 26 * 1.55 * 32 / 1.98e9 + 1e-6)
         # On tensor cores the same time against the tensor peak: the roofline is still memory's.
         q = sc.predict_prefill(tile, classes, lds, dict(shape, kernel="tensor_cores"), PLANS, sc.GPUS["H100 SXM"])
         self.assertAlmostEqual(q["fraction"], p["fraction"])
         self.assertEqual(q["peak"], 989.4e12)
+
+    def test_published_comparison(self):
+        # vLLM v1 at batch 1 (64 CTAs on 108 SMs: one warp per SMSP): 1024 / 16 = 64 blocks, 16
+        # per warp; 2 x 2 x 16 + 2 = 66 round trips of 385 cycles, 16 x (325 + 507) + 832 = 14144
+        # instructions at 1.55 cycles, at 1.41 GHz, plus 4 us.
+        t1 = (66 * 385 + 14144 * 1.55) / 1.41e9 + 4e-6
+        self.assertAlmostEqual(sc.legacy_decode_time("v1", 1, sc.A100_PCIE, 1.55, 385), t1)
+        # Batch 4: 256 CTAs, 3 on the busiest SM (4 fit: 126 registers), sharing its issue.
+        t4 = (66 * 385 + 3 * 14144 * 1.55) / 1.41e9 + 4e-6
+        self.assertAlmostEqual(sc.legacy_decode_time("v1", 4, sc.A100_PCIE, 1.55, 385), t4)
+        # v2 at batch 4: 512 CTAs of 512-token partitions (8 blocks per warp: 34 round trips, 8 x
+        # 831 + 889 instructions), 5 on the busiest SM: a wave of 4, then 1; and its reduce kernel.
+        w = (34 * 385 + 4 * 7537 * 1.55) + (34 * 385 + 7537 * 1.55)
+        self.assertAlmostEqual(sc.legacy_decode_time("v2", 4, sc.A100_PCIE, 1.55, 385),
+                               w / 1.41e9 + 4e-6 + 4e-6 + 3 * 385 / 1.41e9)
+        # Every published timing compared within 1.3x by the calibrated model.
+        for row, opt, cal in sc.published_comparison():
+            self.assertLess(max(cal / row["measured"], row["measured"] / cal), 1.3, row)
+            self.assertLessEqual(opt, cal)
+
+    def test_margin_floors(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("H200 bf16 D128 g4 decode margin 64x4096 1.05\nH200 bf16 D128 g4 decode_tc margin 1x16384 2.10\n")
+        key = ("decode", "bf16", 128, 4)
+        floors = sc.read_floors(f.name)
+        self.assertEqual(floors, {("H200", key, "64x4096"): 1.05, ("H200", ("decode_tc", "bf16", 128, 4), "1x16384"): 2.10})
+        self.assertEqual(sc.margin_line("H200", key, "64x4096", 1.0649), "H200 bf16 D128 g4 decode margin 64x4096 1.05\n")
+        # A margin below its floor fails; H100's margins have no floors; a missing floor fails.
+        margins = {("H200", key, "64x4096"): 1.04, ("H100", key, "64x4096"): 0.5,
+                   ("H200", ("decode_tc", "bf16", 128, 4), "1x16384"): 2.2, ("H200", key, "8x4096"): 3.0}
+        self.assertEqual(sc.floor_errors({}, floors, "f.txt", margins), [
+            "H200 decode bf16 D128 g4 at 64x4096: issue margin 1.040, below its floor 1.05",
+            "H200 decode bf16 D128 g4 at 8x4096: no issue-margin floor recorded in f.txt"])
+        with open(f.name, "w") as g:
+            g.write("H200 bf16 D128 g4 decode margin 2x4096 1.0\n")
+        with self.assertRaises(SystemExit) as e:
+            sc.read_floors(f.name)
+        self.assertIn("the margin shapes are 64x4096, 8x4096, 1x16384", str(e.exception))
+        os.unlink(f.name)
 
     def test_hmma_cost_matches_the_peak(self):
         # 132 SMs x 4 SMSPs x 1.98 GHz x 4096 FLOPs / cycles = the datasheet's 989.4 TFLOPS.

@@ -1,5 +1,6 @@
 // The __global__ entry points of rungs' paged attention (CUB's "kernels" layer): cache write,
-// attention (decode and prefill share one kernel template and agent), and the split merge.
+// attention (the SIMT decode and prefill share one kernel template and agent; the tensor-core
+// decode and prefill build their agents from tensor_core.cuh), and the split merge.
 // Each reads a small parameter struct (params.cuh) by value; everything that changes per step is
 // read from device memory, so a captured launch stays valid.
 #pragma once
@@ -7,6 +8,11 @@
 #include <rungs/attention/detail/agent.cuh>
 #include <rungs/attention/detail/device.cuh>
 #include <rungs/attention/detail/params.cuh>
+// The source-level SIMT emulator (tests/attention/emulation) runs the SIMT kernels only: it
+// has no tensor cores, so it compiles this header without them.
+#if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
+#include <rungs/attention/detail/tensor_core.cuh>
+#endif
 #include <rungs/attention/geometry.hpp>
 
 #include <cub/warp/warp_reduce.cuh>
@@ -194,6 +200,59 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
                scale_log2, transform, epilogue);
   }
 }
+
+#if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
+/// __launch_bounds__' minimum CTAs per SM of the tensor-core decode (Decode) or prefill for the
+/// architecture being compiled (geometry::tensor_core_decode_ctas_per_sm,
+/// tensor_core_prefill_ctas_per_sm; 1 in the host pass).
+template <bool Decode>
+constexpr int tensor_core_min_ctas_per_sm() {
+#if defined(__CUDA_ARCH__)
+  return Decode ? geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10)
+                : geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
+#else
+  return 1;
+#endif
+}
+
+/// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
+/// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
+/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
+/// (T or an fp8 format), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
+__global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm<true>())
+    tensor_core_decode_kernel(const attention_params p) {
+  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>;
+  __shared__ typename agent::storage smem;
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+  const int kv_end = min(split_begin + p.split_tokens, kv_len);
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
+  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+             decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+}
+
+/// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),
+/// parameters and workspace, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
+/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
+/// (T or an fp8 format), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, unsigned ModBits = 0, class KV = T>
+__global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm<false>())
+    tensor_core_prefill_kernel(const attention_params p) {
+  using agent = tensor_core_prefill_agent<T, HeadDim, ModBits, KV>;
+  __shared__ typename agent::storage smem;
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+  prefill_rows rows;
+  int kv_end = 0;
+  if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, dq.v_scale};
+  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), rows,
+             prefill_kv_begin<agent::Mod>(p, rows, split_begin), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             dq.scale_log2, make_score_transform(p), epilogue);
+}
+#endif  // !RUNGS_ATTENTION_SIMT_EMULATION
 
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
 /// skipping empty splits (lse -inf) without reading their partial output. One warp per row.

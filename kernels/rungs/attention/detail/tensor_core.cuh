@@ -39,6 +39,10 @@
 // reads that. The dequantisation scales fold into the scores' scale and the epilogue's
 // normalisation (kv_dequant, as in the SIMT decode).
 //
+// Layers (CUB's, FlashInfer's fragment steps): mma.cuh holds the PTX wrappers, fragments.cuh the
+// warp fragment steps both agents call, this header the CTA-level parts (the fp8 widening, the
+// shared memory, the two agents), kernels.cuh the __global__ entry points.
+//
 // Not compiled in here: head dims 80 and 96 (whose rows are not a multiple of the 8-chunk
 // swizzle) and 256 (its query fragments alone take 64 registers: ptxas spills at the 4-CTA
 // budget).
@@ -46,8 +50,7 @@
 
 #include <rungs/attention/detail/agent.cuh>
 #include <rungs/attention/detail/device.cuh>
-#include <rungs/attention/detail/kernels.cuh>
-#include <rungs/attention/detail/params.cuh>
+#include <rungs/attention/detail/fragments.cuh>
 #include <rungs/attention/geometry.hpp>
 
 #include <cuda/std/limits>
@@ -57,188 +60,6 @@
 #include <type_traits>
 
 namespace rungs::attention::detail {
-
-__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// ldmatrix.x4: lanes 8j..8j+7 give the row addresses of 8x8 matrix j; lane l receives row
-/// l/4, columns 2 (l%4), +1 of each matrix (.trans: of each matrix transposed). The memory
-/// clobber keeps it after the barrier that publishes the tile.
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t address) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(address)
-               : "memory");
-}
-
-/// d += A B, m16n8k16, fp32 accumulation, A and B in T (PTX ISA fragment layouts).
-template <class T>
-__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                             std::uint32_t b1) {
-  if constexpr (std::is_same_v<T, __half>) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-}
-
-/// Two floats rounded (to nearest even) to a pair of T, lo in the low half.
-template <class T>
-__device__ __forceinline__ std::uint32_t pack_pair(float lo, float hi) {
-  if constexpr (std::is_same_v<T, __half>) {
-    const __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&h);
-  } else {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const std::uint32_t*>(&h);
-  }
-}
-
-// ---- fragment building blocks of the tensor-core prefill (the decode below does the same  ---
-// ---- steps inline, tuned to its register budget; sharing them with it is not done) --------
-// A warp holds 16 rows of the mma tile; lane l owns rows g = l/4 and g + 8 ("halves" 0 and 1)
-// and, of each 8-wide tile, columns 2 t4 and 2 t4 + 1 (t4 = l % 4).
-
-/// Q as A fragments over the whole head dim: qa[ks][h] row g + 8 h, dims 16 ks + 2 t4 (+1);
-/// qa[ks][h + 2] the same row, dims + 8. row[h]: the row's first element, or null for a row of
-/// zeros (padding, or a CTA with no keys whose queries need not be read).
-template <class T, int KSteps>
-__device__ __forceinline__ void load_q_fragments(std::uint32_t (&qa)[KSteps][4], const T* const (&row)[2], int t4) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int ks = 0; ks < KSteps; ++ks) {
-      qa[ks][h] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 2 * t4) : 0u;
-      qa[ks][h + 2] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 8 + 2 * t4) : 0u;
-    }
-  }
-}
-
-/// S = Q K^T for the keys first_key + 0 .. 8 KeyTiles - 1 of a swizzled stage (Pipeline::place):
-/// s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1) and g + 8 (2, 3), unscaled.
-template <class T, class Pipeline, int KSteps, int KeyTiles>
-__device__ __forceinline__ void score_fragments(float (&s)[KeyTiles][4], const std::uint32_t (&qa)[KSteps][4],
-                                                const T* k_stage, int first_key, int lane) {
-  static_assert(KSteps % 2 == 0, "one ldmatrix.x4 covers two k16 steps");
-#pragma unroll
-  for (int j = 0; j < KeyTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-  for (int ks = 0; ks < KSteps; ks += 2) {
-#pragma unroll
-    for (int j = 0; j < KeyTiles; ++j) {
-      // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7 (rows = keys: B, "col").
-      const int key = first_key + 8 * j + (lane & 7);
-      std::uint32_t b[4];
-      ldmatrix_x4(b, shared_address(k_stage + Pipeline::place(0, key, 2 * ks + (lane >> 3))));
-      mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
-      mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
-    }
-  }
-}
-
-/// One online-softmax step of row half h (row g + 8 h) over the keys of s: scales the scores to
-/// log2 units (and soft-caps them, SoftCap), masks those visible(j, e) rejects (key 8 j + 2 t4 + e), takes the row's max over
-/// the lane quad, rescales m, l (this lane's partial sum) and the accumulators' half h, and
-/// writes 2^(s - m) rounded to T into pa, the A fragments of P for P V (pa[kk]: keys 16 kk ..
-/// 16 kk + 15; the score accumulator's layout is the A layout, so P stays in registers).
-template <class T, bool SoftCap, int KeyTiles, int OTiles, class Visible>
-__device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4], int h, float scale_log2,
-                                                  const score_transform& transform, Visible&& visible, float& m,
-                                                  float& l, float (&o)[OTiles][4], std::uint32_t (&pa)[KeyTiles / 2][4]) {
-  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-  float x[KeyTiles][2];
-  float mx = kNegInf;
-#pragma unroll
-  for (int j = 0; j < KeyTiles; ++j) {
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float v = s[j][2 * h + e] * scale_log2;
-      if constexpr (SoftCap) v = transform.soft_cap(v);
-      x[j][e] = visible(j, e) ? v : kNegInf;
-      mx = fmaxf(mx, x[j][e]);
-    }
-  }
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-  const float m_new = fmaxf(m, mx);
-  const float base = m_new == kNegInf ? 0.0f : m_new;  // avoids (-inf) - (-inf)
-  const float rescale = exp2_approx(m - base);
-  m = m_new;
-  float sum = 0.0f;
-#pragma unroll
-  for (int j = 0; j < KeyTiles; ++j) {
-    x[j][0] = exp2_approx(x[j][0] - base);
-    x[j][1] = exp2_approx(x[j][1] - base);
-    sum += x[j][0] + x[j][1];
-  }
-  l = fmaf(l, rescale, sum);
-#pragma unroll
-  for (int n = 0; n < OTiles; ++n) {
-    o[n][2 * h] *= rescale;
-    o[n][2 * h + 1] *= rescale;
-  }
-#pragma unroll
-  for (int kk = 0; kk < KeyTiles / 2; ++kk) {
-    pa[kk][h] = pack_pair<T>(x[2 * kk][0], x[2 * kk][1]);
-    pa[kk][h + 2] = pack_pair<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-  }
-}
-
-/// O += P V over keys first_key + 0 .. 16 KeySteps - 1 and the 8 OTiles dims from 16-byte chunk
-/// first_chunk on: matrix lane/8 of the x4.trans is keys 8 (lane/8 % 2) + 0..7, chunk
-/// first_chunk + 2 n + lane/16.
-template <class T, class Pipeline, int KeySteps, int OTiles>
-__device__ __forceinline__ void value_fragments(float (&o)[OTiles][4], const std::uint32_t (&pa)[KeySteps][4],
-                                                const T* v_stage, int first_key, int first_chunk, int lane) {
-#pragma unroll
-  for (int kk = 0; kk < KeySteps; ++kk) {
-    const int key = first_key + 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7);
-#pragma unroll
-    for (int n = 0; n < OTiles / 2; ++n) {
-      std::uint32_t b[4];
-      ldmatrix_x4_trans(b, shared_address(v_stage + Pipeline::place(0, key, first_chunk + 2 * n + (lane >> 4))));
-      mma_m16n8k16<T>(o[2 * n], pa[kk], b[0], b[1]);
-      mma_m16n8k16<T>(o[2 * n + 1], pa[kk], b[2], b[3]);
-    }
-  }
-}
-
-/// Writes a warp's state of its rows to the merge area: half h's accumulators (dims first_dim
-/// + 8 n + 2 t4, +1) to row slot first_slot + 8 h of merge_o ([slot][HeadDim]), and, from the
-/// lanes with write_ml, its max and sum (summed over the lane quad here) to merge_m, merge_l.
-template <int HeadDim, int OTiles, int Halves>
-__device__ __forceinline__ void stash_fragments(float* merge_o, float* merge_m, float* merge_l, int first_slot,
-                                                int first_dim, bool write_ml, int t4, const float (&o)[OTiles][4],
-                                                const float (&m)[Halves], float (&l)[Halves]) {
-#pragma unroll
-  for (int h = 0; h < Halves; ++h) {
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-    const int slot = first_slot + 8 * h;
-#pragma unroll
-    for (int n = 0; n < OTiles; ++n) {
-      float2* dst = reinterpret_cast<float2*>(merge_o + slot * HeadDim + first_dim + 8 * n + 2 * t4);
-      *dst = make_float2(o[n][2 * h], o[n][2 * h + 1]);
-    }
-    if (write_ml) {
-      merge_m[slot] = m[h];
-      merge_l[slot] = l[h];
-    }
-  }
-}
 
 /// The tiles of T the tensor cores read, from an fp8 cache (KV E4M3 or E5M2): its pipeline
 /// moves plain rows of fp8 (half the bytes), and once a tile has landed the CTA widens its K
@@ -281,19 +102,24 @@ struct fp8_tile_widening {
   }
 };
 
-/// Shared memory of a tensor-core prefill agent: the K/V pipeline (Stages x Tile tokens of KV;
-/// swizzled rows of T, or plain fp8 rows and the widened tiles of fp8_tile_widening), reused
-/// after it drains for MergeRows rows' states (HeadDim floats, a max and a sum each).
-template <class T, int HeadDim, int Tile, int MergeRows, class KV = T>
+/// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; swizzled
+/// rows of T, or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
+/// floats past them, reused after the pipeline drains for MergeRows rows' states (HeadDim
+/// floats, a max and a sum each). The scales outlive the merge area: an fp8 decode reads them
+/// once per tile and once after the merge (its loop is at the 4-CTA register budget, and a value
+/// held across it spills). One budget for the decode and the prefill.
+template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, int ScaleFloats = 0>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(KV);
   static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;
-  static constexpr std::size_t kMergeFloats = std::size_t{MergeRows} * (HeadDim + 2);
-  static constexpr std::size_t kBytes = kPipelineBytes + kWideBytes > kMergeFloats * sizeof(float)
-                                            ? kPipelineBytes + kWideBytes
-                                            : kMergeFloats * sizeof(float);
+  static constexpr std::size_t kScaleBytes = std::size_t{ScaleFloats} * sizeof(float);
+  static constexpr std::size_t kMergeBytes = std::size_t{MergeRows} * (HeadDim + 2) * sizeof(float);
+  static_assert(ScaleFloats == 0 || kPipelineBytes + kWideBytes >= kMergeBytes,
+                "the scales past the tiles must not overlap the merge area");
+  static constexpr std::size_t kTileBytes = kPipelineBytes + kWideBytes + kScaleBytes;
+  static constexpr std::size_t kBytes = kTileBytes > kMergeBytes ? kTileBytes : kMergeBytes;
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
 
@@ -311,18 +137,18 @@ struct tensor_core_storage {
   }
   /// fp8: the widened K tile (V follows it).
   __device__ __forceinline__ T* wide() { return reinterpret_cast<T*>(bytes + kPipelineBytes); }
+  /// The ScaleFloats floats past the tiles.
+  __device__ __forceinline__ float* scales() { return reinterpret_cast<float*>(bytes + kPipelineBytes + kWideBytes); }
+  /// The merge area, after pipeline::finish: MergeRows x HeadDim accumulators, then MergeRows
+  /// maxima and MergeRows sums.
+  __device__ __forceinline__ float* merge_o() { return reinterpret_cast<float*>(bytes); }
+  __device__ __forceinline__ float* merge_m() { return merge_o() + MergeRows * HeadDim; }
+  __device__ __forceinline__ float* merge_l() { return merge_m() + MergeRows; }
 };
 
-/// Where a thread sits in the mma fragments of its warp: accumulator rows g and g + 8, and
-/// columns 2 t4, 2 t4 + 1 of each 8-wide tile.
-struct fragment_lane {
-  int tid = static_cast<int>(threadIdx.x);
-  int warp = tid / 32;
-  int lane = tid % 32;
-  int g = lane / 4;
-  int t4 = lane % 4;
-};
-
+/// The tensor-core decode agent: the group's rows are the rows of the warps' mma tiles, each
+/// token warp owns 16 keys of a tile and each of its dim warps 64 output dims; the token warps'
+/// states merge through shared memory at the end.
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
@@ -341,34 +167,16 @@ struct tensor_core_decode_agent {
   static constexpr int kWarpDims = HeadDim / kDimWarps;
   static constexpr int kKSteps = HeadDim / 16;
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
-  static constexpr int kStages = geometry::stages;
-  // The tiles the mma reads: rows of T, swizzled (tile_layout::place). A 16-bit cache's
-  // pipeline stages are those tiles; an fp8 cache's are plain rows of fp8, widened into one.
-  using tile_layout = kv_pipeline<T, HeadDim, kTile, kThreads, kStages, true>;
-  using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, kStages, !kFp8>;
-  using widening = fp8_tile_widening<T, KV, HeadDim, kTile>;
-  static constexpr bool kHighRows = Group > 8;         // rows 8-15 of the tiles hold heads
-  static constexpr int kHalves = kHighRows ? 2 : 1;    // accumulator row halves in use
+  static constexpr bool kHighRows = Group > 8;       // rows 8-15 of the tiles hold heads
+  static constexpr int kHalves = kHighRows ? 2 : 1;  // accumulator row halves in use
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
 
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * kStages * kTile * HeadDim * sizeof(KV);
-  static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;  // K, V
-  static constexpr std::size_t kMergeFloats = std::size_t{kTokenWarps} * kRowsKept * (HeadDim + 2);
-  // fp8: the scores' scale and the V scale (values read from global memory, unlike the
-  // 16-bit path's kernel parameter) wait in shared memory past the merge's floats, read once
-  // per tile and once after the merge: the loop is at the 4-CTA register budget, and a value
-  // held across it spills.
-  static constexpr std::size_t kScaleBytes = kFp8 ? 16 : 0;
-  static_assert(!kFp8 || kPipelineBytes + kWideBytes >= kMergeFloats * sizeof(float));
-  static constexpr std::size_t kSmemBytes = kPipelineBytes + kWideBytes + kScaleBytes > kMergeFloats * sizeof(float)
-                                                ? kPipelineBytes + kWideBytes + kScaleBytes
-                                                : kMergeFloats * sizeof(float);
-  static_assert(kSmemBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
-
-  struct storage {
-    alignas(128) unsigned char bytes[kSmemBytes];
-  };
+  // fp8: the scores' scale and the V scale (values read from global memory, unlike the 16-bit
+  // path's kernel parameter) wait in shared memory (tensor_core_storage::scales).
+  using storage = tensor_core_storage<T, HeadDim, kTile, kTokenWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
+  using pipeline = typename storage::pipeline;
+  using tile_layout = typename storage::tile_layout;
 
   /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
   /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
@@ -380,36 +188,24 @@ struct tensor_core_decode_agent {
                                              float scale_log2, float v_scale, const score_transform& transform,
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-    const int tid = static_cast<int>(threadIdx.x);
-    const int warp = tid / 32;
-    const int lane = tid % 32;
-    int g = lane / 4;   // accumulator row (head) g, and g + 8
-    int t4 = lane % 4;  // keys / dims 2 t4, 2 t4 + 1 of each 8-wide tile
+    auto [tid, warp, lane, g, t4] = fragment_lane{};  // g, t4: re-read after an fp8 loop
     const int token_warp = warp % kTokenWarps;
     const int dim_warp = warp / kTokenWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
-    // Q as A fragments: register 0 row g, dims 16 ks + 2 t4 (+1); 1 row g + 8; 2 row g, dims + 8;
-    // 3 row g + 8, dims + 8. Rows past the group are zeros; so is everything of a CTA with no
-    // keys (its rows only write zeros or an empty split: the queries are not read).
-    std::uint32_t qa[kKSteps][4];
+    // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
+    // write zeros or an empty split: the queries are not read).
+    const T* q_rows[2];
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) qa[ks][0] = qa[ks][1] = qa[ks][2] = qa[ks][3] = 0u;
-    if (num_tiles > 0) {
-#pragma unroll
-      for (int h = 0; h < kHalves; ++h) {
-        const int head = g + 8 * h;
-        if (head < Group) {
-          const T* row = q + static_cast<std::int64_t>(rows.seq) * q_stride +
-                         static_cast<std::int64_t>(rows.first_head + head) * HeadDim + 2 * t4;
-#pragma unroll
-          for (int ks = 0; ks < kKSteps; ++ks) {
-            qa[ks][h] = *reinterpret_cast<const std::uint32_t*>(row + 16 * ks);
-            qa[ks][h + 2] = *reinterpret_cast<const std::uint32_t*>(row + 16 * ks + 8);
-          }
-        }
-      }
+    for (int h = 0; h < 2; ++h) {
+      const int head = g + 8 * h;
+      q_rows[h] = num_tiles > 0 && h < kHalves && head < Group
+                      ? q + static_cast<std::int64_t>(rows.seq) * q_stride +
+                            static_cast<std::int64_t>(rows.first_head + head) * HeadDim
+                      : nullptr;
     }
+    std::uint32_t qa[kKSteps][4];
+    load_q_fragments<T>(qa, q_rows, t4);
 
     float m[kHalves], l[kHalves];
     float o[kWarpDims / 8][4];
@@ -421,90 +217,41 @@ struct tensor_core_decode_agent {
 #pragma unroll
     for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
-    // ---- KV pipeline (kv_pipeline, agent.cuh; swizzled rows) -------------------------------
-    pipeline pipe{src, reinterpret_cast<KV*>(smem.bytes), reinterpret_cast<KV*>(smem.bytes) + kStages * kTile * HeadDim,
-                  kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
-    T* const wide_k = reinterpret_cast<T*>(smem.bytes + kPipelineBytes);  // fp8: the widened tile
-    T* const wide_v = wide_k + kTile * HeadDim;
-    float* const scale_slot = reinterpret_cast<float*>(smem.bytes + kPipelineBytes + kWideBytes);
     if (kFp8 && tid == 0) {  // published by the first tile's barrier (or the merge's)
-      scale_slot[0] = scale_log2;
-      scale_slot[1] = v_scale;
+      smem.scales()[0] = scale_log2;
+      smem.scales()[1] = v_scale;
     }
-    pipe.start();
+    pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);  // its barrier also ends every warp's reads of the last widened tile
-      const T* ks_tile;
-      const T* vs_tile;
+      const T* k_tile;
+      const T* v_tile;
       if constexpr (kFp8) {
-        widening::land(pipe, tile, wide_k, tid);
-        ks_tile = wide_k;
-        vs_tile = wide_v;
-        scale_log2 = scale_slot[0];
+        storage::widening::land(pipe, tile, smem.wide(), tid);
+        k_tile = smem.wide();
+        v_tile = k_tile + kTile * HeadDim;
+        scale_log2 = smem.scales()[0];
       } else {
-        ks_tile = pipe.k_tile(tile);
-        vs_tile = pipe.v_tile(tile);
+        k_tile = pipe.k_tile(tile);
+        v_tile = pipe.v_tile(tile);
       }
       const int first_key = kv_begin + tile * kTile + token_warp * 16;  // the warp's 16 keys
       if (first_key >= kv_end) continue;                                // warp-uniform
 
-      // S = Q K^T over the warp's keys: s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1), g + 8 (2, 3).
-      float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-      for (int ks = 0; ks < kKSteps; ks += 2) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7.
-          const int key = token_warp * 16 + 8 * j + (lane & 7);
-          std::uint32_t b[4];
-          ldmatrix_x4(b, shared_address(ks_tile + tile_layout::place(0, key, 2 * ks + (lane >> 3))));
-          mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
-          mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
-        }
-      }
-
-      // Online softmax per row half: scale (and soft-cap), mask keys past the range, max over
-      // the quad.
-      std::uint32_t pa[4] = {0u, 0u, 0u, 0u};  // P as an A fragment (rows g, g + 8; keys 2 t4, + 8)
+      float s[2][4];
+      score_fragments<T, tile_layout>(s, qa, k_tile, token_warp * 16, lane);
+      std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        float x[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = first_key + 8 * (e / 2) + 2 * t4 + (e % 2);
-          float v = s[e / 2][2 * h + e % 2] * scale_log2;
-          if constexpr (Mod.soft_cap) v = transform.soft_cap(v);
-          x[e] = key < kv_end ? v : kNegInf;
-        }
-        float mx = fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(m[h], mx);
-        const float base = m_new == kNegInf ? 0.0f : m_new;  // avoids (-inf) - (-inf)
-        const float rescale = exp2_approx(m[h] - base);
-        m[h] = m_new;
-#pragma unroll
-        for (int e = 0; e < 4; ++e) x[e] = exp2_approx(x[e] - base);
-        l[h] = fmaf(l[h], rescale, (x[0] + x[1]) + (x[2] + x[3]));
-#pragma unroll
-        for (int n = 0; n < kWarpDims / 8; ++n) {
-          o[n][2 * h] *= rescale;
-          o[n][2 * h + 1] *= rescale;
-        }
-        pa[h] = pack_pair<T>(x[0], x[1]);
-        pa[h + 2] = pack_pair<T>(x[2], x[3]);
+        softmax_fragments<T, Mod.soft_cap>(
+            s, h, scale_log2, transform,
+            [&](int j, int e, float v, float (&x)[2]) {  // keys past the end: zero-filled, masked
+              const int key = first_key + 8 * j + 2 * t4 + e;
+              x[e] = key < kv_end ? v : kNegInf;
+            },
+            m[h], l[h], o, pa);
       }
-
-      // O += P V over the warp's dims: matrix lane/8 of the x4.trans is keys 8 (lane/8 % 2) + 0..7,
-      // chunk 2 n + lane/16 of the warp's dims.
-      const int key = token_warp * 16 + 8 * ((lane >> 3) & 1) + (lane & 7);
-#pragma unroll
-      for (int n = 0; n < kWarpDims / 16; ++n) {
-        std::uint32_t b[4];
-        ldmatrix_x4_trans(b, shared_address(vs_tile + tile_layout::place(0, key, dim_warp * (kWarpDims / 8) + 2 * n + (lane >> 4))));
-        mma_m16n8k16<T>(o[2 * n], pa, b[0], b[1]);
-        mma_m16n8k16<T>(o[2 * n + 1], pa, b[2], b[3]);
-      }
+      value_fragments<T, tile_layout>(o, pa, v_tile, token_warp * 16, dim_warp * (kWarpDims / 8), lane);
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
@@ -517,34 +264,20 @@ struct tensor_core_decode_agent {
       g = lane_again / 4;
       t4 = lane_again % 4;
     }
-    float* merge_o = reinterpret_cast<float*>(smem.bytes);           // [token warp][row][HeadDim]
-    float* merge_m = merge_o + kTokenWarps * kRowsKept * HeadDim;    // [token warp][row]
-    float* merge_l = merge_m + kTokenWarps * kRowsKept;
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-      const int slot = token_warp * kRowsKept + g + 8 * h;
-#pragma unroll
-      for (int n = 0; n < kWarpDims / 8; ++n) {
-        float2* dst = reinterpret_cast<float2*>(merge_o + slot * HeadDim + dim_warp * kWarpDims + 8 * n + 2 * t4);
-        *dst = make_float2(o[n][2 * h], o[n][2 * h + 1]);
-      }
-      if (dim_warp == 0 && t4 == 0) {  // the dim warps of a token warp hold the same m and l
-        merge_m[slot] = m[h];
-        merge_l[slot] = l[h];
-      }
-    }
+    // merge_o [token warp][row][HeadDim], merge_m and merge_l [token warp][row]
+    stash_fragments<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), token_warp * kRowsKept + g,
+                             dim_warp * kWarpDims, dim_warp == 0 && t4 == 0, t4, o, m, l);
     __syncthreads();
 
     for (int item = tid; item < Group * kRowVecs; item += kThreads) {
       const int row = item / kRowVecs;
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
-      merge_row_states<kTokenWarps, HeadDim>(merge_o, merge_m, merge_l, row, kRowsKept, c, out, row_max, sum);
+      merge_row_states<kTokenWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
+                                             row_max, sum);
       if constexpr (kFp8) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) out[e] *= scale_slot[1];
+        for (int e = 0; e < 8; ++e) out[e] *= smem.scales()[1];
       }
       epilogue(rows.at(row), c, out, row_max, sum);
     }
@@ -659,12 +392,12 @@ struct tensor_core_prefill_agent {
         std::uint32_t pa[kKeyTiles / 2][4];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          const auto sees = [&](int key) {  // row g + 8 h: causal, and its own window
+            return key < row_end[h] && (!Mod.sliding_window || key >= row_begin[h]);
+          };
           softmax_fragments<T, Mod.soft_cap>(
               s, h, scale_log2, transform,
-              [&](int j, int e) {
-                const int key = first_key + 8 * j + 2 * t4 + e;
-                return key < row_end[h] && (!Mod.sliding_window || key >= row_begin[h]);
-              },
+              [&](int j, int e, float v, float (&x)[2]) { x[e] = sees(first_key + 8 * j + 2 * t4 + e) ? v : kNegInf; },
               m[h], l[h], o, pa);
         }
         value_fragments<T, tile_layout>(o, pa, v_tile, chunk, dim_warp * (kWarpDims / 8), lane);
@@ -673,10 +406,7 @@ struct tensor_core_prefill_agent {
     pipe.finish();  // the pipeline's shared memory is free for the rows' states
 
     // ---- rows to the epilogue through shared memory (fragments hold 2 dims per lane) ------
-    float* merge_o = reinterpret_cast<float*>(smem.bytes);  // [row][HeadDim]
-    float* merge_m = merge_o + kCtaRows * HeadDim;           // [row]
-    float* merge_l = merge_m + kCtaRows;
-    stash_fragments<HeadDim>(merge_o, merge_m, merge_l, row_warp * 16 + g, dim_warp * kWarpDims,
+    stash_fragments<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row_warp * 16 + g, dim_warp * kWarpDims,
                              dim_warp == 0 && t4 == 0, t4, o, m, l);
     __syncthreads();
 
@@ -686,72 +416,10 @@ struct tensor_core_prefill_agent {
       const row_info info = rows.at(row);
       if (!info.valid) continue;
       float out[8], row_max, sum;
-      merge_row_states<1, HeadDim>(merge_o, merge_m, merge_l, row, 0, c, out, row_max, sum);
+      merge_row_states<1, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, 0, c, out, row_max, sum);
       epilogue(info, c, out, row_max, sum);
     }
   }
 };
-
-/// __launch_bounds__' minimum CTAs per SM of the tensor-core decode for the architecture being
-/// compiled (geometry::tensor_core_decode_ctas_per_sm; 1 in the host pass).
-constexpr int tensor_core_min_ctas_per_sm() {
-#if defined(__CUDA_ARCH__)
-  return geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10);
-#else
-  return 1;
-#endif
-}
-
-/// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
-/// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
-/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
-/// (T or an fp8 format), as paged_attention_kernel's.
-template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
-__global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm())
-    tensor_core_decode_kernel(const attention_params p) {
-  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>;
-  __shared__ typename agent::storage smem;
-  const int split = static_cast<int>(blockIdx.x) % p.num_splits;
-  const int kv_head = static_cast<int>(blockIdx.y);
-  const int seq = static_cast<int>(blockIdx.z);
-  const int kv_len = min(max(p.kv_lens[seq], 0), p.max_context);
-  const int split_begin = split * p.split_tokens;
-  const int kv_end = min(split_begin + p.split_tokens, kv_len);
-  const kv_dequant<KV> dq(p, kv_head);
-  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
-  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
-             decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
-             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
-}
-
-/// __launch_bounds__' minimum CTAs per SM of the tensor-core prefill
-/// (geometry::tensor_core_prefill_ctas_per_sm; 1 in the host pass).
-constexpr int tensor_core_prefill_min_ctas_per_sm() {
-#if defined(__CUDA_ARCH__)
-  return geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
-#else
-  return 1;
-#endif
-}
-
-/// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),
-/// parameters and workspace, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
-/// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
-/// (T or an fp8 format), as paged_attention_kernel's.
-template <class T, int HeadDim, int BlockSize, unsigned ModBits = 0, class KV = T>
-__global__ void __launch_bounds__(geometry::threads, tensor_core_prefill_min_ctas_per_sm())
-    tensor_core_prefill_kernel(const attention_params p) {
-  using agent = tensor_core_prefill_agent<T, HeadDim, ModBits, KV>;
-  __shared__ typename agent::storage smem;
-  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
-  prefill_rows rows;
-  int kv_end = 0;
-  if (!prefill_cta<agent::kCtaRows>(p, q_tile, split_begin, seq, kv_head, kv_len, rows, kv_end)) return;
-  const kv_dequant<KV> dq(p, kv_head);
-  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, dq.v_scale};
-  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), rows,
-             prefill_kv_begin<agent::Mod>(p, rows, split_begin), kv_end, static_cast<const T*>(p.q), p.q_stride,
-             dq.scale_log2, make_score_transform(p), epilogue);
-}
 
 }  // namespace rungs::attention::detail

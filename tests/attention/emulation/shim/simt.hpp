@@ -38,6 +38,9 @@
 #define RUNGS_SIMT_ASAN 0
 #endif
 
+// kernels.cuh leaves its tensor-core kernels out under this emulator (no mma, no ldmatrix).
+#define RUNGS_ATTENTION_SIMT_EMULATION 1
+
 // CUDA keywords and built-ins, as far as the kernels use them.
 #define __global__
 #define __device__

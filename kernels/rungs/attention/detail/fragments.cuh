@@ -1,0 +1,176 @@
+// The warp-level fragment steps of the tensor-core attention kernels (FlashInfer's
+// compute_qk / update_mdo_states / compute_sfm_v): Q as A fragments, S = Q K^T from a
+// swizzled K tile, one online-softmax step that leaves P as A fragments in registers, O += P V
+// from a swizzled V tile, and a warp's state written out for the cross-warp merge. The
+// tensor-core decode and prefill agents (tensor_core.cuh) both call these, so a change to a
+// step is made once; scripts/sass-check compares their SASS instance by instance.
+//
+// A warp holds 16 rows of the mma tile; lane l owns rows g = l/4 and g + 8 ("halves" 0 and 1)
+// and, of each 8-wide tile, columns 2 t4 and 2 t4 + 1 (t4 = l % 4).
+#pragma once
+
+#include <rungs/attention/detail/agent.cuh>
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/mma.cuh>
+
+#include <cuda/std/limits>
+
+#include <cstdint>
+
+namespace rungs::attention::detail {
+
+/// Where a thread sits in the mma fragments of its warp: accumulator rows g and g + 8, and
+/// columns 2 t4, 2 t4 + 1 of each 8-wide tile.
+struct fragment_lane {
+  int tid = static_cast<int>(threadIdx.x);
+  int warp = tid / 32;
+  int lane = tid % 32;
+  int g = lane / 4;
+  int t4 = lane % 4;
+};
+
+/// Q as A fragments over the whole head dim: qa[ks][h] row g + 8 h, dims 16 ks + 2 t4 (+1);
+/// qa[ks][h + 2] the same row, dims + 8. row[h]: the row's first element, or null for a row of
+/// zeros (padding, or a CTA with no keys whose queries need not be read).
+template <class T, int KSteps>
+__device__ __forceinline__ void load_q_fragments(std::uint32_t (&qa)[KSteps][4], const T* const (&row)[2], int t4) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int ks = 0; ks < KSteps; ++ks) {
+      qa[ks][h] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 2 * t4) : 0u;
+      qa[ks][h + 2] = row[h] != nullptr ? *reinterpret_cast<const std::uint32_t*>(row[h] + 16 * ks + 8 + 2 * t4) : 0u;
+    }
+  }
+}
+
+/// S = Q K^T for the keys first_key + 0 .. 8 KeyTiles - 1 of a swizzled stage (Pipeline::place):
+/// s[j] holds keys 8 j + 2 t4 (+1) of rows g (0, 1) and g + 8 (2, 3), unscaled.
+template <class T, class Pipeline, int KSteps, int KeyTiles>
+__device__ __forceinline__ void score_fragments(float (&s)[KeyTiles][4], const std::uint32_t (&qa)[KSteps][4],
+                                                const T* k_stage, int first_key, int lane) {
+  static_assert(KSteps % 2 == 0, "one ldmatrix.x4 covers two k16 steps");
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < KSteps; ks += 2) {
+#pragma unroll
+    for (int j = 0; j < KeyTiles; ++j) {
+      // Matrix lane/8 of the x4: chunk 2 ks + lane/8 of the 8 keys 8 j .. 8 j + 7 (rows = keys: B, "col").
+      const int key = first_key + 8 * j + (lane & 7);
+      std::uint32_t b[4];
+      ldmatrix_x4(b, shared_address(k_stage + Pipeline::place(0, key, 2 * ks + (lane >> 3))));
+      mma_m16n8k16<T>(s[j], qa[ks], b[0], b[1]);
+      mma_m16n8k16<T>(s[j], qa[ks + 1], b[2], b[3]);
+    }
+  }
+}
+
+/// One online-softmax step of row half h (row g + 8 h) over the keys of s: scales the scores to
+/// log2 units (and soft-caps them, SoftCap); mask(j, e, v, x[j]) stores the scaled score v of key
+/// 8 j + 2 t4 + e into x[j][e], or -inf where the row does not see that key (the caller's rule:
+/// the sequence end, a causal bound, a window). Then takes the row's max over the lane quad,
+/// rescales m, l (this lane's partial sum) and the accumulators' half h, and writes 2^(s - m)
+/// rounded to T into pa, the A fragments of P for P V (pa[kk]: keys 16 kk .. 16 kk + 15; the
+/// score accumulator's layout is the A layout, so P stays in registers).
+template <class T, bool SoftCap, int KeyTiles, int OTiles, class Mask>
+__device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4], int h, float scale_log2,
+                                                  const score_transform& transform, Mask&& mask, float& m, float& l,
+                                                  float (&o)[OTiles][4], std::uint32_t (&pa)[KeyTiles / 2][4]) {
+  static_assert(KeyTiles % 2 == 0, "P's A fragments take keys in pairs of 8-key tiles");
+  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+  float x[KeyTiles][2];
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) {
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float v = s[j][2 * h + e] * scale_log2;
+      if constexpr (SoftCap) v = transform.soft_cap(v);
+      mask(j, e, v, x[j]);
+    }
+  }
+  // The max and the sum over the keys in the order ptxas schedules cheapest for each caller
+  // (scripts/sass-check, sm_80 and sm_90): the decode's 2 key tiles as one pairwise tree, the
+  // prefill's 4 from -inf and 0 (the tree costs the prefill 2-4 registers; the other order
+  // costs the decode 2 instructions per tile).
+  float mx = kNegInf;
+  if constexpr (KeyTiles == 2) {
+    mx = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
+  } else {
+#pragma unroll
+    for (int j = 0; j < KeyTiles; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) mx = fmaxf(mx, x[j][e]);
+    }
+  }
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+  mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+  const float m_new = fmaxf(m, mx);
+  const float base = m_new == kNegInf ? 0.0f : m_new;  // avoids (-inf) - (-inf)
+  const float rescale = exp2_approx(m - base);
+  m = m_new;
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < KeyTiles; ++j) {
+    x[j][0] = exp2_approx(x[j][0] - base);
+    x[j][1] = exp2_approx(x[j][1] - base);
+    if constexpr (KeyTiles != 2) sum += x[j][0] + x[j][1];
+  }
+  if constexpr (KeyTiles == 2) sum = (x[0][0] + x[0][1]) + (x[1][0] + x[1][1]);
+  l = fmaf(l, rescale, sum);
+#pragma unroll
+  for (int n = 0; n < OTiles; ++n) {
+    o[n][2 * h] *= rescale;
+    o[n][2 * h + 1] *= rescale;
+  }
+#pragma unroll
+  for (int kk = 0; kk < KeyTiles / 2; ++kk) {
+    pa[kk][h] = pack_pair<T>(x[2 * kk][0], x[2 * kk][1]);
+    pa[kk][h + 2] = pack_pair<T>(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+  }
+}
+
+/// O += P V over keys first_key + 0 .. 16 KeySteps - 1 and the 8 OTiles dims from 16-byte chunk
+/// first_chunk on: matrix lane/8 of the x4.trans is keys 8 (lane/8 % 2) + 0..7, chunk
+/// first_chunk + 2 n + lane/16.
+template <class T, class Pipeline, int KeySteps, int OTiles>
+__device__ __forceinline__ void value_fragments(float (&o)[OTiles][4], const std::uint32_t (&pa)[KeySteps][4],
+                                                const T* v_stage, int first_key, int first_chunk, int lane) {
+#pragma unroll
+  for (int kk = 0; kk < KeySteps; ++kk) {
+    const int key = first_key + 16 * kk + 8 * ((lane >> 3) & 1) + (lane & 7);
+#pragma unroll
+    for (int n = 0; n < OTiles / 2; ++n) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, shared_address(v_stage + Pipeline::place(0, key, first_chunk + 2 * n + (lane >> 4))));
+      mma_m16n8k16<T>(o[2 * n], pa[kk], b[0], b[1]);
+      mma_m16n8k16<T>(o[2 * n + 1], pa[kk], b[2], b[3]);
+    }
+  }
+}
+
+/// Writes a warp's state of its rows to the merge area: half h's accumulators (dims first_dim
+/// + 8 n + 2 t4, +1) to row slot first_slot + 8 h of merge_o ([slot][HeadDim]), and, from the
+/// lanes with write_ml, its max and sum (summed over the lane quad here) to merge_m, merge_l.
+template <int HeadDim, int OTiles, int Halves>
+__device__ __forceinline__ void stash_fragments(float* merge_o, float* merge_m, float* merge_l, int first_slot,
+                                                int first_dim, bool write_ml, int t4, const float (&o)[OTiles][4],
+                                                const float (&m)[Halves], float (&l)[Halves]) {
+#pragma unroll
+  for (int h = 0; h < Halves; ++h) {
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+    l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    const int slot = first_slot + 8 * h;
+#pragma unroll
+    for (int n = 0; n < OTiles; ++n) {
+      float2* dst = reinterpret_cast<float2*>(merge_o + slot * HeadDim + first_dim + 8 * n + 2 * t4);
+      *dst = make_float2(o[n][2 * h], o[n][2 * h + 1]);
+    }
+    if (write_ml) {
+      merge_m[slot] = m[h];
+      merge_l[slot] = l[h];
+    }
+  }
+}
+
+}  // namespace rungs::attention::detail
