@@ -26,10 +26,18 @@ struct step_fault {
 /// "engine: step 12 failed on the device (<error>); fatal: the device cannot continue;
 /// requests in flight, requeued: 3 5 7".
 inline std::string describe(const step_fault& f) {
-  std::string s = "engine: step " + std::to_string(f.step) + " failed on the device (" + f.error + "); ";
+  // Appended piece by piece: g++ 12 warns falsely (-Wrestrict) on a literal + temporary string.
+  std::string s = "engine: step ";
+  s += std::to_string(f.step);
+  s += " failed on the device (";
+  s += f.error;
+  s += "); ";
   s += f.fatal ? "fatal: the device cannot continue" : "retried";
   s += "; requests in flight, requeued:";
-  for (serving::request_id id : f.requests) s += " " + std::to_string(id);
+  for (serving::request_id id : f.requests) {
+    s += ' ';
+    s += std::to_string(id);
+  }
   return s;
 }
 
