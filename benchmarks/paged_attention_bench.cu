@@ -2,6 +2,14 @@
 // (GPU only; scripts/gpu-check runs it).
 //
 //   paged_attention_bench [--quick] [--csv]
+//   paged_attention_bench [--quick] [--csv] --shape BATCH,CONTEXT,QO_HEADS,KV_HEADS[,BLOCK]
+//                         [--kernel simt|tensor-core]
+//   paged_attention_bench [--quick] [--csv] --prefill CACHED
+//
+// With --shape (or --prefill) it times that one decode shape (or one 2048-token prefill chunk
+// over CACHED cached tokens) after the copy ceiling and nothing else: scripts/gpu-profile runs
+// it under Nsight Compute one case at a time. --shape takes block sizes 8, 16, 32, 64 and 128
+// (default 16) and groups (QO_HEADS / KV_HEADS) 1, 4 and 8 (tensor-core: 4 and 8).
 //
 // Per shape (bf16, head dim 128, block size 16; batch {1, 8, 16, 64, 256} x context {512, 4096,
 // 16384} x heads {32q/8kv, 32q/32kv}; shapes that do not fit in memory are skipped): the
@@ -117,6 +125,7 @@ double copy_ceiling_gbs(int runs, double& memcpy_gbs, double& kernel_gbs) {
 
 struct shape {
   int batch, context, qo_heads, kv_heads;
+  int block = 16;
 };
 
 struct result {
@@ -155,7 +164,8 @@ struct captured_runs {
 // One decode shape; Launch(plan, args, stream) runs one instance.
 template <class Launch>
 bool run_shape(const shape& sh, int runs, std::mt19937_64& rng, result& r, Launch&& launch) {
-  constexpr int kHeadDim = 128, kBlock = 16;
+  constexpr int kHeadDim = 128;
+  const int kBlock = sh.block;
   const std::int64_t blocks_per_seq = rungs::blocks_for(sh.context, kBlock);
   const std::int64_t num_blocks = sh.batch * blocks_per_seq;
   const ra::attention_shape s{.num_qo_heads = sh.qo_heads, .num_kv_heads = sh.kv_heads, .head_dim = kHeadDim,
@@ -256,17 +266,86 @@ prefill_result run_prefill(int q_len, int cached, int runs, std::mt19937_64& rng
   return r;
 }
 
+// "B,C,QH,KH[,BLOCK]" into a shape; false (with a message) when it is not one the bench runs.
+bool parse_shape(const char* text, shape& sh) {
+  int v[5] = {0, 0, 0, 0, 16};
+  int n = 0;
+  const char* p = text;
+  while (n < 5) {
+    char* end = nullptr;
+    const long x = std::strtol(p, &end, 10);
+    if (end == p || x <= 0 || x > (1 << 24)) break;
+    v[n++] = static_cast<int>(x);
+    if (*end == '\0') { p = end; break; }
+    if (*end != ',') break;
+    p = end + 1;
+  }
+  if ((n != 4 && n != 5) || *p != '\0') {
+    std::fprintf(stderr, "paged_attention_bench: --shape '%s': expected BATCH,CONTEXT,QO_HEADS,KV_HEADS[,BLOCK] (positive integers)\n", text);
+    return false;
+  }
+  sh = {v[0], v[1], v[2], v[3], v[4]};
+  if (sh.qo_heads % sh.kv_heads != 0 || (sh.qo_heads / sh.kv_heads != 1 && sh.qo_heads / sh.kv_heads != 4 && sh.qo_heads / sh.kv_heads != 8)) {
+    std::fprintf(stderr, "paged_attention_bench: --shape '%s': QO_HEADS / KV_HEADS must be 1, 4 or 8 (the groups this bench instantiates)\n", text);
+    return false;
+  }
+  if (sh.block != 8 && sh.block != 16 && sh.block != 32 && sh.block != 64 && sh.block != 128) {
+    std::fprintf(stderr, "paged_attention_bench: --shape '%s': BLOCK %d is not a supported block size (8, 16, 32, 64, 128)\n", text, sh.block);
+    return false;
+  }
+  return true;
+}
+
+int usage(const char* argv0) {
+  std::fprintf(stderr,
+               "usage: %s [--quick] [--csv] [--shape BATCH,CONTEXT,QO_HEADS,KV_HEADS[,BLOCK] [--kernel simt|tensor-core] | "
+               "--prefill CACHED]\n",
+               argv0);
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false, csv = false;
+  bool quick = false, csv = false, tensor_core = false, one_shape = false;
+  int prefill_cached = -1;
+  shape only{};
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--csv")) csv = true;
-    else {
-      std::fprintf(stderr, "usage: %s [--quick] [--csv]\n", argv[0]);
-      return 2;
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      if (!parse_shape(argv[++i], only)) return 2;
+      one_shape = true;
+    } else if (!std::strcmp(argv[i], "--kernel") && i + 1 < argc) {
+      const char* k = argv[++i];
+      if (!std::strcmp(k, "tensor-core")) tensor_core = true;
+      else if (std::strcmp(k, "simt")) {
+        std::fprintf(stderr, "paged_attention_bench: --kernel '%s': expected simt or tensor-core\n", k);
+        return 2;
+      }
+    } else if (!std::strcmp(argv[i], "--prefill") && i + 1 < argc) {
+      char* end = nullptr;
+      const long c = std::strtol(argv[++i], &end, 10);
+      if (end == argv[i] || *end != '\0' || c < 0 || c > (1 << 20)) {
+        std::fprintf(stderr, "paged_attention_bench: --prefill '%s': expected a count of cached tokens, 0 to 1048576\n", argv[i]);
+        return 2;
+      }
+      prefill_cached = static_cast<int>(c);
+    } else {
+      return usage(argv[0]);
     }
+  }
+  if (tensor_core && !one_shape) {
+    std::fprintf(stderr, "paged_attention_bench: --kernel needs --shape\n");
+    return 2;
+  }
+  if (one_shape && prefill_cached >= 0) {
+    std::fprintf(stderr, "paged_attention_bench: --shape and --prefill are two different cases; give one\n");
+    return 2;
+  }
+  if (tensor_core && only.qo_heads / only.kv_heads == 1) {
+    std::fprintf(stderr, "paged_attention_bench: --kernel tensor-core: this bench instantiates the tensor-core decode for groups 4 and 8, not 1\n");
+    return 2;
   }
   int devices = 0;
   const cudaError_t status = cudaGetDeviceCount(&devices);
@@ -290,29 +369,49 @@ int main(int argc, char** argv) {
                   "GB/s", "ratio", "note");
 
     std::mt19937_64 rng(2026);
-    auto dynamic = [](int group) {
-      return [group](const ra::decode_plan& plan, const ra::decode_args& args, cudaStream_t stream) {
-        if (group == 4) ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, stream);
+    auto dynamic = [](int group, bool tc) {
+      return [group, tc](const ra::decode_plan& plan, const ra::decode_args& args, cudaStream_t stream) {
+        if (tc && group == 4) ra::launch_tensor_core_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, stream);
+        else if (tc) ra::launch_tensor_core_decode<rungs::bf16, 128, ra::dynamic_block_size, 8>(plan, args, stream);
+        else if (group == 8) ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 8>(plan, args, stream);
+        else if (group == 4) ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 4>(plan, args, stream);
         else ra::launch_decode<rungs::bf16, 128, ra::dynamic_block_size, 1>(plan, args, stream);
       };
     };
+    auto print_row = [&](const shape& sh, bool ran, const result& r) {
+      const double kv_bytes = 4.0 * sh.batch * sh.context * sh.kv_heads * 128;
+      const char* note = !ran ? "skipped: exceeds memory" : kv_bytes < 2.0 * prop.l2CacheSize ? "fits in L2 (latency not bandwidth)" : "";
+      const double gbs = ran ? r.bytes / (r.ms * 1e6) : 0;
+      if (csv) {
+        std::printf("%d,%d,%d,%d,%d,%.2f,%.0f,%.1f,%.3f,%s\n", sh.batch, sh.context, sh.qo_heads, sh.kv_heads, r.splits,
+                    r.ms * 1e3, r.bytes, gbs, gbs / ceiling, note);
+      } else {
+        std::printf("%6d %8d %4d/%-2d %6d %10.1f %12.1f %8.0f %6.3f  %s\n", sh.batch, sh.context, sh.qo_heads, sh.kv_heads,
+                    r.splits, r.ms * 1e3, r.bytes / 1e6, gbs, gbs / ceiling, note);
+      }
+      std::fflush(stdout);
+    };
+    if (one_shape) {  // one decode case (scripts/gpu-profile)
+      result r;
+      const bool ran = run_shape(only, runs, rng, r, dynamic(only.qo_heads / only.kv_heads, tensor_core));
+      print_row(only, ran, r);
+      std::printf("# %s decode, block size %d\n", tensor_core ? "tensor-core" : "SIMT", only.block);
+      return ran ? 0 : 1;
+    }
+    if (prefill_cached >= 0) {  // one prefill chunk (scripts/gpu-profile)
+      const prefill_result r = run_prefill(2048, prefill_cached, runs, rng);
+      std::printf("# prefill bf16 D128, 1 x 2048 over %d cached, 32q/8kv: %s, %d splits, %.1f us, %.1f TFLOPS, "
+                  "%.0f GB/s\n",
+                  prefill_cached, r.kernel, r.splits, r.ms * 1e3, r.flops / (r.ms * 1e9), r.bytes / (r.ms * 1e6));
+      return 0;
+    }
     for (int batch : {1, 8, 16, 64, 256}) {
       for (int context : {512, 4096, 16384}) {
         for (int kv_heads : {8, 32}) {
           const shape sh{batch, context, 32, kv_heads};
           result r;
-          const bool ran = run_shape(sh, runs, rng, r, dynamic(32 / kv_heads));
-          const double kv_bytes = 4.0 * batch * context * kv_heads * 128;
-          const char* note = !ran ? "skipped: exceeds memory" : kv_bytes < 2.0 * prop.l2CacheSize ? "fits in L2 (latency not bandwidth)" : "";
-          const double gbs = ran ? r.bytes / (r.ms * 1e6) : 0;
-          if (csv) {
-            std::printf("%d,%d,%d,%d,%d,%.2f,%.0f,%.1f,%.3f,%s\n", batch, context, 32, kv_heads, r.splits, r.ms * 1e3,
-                        r.bytes, gbs, gbs / ceiling, note);
-          } else {
-            std::printf("%6d %8d %4d/%-2d %6d %10.1f %12.1f %8.0f %6.3f  %s\n", batch, context, 32, kv_heads, r.splits,
-                        r.ms * 1e3, r.bytes / 1e6, gbs, gbs / ceiling, note);
-          }
-          std::fflush(stdout);
+          const bool ran = run_shape(sh, runs, rng, r, dynamic(32 / kv_heads, false));
+          print_row(sh, ran, r);
         }
       }
     }
@@ -323,7 +422,7 @@ int main(int argc, char** argv) {
     run_shape(target, runs, rng, stat, [](const ra::decode_plan& plan, const ra::decode_args& args, cudaStream_t stream) {
       ra::launch_decode<rungs::bf16, 128, 16, 4>(plan, args, stream);
     });
-    run_shape(target, runs, rng, dyn, dynamic(4));
+    run_shape(target, runs, rng, dyn, dynamic(4, false));
     std::printf("# block size 16, batch 64, context 4096, 32q/8kv: static instance %.1f us, dynamic instance %.1f us "
                 "(static/dynamic time %.3f)\n",
                 stat.ms * 1e3, dyn.ms * 1e3, stat.ms / dyn.ms);
