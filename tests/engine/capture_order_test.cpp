@@ -68,3 +68,16 @@ TEST_CASE("a user-defined order plugs in through the capture_order concept") {
   token_ladder l{{2, 3, 4, 5}};
   CHECK(sequence_of(odd_first{}, l) == "3 5 2 4");
 }
+
+TEST_CASE("parse_order reads every name order_names lists, and only those") {
+  CHECK(std::holds_alternative<largest_first>(parse_order("largest-first").policy()));
+  CHECK(std::holds_alternative<max_bs>(parse_order("max-bs").policy()));
+  CHECK(std::holds_alternative<min_tokens>(parse_order("min-tokens").policy()));
+  CHECK(std::holds_alternative<ladder_order>(parse_order("ladder").policy()));
+  CHECK(std::holds_alternative<by_phase<>>(parse_order("by-phase").policy()));
+  CHECK(parse_order("by-phase").name() == "prompt min-tokens, decode max-bs");
+  CHECK_THROWS_WITH(parse_order("smallest-first"),
+                    "capture order 'smallest-first' is not one of largest-first, max-bs, min-tokens, ladder, by-phase");
+  CHECK_THROWS_AS(parse_order(""), std::invalid_argument);
+  CHECK_THROWS_AS(parse_order("max-bs, min-tokens"), std::invalid_argument);
+}

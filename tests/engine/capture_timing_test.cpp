@@ -1,4 +1,5 @@
 // Exact capture sequences of every timing policy, under several orders, on scripted batches.
+#include <rungs/engine/capture_timing.hpp>
 #include <rungs/engine/graph_runner.hpp>
 #include <rungs/engine/host_backend.hpp>
 
@@ -125,4 +126,14 @@ TEST_CASE("a user-defined timing plugs in through the capture_timing concept") {
   static_assert(!capture_timing<largest_first>);
   auto r = run_script<largest_first>(repeat_twice{}, {3, 1, 3});
   CHECK(r.captures == strings{"step2:4"});
+}
+
+TEST_CASE("parse_timing reads every name timing_names lists, with default parameters") {
+  CHECK(parse_timing("startup").name() == "startup");
+  CHECK(parse_timing("delayed").name() == "delayed");
+  CHECK(parse_timing("lazy").name() == "lazy");
+  CHECK(parse_timing("idle").name() == "idle");
+  CHECK(std::get<lazy>(parse_timing("lazy").policy()).eager_uses == lazy{}.eager_uses);
+  CHECK_THROWS_WITH(parse_timing("eager"), "capture timing 'eager' is not one of startup, delayed, lazy, idle");
+  CHECK_THROWS_AS(parse_timing("Startup"), std::invalid_argument);
 }

@@ -12,6 +12,8 @@
 // Any type with `before` and `name` is an order; see the capture_order concept.
 #pragma once
 
+#include <rungs/detail/named_choice.hpp>
+
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
@@ -111,13 +113,11 @@ inline constexpr std::string_view order_names = "largest-first, max-bs, min-toke
 /// The order named `name` (order_names; by-phase is by_phase<>: Gaudi's prompt min-tokens,
 /// then decode max-bs). Throws std::invalid_argument naming it and the choices.
 inline any_order parse_order(std::string_view name) {
-  if (name == "largest-first") return largest_first{};
-  if (name == "max-bs") return max_bs{};
-  if (name == "min-tokens") return min_tokens{};
-  if (name == "ladder") return ladder_order{};
-  if (name == "by-phase") return by_phase<>{};
-  throw std::invalid_argument("capture order '" + std::string(name) + "' is not one of " + std::string(order_names));
+  return rungs::detail::parse_named<any_order>(name, order_names, "capture order", largest_first{}, max_bs{}, min_tokens{},
+                                        ladder_order{}, by_phase<>{});
 }
+static_assert(rungs::detail::count_names(order_names) == std::variant_size_v<any_order::variant>,
+              "order_names lists one name per policy of any_order, in parse_order's order");
 
 /// The capture sequence: bucket indices of `space` sorted by `order` (stable).
 template <capture_order O, bucket_space S>

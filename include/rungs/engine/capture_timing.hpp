@@ -19,6 +19,8 @@
 //   idle      nothing inside steps; the caller's idle signals capture in capture order.
 #pragma once
 
+#include <rungs/detail/named_choice.hpp>
+
 #include <concepts>
 #include <cstdint>
 #include <optional>
@@ -127,11 +129,9 @@ inline constexpr std::string_view timing_names = "startup, delayed, lazy, idle";
 /// The timing named `name` (timing_names), with its default parameters. Throws
 /// std::invalid_argument naming it and the choices.
 inline any_timing parse_timing(std::string_view name) {
-  if (name == "startup") return startup{};
-  if (name == "delayed") return delayed{};
-  if (name == "lazy") return lazy{};
-  if (name == "idle") return idle{};
-  throw std::invalid_argument("capture timing '" + std::string(name) + "' is not one of " + std::string(timing_names));
+  return rungs::detail::parse_named<any_timing>(name, timing_names, "capture timing", startup{}, delayed{}, lazy{}, idle{});
 }
+static_assert(rungs::detail::count_names(timing_names) == std::variant_size_v<any_timing::variant>,
+              "timing_names lists one name per policy of any_timing, in parse_timing's order");
 
 }  // namespace rungs::engine
