@@ -15,8 +15,6 @@
 #endif
 #include <rungs/attention/geometry.hpp>
 
-#include <cub/warp/warp_reduce.cuh>
-#include <cuda/functional>
 #include <cuda/std/limits>
 
 #include <cstdint>
@@ -254,34 +252,58 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
 }
 #endif  // !RUNGS_ATTENTION_SIMT_EMULATION
 
+/// The merge's geometry constants for the device pass (class scope: evaluated by the host).
+template <int HeadDim>
+struct merge_layout {
+  static constexpr int columns = geometry::merge_chunk_vectors(HeadDim);
+  static constexpr int chunks = geometry::merge_ctas_per_row(HeadDim);
+};
+
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
-/// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
+/// skipping empty splits (lse -inf) without reading their partial output.
 /// Sinks: the row's sink logit joins the denominator as one more term with no output.
+/// A CTA merges one chunk of geometry::merge_chunk_vectors(HeadDim) float4 columns of one row
+/// (merge_grid: geometry::merge_ctas_per_row CTAs per row, a row's chunks adjacent): its
+/// threads are columns x split lanes; M is reduced over all splits' log-sum-exps at once (each
+/// thread one of every 128, then warp shuffles and one barrier), then each lane sums the
+/// weighted partial outputs of every lanes-th split, merge_split_unroll splits' loads in
+/// flight at once, and the lanes' sums (and their weight sums, the denominator) meet by warp
+/// shuffles and shared memory.
 template <class T, int HeadDim, bool Sinks = false>
 __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kernel(const merge_params p) {
-  using warp_reduce = cub::WarpReduce<float>;
-  __shared__ typename warp_reduce::TempStorage temp[geometry::merge_warps];
+  constexpr int kThreads = 32 * geometry::merge_warps;
+  constexpr int kColumns = merge_layout<HeadDim>::columns;
+  constexpr int kChunks = merge_layout<HeadDim>::chunks;
+  constexpr int kLanes = kThreads / kColumns;  // split lanes of the CTA
+  constexpr int kUnroll = geometry::merge_split_unroll;
+  static_assert(kChunks * kColumns * 4 == HeadDim && 32 % kColumns == 0);
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * geometry::merge_warps + warp;
+  __shared__ float warp_max[geometry::merge_warps];
+  __shared__ float4 warp_acc[geometry::merge_warps][kColumns];
+  __shared__ float warp_weight[geometry::merge_warps];
+  const int t = static_cast<int>(threadIdx.x);
+  const int warp = t / 32;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) / kChunks;
+  const int column = static_cast<int>(blockIdx.x % kChunks) * kColumns + t % kColumns;  // float4 of the row
+  const int split_lane = t / kColumns;
   int tokens = p.max_tokens;
   if (p.q_indptr != nullptr) tokens = min(max(p.q_indptr[p.num_seqs], 0), p.max_tokens);
-  if (row >= static_cast<std::int64_t>(tokens) * p.num_qo_heads) return;  // whole warp
+  if (row >= static_cast<std::int64_t>(tokens) * p.num_qo_heads) return;  // whole CTA
 
   const int splits = p.num_splits;
   const float* lse = p.partial_lse + row * splits;
   float row_max = kNegInf;
-  for (int s = lane; s < splits; s += 32) row_max = fmaxf(row_max, lse[s]);
-  row_max = warp_reduce(temp[warp]).Reduce(row_max, ::cuda::maximum<>{});
-  row_max = __shfl_sync(0xffffffffu, row_max, 0);
-  __syncwarp();
+  for (int s = t; s < splits; s += kThreads) row_max = fmaxf(row_max, lse[s]);
+#pragma unroll
+  for (int d = 16; d > 0; d /= 2) row_max = fmaxf(row_max, __shfl_xor_sync(0xffffffffu, row_max, d));
+  if (t % 32 == 0) warp_max[warp] = row_max;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < geometry::merge_warps; ++w) row_max = fmaxf(row_max, warp_max[w]);
 
-  T* out = static_cast<T*>(p.out) + row * HeadDim;
+  T* out = static_cast<T*>(p.out) + row * HeadDim + column * 4;
   if (row_max == kNegInf) {  // no split saw a key: a zero row, as without splits
-    for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
-      *reinterpret_cast<uint2*>(out + d4 * 4) = from_float4<T>(make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-    }
+    if (split_lane == 0) *reinterpret_cast<uint2*>(out) = from_float4<T>(make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     return;
   }
   float sink = kNegInf;
@@ -289,29 +311,61 @@ __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kerne
     sink = p.sinks[row % p.num_qo_heads] * log2e;
     row_max = fmaxf(row_max, sink);
   }
-  float sum = 0.0f;
-  for (int s = lane; s < splits; s += 32) sum += exp2_approx(lse[s] - row_max);
-  sum = warp_reduce(temp[warp]).Sum(sum);
-  sum = __shfl_sync(0xffffffffu, sum, 0);
-  if constexpr (Sinks) sum += exp2_approx(sink - row_max);
-  const float inv = 1.0f / sum;
 
-  const float* partial = p.partial_out + row * splits * HeadDim;
-  for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < splits; ++s) {
-      const float x = lse[s];
-      if (x == kNegInf) continue;
-      const float w = exp2_approx(x - row_max);
-      const float4 o = *reinterpret_cast<const float4*>(partial + static_cast<std::int64_t>(s) * HeadDim + d4 * 4);
-      acc.x = fmaf(w, o.x, acc.x);
-      acc.y = fmaf(w, o.y, acc.y);
-      acc.z = fmaf(w, o.z, acc.z);
-      acc.w = fmaf(w, o.w, acc.w);
+  const float* partial = p.partial_out + row * splits * HeadDim + column * 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float weight = 0.0f;
+  for (int s0 = split_lane; s0 < splits; s0 += kLanes * kUnroll) {
+    float x[kUnroll];
+    float4 o[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = s0 + u * kLanes;
+      x[u] = s < splits ? lse[s] : kNegInf;
     }
-    *reinterpret_cast<uint2*>(out + d4 * 4) =
-        from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      o[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float* at = partial + static_cast<std::int64_t>(s0 + u * kLanes) * HeadDim;
+      if (x[u] != kNegInf) o[u] = *reinterpret_cast<const float4*>(at);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const float w = exp2_approx(x[u] - row_max);  // 0 for an empty split
+      weight += w;
+      acc.x = fmaf(w, o[u].x, acc.x);
+      acc.y = fmaf(w, o[u].y, acc.y);
+      acc.z = fmaf(w, o[u].z, acc.z);
+      acc.w = fmaf(w, o[u].w, acc.w);
+    }
   }
+  // The warp's split lanes (lanes kColumns apart), then the warps.
+#pragma unroll
+  for (int d = kColumns; d < 32; d *= 2) {
+    acc.x += __shfl_xor_sync(0xffffffffu, acc.x, d);
+    acc.y += __shfl_xor_sync(0xffffffffu, acc.y, d);
+    acc.z += __shfl_xor_sync(0xffffffffu, acc.z, d);
+    acc.w += __shfl_xor_sync(0xffffffffu, acc.w, d);
+    weight += __shfl_xor_sync(0xffffffffu, weight, d);
+  }
+  if (t % 32 < kColumns) warp_acc[warp][t % 32] = acc;
+  if (t % 32 == 0) warp_weight[warp] = weight;
+  __syncthreads();
+  if (t >= kColumns) return;
+  acc = warp_acc[0][t];
+  weight = warp_weight[0];
+#pragma unroll
+  for (int w = 1; w < geometry::merge_warps; ++w) {
+    const float4 a = warp_acc[w][t];
+    acc.x += a.x;
+    acc.y += a.y;
+    acc.z += a.z;
+    acc.w += a.w;
+    weight += warp_weight[w];
+  }
+  if constexpr (Sinks) weight += exp2_approx(sink - row_max);
+  const float inv = 1.0f / weight;
+  *reinterpret_cast<uint2*>(out) = from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
 }
 
 /// Copies token t's K and V rows into slot slot_mapping[t], one 16-byte vector per thread and
