@@ -254,6 +254,30 @@ using static16_set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::valu
                                                                             ra::values<4>>>;
 }  // namespace
 
+TEST_CASE("split merge geometry: chunks of a row's head dim, lanes per row, rows per CTA") {
+  namespace geo = ra::geometry;
+  CHECK(geo::merge_chunk_vectors(128) == 8);  // 32 dims, a 128-byte line of each partial output
+  CHECK(geo::merge_chunk_vectors(80) == 4);   // 20 float4s
+  CHECK(geo::merge_ctas_per_row(64) == 2);
+  CHECK(geo::merge_ctas_per_row(80) == 5);
+  CHECK(geo::merge_ctas_per_row(96) == 3);
+  CHECK(geo::merge_ctas_per_row(128) == 4);
+  CHECK(geo::merge_ctas_per_row(256) == 8);
+  CHECK(geo::merge_split_slots(128) == 16);
+  CHECK(geo::merge_split_slots(80) == 32);
+  // At most 4 splits per lane, lanes a power of two, at most the slots.
+  CHECK(geo::merge_row_lanes(128, 2) == 1);
+  CHECK(geo::merge_row_lanes(128, 4) == 1);
+  CHECK(geo::merge_row_lanes(128, 5) == 2);
+  CHECK(geo::merge_row_lanes(128, 16) == 4);
+  CHECK(geo::merge_row_lanes(128, 64) == 16);
+  CHECK(geo::merge_row_lanes(128, 128) == 16);  // 8 splits a lane
+  CHECK(geo::merge_row_lanes(80, 128) == 32);
+  CHECK(geo::merge_rows_per_cta(128, 4) == 16);
+  CHECK(geo::merge_rows_per_cta(128, 64) == 1);
+  CHECK(geo::merge_rows_per_cta(80, 64) == 2);
+}
+
 TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+ (8 and more on sm_90), the SIMT decode "
           "otherwise") {
   const ra::device_info a100{108, 80}, l40{142, 89}, b200{148, 100};
@@ -523,8 +547,9 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   CHECK(error_of([] {
           ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_total_q = 17, .max_context = 8}, h100);
         }) == "prefill_bucket.max_total_q = 17 must be in [max_q_len, max_batch * max_q_len] = [8, 16]");
-  // The split merge runs 4 CTAs per output row at head dim 128 (32 dims each): 1e9 tokens x 64
-  // heads is past 2^31 CTAs.
+  // The split merge runs 4 CTAs per output row at head dim 128 (32 dims each), one row each at
+  // 128 splits (16 lanes of 4 splits: geometry::merge_row_lanes): 1e9 tokens x 64 heads is past
+  // 2^31 CTAs.
   CHECK(error_of([] {
           ra::plan_prefill(config(64, 64, 128, 16),
                            {.max_batch = 65535, .max_q_len = 16384, .max_total_q = 1000000000, .max_context = 16384}, h100,

@@ -581,8 +581,11 @@ prefill_plan plan_prefill(const attention_config& config, prefill_bucket bucket,
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
                  " exceeds the grid's x limit; use larger splits");
   }
-  const std::int64_t merge_ctas = static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads *
-                                  geometry::merge_ctas_per_row(config.shape.head_dim);
+  const int d = config.shape.head_dim;
+  const std::int64_t merge_ctas =
+      detail::ceil_div(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
+                       geometry::merge_rows_per_cta(d, p.num_splits)) *
+      geometry::merge_ctas_per_row(d);
   if (p.num_splits > 1 && merge_ctas > INT32_MAX) {
     detail::fail("max_total_q * num_qo_heads = ", static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
                  " output rows need ", merge_ctas, " merge CTAs, past the grid's x limit; lower max_total_q");

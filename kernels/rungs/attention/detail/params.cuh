@@ -64,7 +64,8 @@ struct merge_params {
   int max_tokens;                ///< decode: max_batch; prefill: max_total_q
   int num_qo_heads;
   int num_splits;
-  int head_dim;                  ///< the grid's CTAs per row (geometry::merge_ctas_per_row)
+  int head_dim;                  ///< sets the grid (merge_grid)
+  int row_lanes;                 ///< geometry::merge_row_lanes(head_dim, num_splits)
   const float* sinks;            ///< [num_qo_heads]; read only by the sink instances
 };
 
@@ -177,6 +178,7 @@ inline merge_params make_merge_params(const split_workspace& w, void* workspace,
   m.num_qo_heads = num_qo_heads;
   m.num_splits = num_splits;
   m.head_dim = head_dim;
+  m.row_lanes = geometry::merge_row_lanes(head_dim, num_splits);
   return m;
 }
 
@@ -191,10 +193,12 @@ inline merge_params prefill_merge_params(const prefill_plan& plan, const prefill
                            plan.config.shape.head_dim, a.sinks);
 }
 
-/// geometry::merge_ctas_per_row CTAs per output row, a row's chunks adjacent.
+/// geometry::merge_rows_per_cta rows per CTA, geometry::merge_ctas_per_row CTAs across their
+/// head dim (adjacent in x).
 inline launch_grid merge_grid(const merge_params& m) {
   const std::int64_t rows = static_cast<std::int64_t>(m.max_tokens) * m.num_qo_heads;
-  return {static_cast<unsigned>(rows * geometry::merge_ctas_per_row(m.head_dim)), 1, 1};
+  const std::int64_t groups = ceil_div(rows, geometry::merge_rows_per_cta(m.head_dim, m.num_splits));
+  return {static_cast<unsigned>(groups * geometry::merge_ctas_per_row(m.head_dim)), 1, 1};
 }
 
 inline cache_write_params make_cache_write_params(const attention_config& config, const cache_write_args& a) {

@@ -95,12 +95,12 @@ struct traffic_row {
 };
 
 // The split merge alone over many splits (64 and 128: the planner's choice for one long
-// sequence on an H100 is 64), a quarter of them empty (log-sum-exp -inf; their partial outputs
+// sequence on an H100 is 64; and 8, 2 lanes per row), a quarter of them empty (log-sum-exp -inf; their partial outputs
 // are NaN, which the merge must not read), and one row with every split empty (zeros), against
 // the merge's formula in double: out = sum_s 2^(lse_s - M) o_s / (sum_s 2^(lse_s - M) + the
 // sink's 2^(sink - M)), M the largest of them. Returns the launch's traffic.
 template <class T, int D, bool Sinks>
-traffic_row check_many_split_merge(int splits, std::uint64_t seed) {
+traffic_row check_many_split_merge(int splits, unsigned ctas, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   constexpr int kBatch = 2, kHeads = 3;  // 6 rows (token x head); row 4 has no key
   constexpr std::int64_t kRows = kBatch * kHeads, kEmptyRow = 4;
@@ -150,7 +150,7 @@ traffic_row check_many_split_merge(int splits, std::uint64_t seed) {
       rd::make_merge_params(w, ws, out.data(), nullptr, kBatch, kBatch, kHeads, splits, D, Sinks ? sinks_dev.data() : nullptr);
   const std::string name = merge_name(type_name<T>(), D, Sinks);
   const std::string what = name + ", " + std::to_string(splits) + " splits, seed " + std::to_string(seed);
-  CHECK(rd::merge_grid(m).x == kRows * geo::merge_ctas_per_row(D));
+  CHECK(rd::merge_grid(m).x == ctas);
   const auto r = launch(name, rd::merge_grid(m), 32 * geo::merge_warps, m, mem, seed);
   require_close(out, want, D, 0, kEmptyRow, what);
   require_zero_rows(out, D, kEmptyRow, kEmptyRow + 1, what + ": the row without keys");
@@ -703,10 +703,16 @@ std::string fixed(double x, int digits) {
 TEST_CASE("split merge over 64 and 128 splits, some empty (nvcc's PTX), matches its formula; empty splits unread",
           "[cuda-sim]") {
   std::vector<traffic_row> rows;
-  rows.push_back(check_many_split_merge<rungs::bf16, 128, false>(64, 31));
-  rows.push_back(check_many_split_merge<rungs::bf16, 128, false>(128, 32));
-  rows.push_back(check_many_split_merge<rungs::f16, 64, true>(128, 33));   // sinks; 2 CTAs per row
-  rows.push_back(check_many_split_merge<rungs::f16, 80, false>(64, 34));   // 4-column chunks, 5 CTAs per row
+  // CTAs: row groups (geometry::merge_rows_per_cta) x chunks across the head dim (32 dims; 16
+  // at head dim 80). 6 rows of 64 splits at D 128: 16 lanes of 4 splits per row, a row per CTA
+  // (its lanes span the 4 warps), 4 chunks.
+  rows.push_back(check_many_split_merge<rungs::bf16, 128, false>(64, 6 * 4, 31));
+  rows.push_back(check_many_split_merge<rungs::bf16, 128, false>(128, 6 * 4, 32));  // 16 lanes of 8
+  rows.push_back(check_many_split_merge<rungs::f16, 64, true>(128, 6 * 2, 33));     // sinks; 2 chunks
+  // 8 splits: 2 lanes per row, 8 rows per CTA (2 past the last row, which must write nothing).
+  rows.push_back(check_many_split_merge<rungs::bf16, 128, false>(8, 1 * 4, 35));
+  // Head dim 80: 4-column chunks, 32 slots; 16 lanes per row span 2 warps, 2 rows per CTA.
+  rows.push_back(check_many_split_merge<rungs::f16, 80, false>(64, 3 * 5, 34));
   for (const traffic_row& r : rows) {
     // Distinct sectors: an empty split's partial output read would add a quarter.
     const std::uint64_t moved = 32 * (r.t.sectors_read + r.t.sectors_written);
