@@ -16,8 +16,9 @@
 //
 // Attention: a graph whose shape declares one new token per sequence (graph_shape::query == 1:
 // the uniform-decode graphs of vLLM V1's dispatch key, --dispatch) runs the split-KV decode
-// kernel the planner picks (tensor cores at the full model's GQA group of 4; the SIMT decode
-// at the tiny model's group of 2; --decode-kernel forces either); every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
+// kernel the planner picks (tensor cores at the full model's GQA group of 4, except on sm_90,
+// where the SIMT decode measured faster at group 4; the SIMT decode at the tiny model's group
+// of 2; --decode-kernel forces either); every other step (prefill, mixed, and any graph of a 1-D ladder, which serves mixed
 // steps and whose shape alone cannot say that a step holds one token per sequence) runs the
 // prefill/extend kernel the planner picks (tensor cores at both models' head dims;
 // --prefill-kernel forces either). The attention plan is made on the host for the step's padded shape

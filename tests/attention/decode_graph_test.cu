@@ -44,10 +44,13 @@ TEST_CASE("a captured decode step replays correctly as lengths, block tables and
                              .seq_lens = lens.data(), .out = out.data(), .workspace = workspace.data(),
                              .workspace_bytes = workspace.size()};
   // The plan is what runs: the default set's plan for this shape (bf16, head dim 128, group 4)
-  // chose the tensor-core decode, which `set` does not compile; decode<set> refuses it before
-  // launching anything instead of running the SIMT decode on splits sized for tensor cores.
+  // on tensor cores (the planner's choice on sm_80 and sm_89; on sm_90 it picks the SIMT decode
+  // at group 4, so the kernel is forced here), which `set` does not compile; decode<set> refuses
+  // it before launching anything instead of running the SIMT decode on splits sized for tensor
+  // cores.
   const ra::decode_plan default_plan =
-      ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = kMaxContext}, ra::query_device(), {.split_tokens = 128});
+      ra::plan_decode(config, {.max_batch = kMaxBatch, .max_context = kMaxContext}, ra::query_device(),
+                      {.split_tokens = 128, .kernel = ra::decode_kernel::tensor_cores});
   REQUIRE(default_plan.kernel == ra::decode_kernel::tensor_cores);
   REQUIRE(plan.kernel == ra::decode_kernel::simt);
   CHECK_THROWS_WITH(ra::decode<set>(default_plan, args, stream),

@@ -129,12 +129,14 @@ std::string grid_json(rad::launch_grid g) {
   return s + "]";
 }
 
-// The merge a split plan launches: rows = tokens x query heads, one warp each.
+// The merge a split plan launches: rows = tokens x query heads, geometry::merge_ctas_per_row(d)
+// CTAs each.
 std::string merge_json(const char* role, const char* after, ra::dtype t, int tokens, int qo, int d, int splits) {
   rad::merge_params m{};
   m.max_tokens = tokens;
   m.num_qo_heads = qo;
   m.num_splits = splits;
+  m.head_dim = d;
   return "{\"role\": \"" + std::string(role) + "\", \"after\": \"" + after + "\", \"dtype\": \"" +
          dtype_key(t, {}) + "\", \"head_dim\": " + std::to_string(d) + ", \"rows\": " +
          std::to_string(static_cast<std::int64_t>(tokens) * qo) + ", \"num_splits\": " + std::to_string(splits) +

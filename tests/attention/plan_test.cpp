@@ -254,14 +254,46 @@ using static16_set = ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::valu
                                                                             ra::values<4>>>;
 }  // namespace
 
-TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the SIMT decode otherwise") {
-  const ra::device_info a100{108, 80}, l40{142, 89};
+TEST_CASE("split merge geometry: chunks of a row's head dim, lanes per row, rows per CTA") {
+  namespace geo = ra::geometry;
+  CHECK(geo::merge_chunk_vectors(128) == 8);  // 32 dims, a 128-byte line of each partial output
+  CHECK(geo::merge_chunk_vectors(80) == 4);   // 20 float4s
+  CHECK(geo::merge_ctas_per_row(64) == 2);
+  CHECK(geo::merge_ctas_per_row(80) == 5);
+  CHECK(geo::merge_ctas_per_row(96) == 3);
+  CHECK(geo::merge_ctas_per_row(128) == 4);
+  CHECK(geo::merge_ctas_per_row(256) == 8);
+  CHECK(geo::merge_split_slots(128) == 16);
+  CHECK(geo::merge_split_slots(80) == 32);
+  // At most 4 splits per lane, lanes a power of two, at most the slots.
+  CHECK(geo::merge_row_lanes(128, 2) == 1);
+  CHECK(geo::merge_row_lanes(128, 4) == 1);
+  CHECK(geo::merge_row_lanes(128, 5) == 2);
+  CHECK(geo::merge_row_lanes(128, 16) == 4);
+  CHECK(geo::merge_row_lanes(128, 64) == 16);
+  CHECK(geo::merge_row_lanes(128, 128) == 16);  // 8 splits a lane
+  CHECK(geo::merge_row_lanes(80, 128) == 32);
+  CHECK(geo::merge_rows_per_cta(128, 4) == 16);
+  CHECK(geo::merge_rows_per_cta(128, 64) == 1);
+  CHECK(geo::merge_rows_per_cta(80, 64) == 2);
+}
+
+TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+ (8 and more on sm_90), the SIMT decode "
+          "otherwise") {
+  const ra::device_info a100{108, 80}, l40{142, 89}, b200{148, 100};
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
   using enum ra::decode_kernel;
   using all = every_tensor_core_set;
-  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 4
+  // On sm_90 (measured on an H100, benchmarks/RESULTS.md): tensor cores from group 8 (0.855x the
+  // SIMT decode's time at group 8), the SIMT decode at group 4 (the tensor-core one 1.13x slower).
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == simt);          // group 4
+  CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 8
+  CHECK(ra::plan_decode<all>(config(56, 8, 128, 16), bucket, h100).kernel == simt);     // group 7
+  CHECK(ra::plan_decode<all>(config(32, 8, 128, 16), bucket, h100).kernel == simt);     // group 4, every instance
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, a100).kernel == tensor_cores);  // group 4, sm_80
   CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, a100).kernel == tensor_cores);  // group 8
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, l40).kernel == tensor_cores);   // sm_89
+  CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, b200).kernel == tensor_cores);  // sm_100
   CHECK(ra::plan_decode<all>(config(16, 1, 64, 8), bucket, h100).kernel == tensor_cores);  // group 16
   CHECK(ra::plan_decode<all>(config(24, 8, 128, 16), bucket, h100).kernel == simt);        // group 3
   CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == simt);           // head dim 96
@@ -270,18 +302,20 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
   // group 8, window 128; its sinks are an argument, not configuration), Gemma 2's soft-cap.
   ra::attention_config windowed = config(32, 8, 128, 16);
   windowed.scores.window = 4096;
-  CHECK(ra::plan_decode(windowed, bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(windowed, bucket, a100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(windowed, bucket, h100).kernel == simt);
   ra::attention_config gpt_oss = config(64, 8, 64, 16);
   gpt_oss.scores.window = 128;
   CHECK(ra::plan_decode<all>(gpt_oss, bucket, h100).kernel == tensor_cores);
   CHECK(ra::plan_decode(gpt_oss, bucket, h100).kernel == simt);  // the default set has no D 64 instance
   ra::attention_config capped = config(32, 8, 128, 16);
   capped.scores.logit_soft_cap = 50.0f;
-  CHECK(ra::plan_decode(capped, bucket, h100).kernel == tensor_cores);
-  CHECK(ra::plan_decode(capped, bucket, h100, {.kernel = simt}).kernel == simt);
+  CHECK(ra::plan_decode(capped, bucket, a100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(capped, bucket, a100, {.kernel = simt}).kernel == simt);
   ra::attention_config fp8 = config(32, 8, 128, 16);  // fp8 caches too
   fp8.kv.type = ra::dtype::fp8_e4m3;
-  CHECK(ra::plan_decode(fp8, bucket, h100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(fp8, bucket, a100).kernel == tensor_cores);
+  CHECK(ra::plan_decode(fp8, bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
   fp8.kv.type = ra::dtype::fp8_e5m2;  // the default set's fp8 instances are E4M3 only
   CHECK(ra::plan_decode(fp8, bucket, a100).kernel == simt);
   // The kernel's launch bound sets the CTA slots the split model counts on: at group 8 the
@@ -309,6 +343,7 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+, the
 
 TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and decode refuses any other") {
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
+  const ra::device_info a100{108, 80};  // where group 4 runs on tensor cores
   using enum ra::decode_kernel;
   // The default set's tensor-core instances are head dim 128 at groups 4 and 8: group 16 at
   // head dim 64 fits the kernel but has no instance, so the default plan is SIMT, sized for
@@ -322,8 +357,8 @@ TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and d
   // A set without the instance, and a static block size the shape does not use, keep the SIMT
   // decode.
   CHECK(ra::plan_decode<simt_only_set>(config(32, 8, 128, 16), bucket, h100).kernel == simt);
-  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);
-  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 32), bucket, h100).kernel == simt);
+  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 16), bucket, a100).kernel == tensor_cores);
+  CHECK(ra::plan_decode<static16_set>(config(32, 8, 128, 32), bucket, a100).kernel == simt);
   CHECK(ra::decode_workspace_bound<simt_only_set>(config(32, 8, 128, 16), {33, 4096}, h100) ==
         ra::decode_workspace_bound(config(32, 8, 128, 16), {33, 4096}, h100, {.kernel = simt}));
   // Forcing tensor cores where the call has no such kernel names the shape and what is missing.
@@ -331,7 +366,7 @@ TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and d
         "plan_options.kernel = tensor_cores cannot run dtype = bf16, head_dim = 64, block_size = 8, group_size = 16 "
         "(the instantiation set has no tensor-core decode instance for it)");
   // The run side: a plan is checked against the call that runs it.
-  const auto tc = ra::plan_decode(config(32, 8, 128, 16), bucket, h100);
+  const auto tc = ra::plan_decode(config(32, 8, 128, 16), bucket, a100);
   REQUIRE(tc.kernel == tensor_cores);
   CHECK_NOTHROW(ra::check_decode_kernel<ra::default_instantiations>(tc));
   CHECK_NOTHROW(
@@ -512,12 +547,14 @@ TEST_CASE("prefill plan: q tiles over flattened rows, splits, workspace over max
   CHECK(error_of([] {
           ra::plan_prefill(config(32, 8, 128, 16), {.max_batch = 2, .max_q_len = 8, .max_total_q = 17, .max_context = 8}, h100);
         }) == "prefill_bucket.max_total_q = 17 must be in [max_q_len, max_batch * max_q_len] = [8, 16]");
-  // The split merge runs a warp per output row, 4 per CTA: 1e9 tokens x 64 heads is past 2^31 CTAs.
+  // The split merge runs 4 CTAs per output row at head dim 128 (32 dims each), one row each at
+  // 128 splits (16 lanes of 4 splits: geometry::merge_row_lanes): 1e9 tokens x 64 heads is past
+  // 2^31 CTAs.
   CHECK(error_of([] {
           ra::plan_prefill(config(64, 64, 128, 16),
                            {.max_batch = 65535, .max_q_len = 16384, .max_total_q = 1000000000, .max_context = 16384}, h100,
                            {.split_tokens = 128});
-        }) == "max_total_q * num_qo_heads = 64000000000 output rows need 16000000000 merge CTAs, past the grid's x "
+        }) == "max_total_q * num_qo_heads = 64000000000 output rows need 256000000000 merge CTAs, past the grid's x "
               "limit; lower max_total_q");
   // Prefill accepts any group (rows are flattened).
   CHECK_NOTHROW(ra::plan_prefill(config(24, 2, 128, 16), {.max_batch = 1, .max_q_len = 4, .max_context = 8}, h100));

@@ -103,8 +103,35 @@ constexpr int prefill_ctas_per_sm(int sm, bool sliding_window) {
   return sliding_window && n > 3 ? 3 : n;
 }
 
-/// Warps per CTA of the split-merge kernel (one warp per output row).
+/// Warps per CTA of the split-merge kernel. A CTA merges one chunk of merge_chunk_vectors(D)
+/// float4 columns (4 dims each) of merge_rows_per_cta(D, splits) output rows: its threads are
+/// the columns x merge_split_slots(D) slots, merge_row_lanes(D, splits) slots per row, each
+/// lane summing every lanes-th split of its row with merge_split_unroll independent loads in
+/// flight; a row's head dim is merge_ctas_per_row(D) CTAs. One warp per row walking the
+/// splits one dependent load after another took 30.3 us for 32 rows x 64 splits on an H100
+/// (8 CTAs, 2% issue active; benchmarks/RESULTS.md).
 inline constexpr int merge_warps = 4;
+/// float4 columns of a merge CTA: 8 (128 bytes, a whole line of each split's partial output)
+/// where the head dim's float4 count is a multiple of 8, else 4 (head dim 80: 20 float4s).
+constexpr int merge_chunk_vectors(int head_dim) { return (head_dim / 4) % 8 == 0 ? 8 : 4; }
+/// CTAs of the merge across one row's head dim.
+constexpr int merge_ctas_per_row(int head_dim) { return head_dim / 4 / merge_chunk_vectors(head_dim); }
+/// Splits a merge lane loads at once (independent loads in flight per thread).
+inline constexpr int merge_split_unroll = 4;
+/// Split lanes of a merge CTA (for all its rows).
+constexpr int merge_split_slots(int head_dim) { return 32 * merge_warps / merge_chunk_vectors(head_dim); }
+/// Split lanes per row: the fewest powers of two that give each lane at most merge_split_unroll
+/// splits (one pass of loads), at most all the slots (64 splits at head dim 128: 16 lanes, a
+/// CTA per row chunk; 4 splits: 1 lane, 16 rows per CTA).
+constexpr int merge_row_lanes(int head_dim, int splits) {
+  int lanes = 1;
+  while (lanes < merge_split_slots(head_dim) && lanes * merge_split_unroll < splits) lanes *= 2;
+  return lanes;
+}
+/// Output rows of one merge CTA.
+constexpr int merge_rows_per_cta(int head_dim, int splits) {
+  return merge_split_slots(head_dim) / merge_row_lanes(head_dim, splits);
+}
 /// Threads per CTA of the cache-write kernel (one 16-byte vector per thread and step).
 inline constexpr int cache_write_threads = 256;
 

@@ -432,11 +432,21 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
   return os.str();
 }
 
+// Whether plan_decode wants the tensor-core decode for GQA group `group` on architecture `sm`
+// (where the set has its instance): groups of 4 and more, where the SIMT decode's per-score
+// shuffles bound it; on sm_90 groups of 8 and more, as measured on an H100 80GB HBM3
+// (benchmarks/RESULTS.md, "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64
+// x context 4096, graph-replayed): at group 8 (64q/8kv) the tensor-core decode took 394-430 us
+// against the SIMT decode's 497-503 (0.855x: the SIMT decode's 252 registers leave it
+// issue-bound), at group 4 (32q/8kv) 424-430 us against 372-381 (latency-bound at its
+// occupancy; one run's 0.985x aside), so group 4 stays SIMT there. Groups 5-7 were not
+// measured and keep group 4's choice on sm_90; other architectures keep the groups-of-4 rule.
+constexpr bool decode_wants_tensor_cores(int group, int sm) { return group >= (sm == 90 ? 8 : 4); }
+
 // The planner's kernel, among those decode<Set, Mod> (prefill<Set, Mod>) compiles:
 // plan_options::kernel when given (refused, naming why, where the tensor cores cannot run the
-// configuration), else tensor cores on sm_80 and newer where `wanted` (decode: GQA groups of 4
-// and more, where the SIMT decode's per-score shuffles bound it; docs/kernels.md, "Tensor-core
-// decode" and "Tensor-core prefill").
+// configuration), else tensor cores on sm_80 and newer where `wanted` (decode:
+// decode_wants_tensor_cores; docs/kernels.md, "Tensor-core decode" and "Tensor-core prefill").
 template <class Set>
 attention_kernel choose_kernel(const attention_config& c, const device_info& dev, const plan_options& opt, bool prefill,
                                bool wanted) {
@@ -484,7 +494,8 @@ decode_plan plan_decode(const attention_config& config, decode_bucket bucket, co
   p.config = config;
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
-  p.kernel = detail::choose_kernel<Set>(config, dev, options, false, config.shape.group_size() >= 4);
+  p.kernel = detail::choose_kernel<Set>(config, dev, options, false,
+                                       detail::decode_wants_tensor_cores(config.shape.group_size(), dev.sm));
   detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
                         options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
@@ -570,8 +581,11 @@ prefill_plan plan_prefill(const attention_config& config, prefill_bucket bucket,
     detail::fail("q_tiles * num_splits = ", static_cast<std::int64_t>(p.q_tiles) * p.num_splits,
                  " exceeds the grid's x limit; use larger splits");
   }
+  const int d = config.shape.head_dim;
   const std::int64_t merge_ctas =
-      detail::ceil_div(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads, geometry::merge_warps);
+      detail::ceil_div(static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
+                       geometry::merge_rows_per_cta(d, p.num_splits)) *
+      geometry::merge_ctas_per_row(d);
   if (p.num_splits > 1 && merge_ctas > INT32_MAX) {
     detail::fail("max_total_q * num_qo_heads = ", static_cast<std::int64_t>(bucket.max_total_q) * config.shape.num_qo_heads,
                  " output rows need ", merge_ctas, " merge CTAs, past the grid's x limit; lower max_total_q");

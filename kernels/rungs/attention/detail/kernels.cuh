@@ -15,8 +15,6 @@
 #endif
 #include <rungs/attention/geometry.hpp>
 
-#include <cub/warp/warp_reduce.cuh>
-#include <cuda/functional>
 #include <cuda/std/limits>
 
 #include <cstdint>
@@ -254,64 +252,137 @@ __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm
 }
 #endif  // !RUNGS_ATTENTION_SIMT_EMULATION
 
+/// The merge's geometry constants for the device pass (class scope: evaluated by the host).
+template <int HeadDim>
+struct merge_layout {
+  static constexpr int columns = geometry::merge_chunk_vectors(HeadDim);
+  static constexpr int chunks = geometry::merge_ctas_per_row(HeadDim);
+  static constexpr int slots = geometry::merge_split_slots(HeadDim);
+};
+
+/// v summed (Max: the largest) over the `lanes` split lanes of a row within the warp (lanes
+/// Columns threads apart; a row of more than 32 / Columns lanes spans warps, summed after).
+template <int Columns, bool Max>
+__device__ __forceinline__ float row_lanes_reduce(float v, int lanes) {
+  for (int d = Columns; d < 32 && d < Columns * lanes; d *= 2) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, d);
+    v = Max ? fmaxf(v, o) : v + o;
+  }
+  return v;
+}
+
 /// Merges the splits of each output row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M),
-/// skipping empty splits (lse -inf) without reading their partial output. One warp per row.
-/// Sinks: the row's sink logit joins the denominator as one more term with no output.
+/// skipping empty splits (lse -inf) without reading their partial output; a row whose splits
+/// are all empty is zeros. Sinks: the row's sink logit joins the denominator as one more term
+/// with no output. A CTA merges one chunk of merge_layout::columns float4 columns of
+/// geometry::merge_rows_per_cta rows (merge_grid): its threads are columns x split slots,
+/// p.row_lanes slots per row. A row's lanes reduce M over its splits' log-sum-exps (a few
+/// loads each, shuffles), then each lane sums the weighted partial outputs of every
+/// row_lanes-th split with merge_split_unroll splits' loads in flight before any is used, and
+/// the lanes' sums (and their weights: the denominator) meet by shuffles, then across warps in
+/// shared memory where a row spans warps (docs/kernels.md, "The split merge").
 template <class T, int HeadDim, bool Sinks = false>
 __global__ void __launch_bounds__(32 * geometry::merge_warps) merge_splits_kernel(const merge_params p) {
-  using warp_reduce = cub::WarpReduce<float>;
-  __shared__ typename warp_reduce::TempStorage temp[geometry::merge_warps];
+  using layout = merge_layout<HeadDim>;
+  constexpr int kColumns = layout::columns;
+  constexpr int kUnroll = geometry::merge_split_unroll;
+  static_assert(layout::chunks * kColumns * 4 == HeadDim && 32 % kColumns == 0);
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * geometry::merge_warps + warp;
+  __shared__ float max_part[geometry::merge_warps];
+  __shared__ float4 acc_part[geometry::merge_warps][kColumns];
+  __shared__ float weight_part[geometry::merge_warps];
+  const int t = static_cast<int>(threadIdx.x);
+  const int warp = t / 32;
+  const int lanes = p.row_lanes;                      // a power of two, at most layout::slots
+  const int row_warps = kColumns * lanes / 32;        // above 1: a row spans warps (CTA-uniform)
+  const int first_warp = row_warps > 1 ? warp / row_warps * row_warps : warp;
+  const int slot = t / kColumns;
+  const int lane = slot % lanes;                      // split lane within the row
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x / layout::chunks) * (layout::slots / lanes) +
+                           slot / lanes;
+  const int column = static_cast<int>(blockIdx.x % layout::chunks) * kColumns + t % kColumns;  // float4 of the row
   int tokens = p.max_tokens;
   if (p.q_indptr != nullptr) tokens = min(max(p.q_indptr[p.num_seqs], 0), p.max_tokens);
-  if (row >= static_cast<std::int64_t>(tokens) * p.num_qo_heads) return;  // whole warp
+  // No early return: rows spanning warps meet at barriers. A row past the last reads nothing.
+  const int splits = row < static_cast<std::int64_t>(tokens) * p.num_qo_heads ? p.num_splits : 0;
+  const float* lse = p.partial_lse + row * p.num_splits;
 
-  const int splits = p.num_splits;
-  const float* lse = p.partial_lse + row * splits;
   float row_max = kNegInf;
-  for (int s = lane; s < splits; s += 32) row_max = fmaxf(row_max, lse[s]);
-  row_max = warp_reduce(temp[warp]).Reduce(row_max, ::cuda::maximum<>{});
-  row_max = __shfl_sync(0xffffffffu, row_max, 0);
-  __syncwarp();
-
-  T* out = static_cast<T*>(p.out) + row * HeadDim;
-  if (row_max == kNegInf) {  // no split saw a key: a zero row, as without splits
-    for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
-      *reinterpret_cast<uint2*>(out + d4 * 4) = from_float4<T>(make_float4(0.0f, 0.0f, 0.0f, 0.0f));
-    }
-    return;
+  for (int s = lane; s < splits; s += lanes) row_max = fmaxf(row_max, lse[s]);
+  row_max = row_lanes_reduce<kColumns, true>(row_max, lanes);
+  if (row_warps > 1) {
+    if (t % 32 == 0) max_part[warp] = row_max;
+    __syncthreads();
+    for (int w = 0; w < row_warps; ++w) row_max = fmaxf(row_max, max_part[first_warp + w]);
   }
+  const bool empty = row_max == kNegInf;  // no split saw a key (or no row): a zero row, as without splits
+  const int walk = empty ? 0 : splits;
   float sink = kNegInf;
   if constexpr (Sinks) {
-    sink = p.sinks[row % p.num_qo_heads] * log2e;
-    row_max = fmaxf(row_max, sink);
-  }
-  float sum = 0.0f;
-  for (int s = lane; s < splits; s += 32) sum += exp2_approx(lse[s] - row_max);
-  sum = warp_reduce(temp[warp]).Sum(sum);
-  sum = __shfl_sync(0xffffffffu, sum, 0);
-  if constexpr (Sinks) sum += exp2_approx(sink - row_max);
-  const float inv = 1.0f / sum;
-
-  const float* partial = p.partial_out + row * splits * HeadDim;
-  for (int d4 = lane; d4 < HeadDim / 4; d4 += 32) {
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < splits; ++s) {
-      const float x = lse[s];
-      if (x == kNegInf) continue;
-      const float w = exp2_approx(x - row_max);
-      const float4 o = *reinterpret_cast<const float4*>(partial + static_cast<std::int64_t>(s) * HeadDim + d4 * 4);
-      acc.x = fmaf(w, o.x, acc.x);
-      acc.y = fmaf(w, o.y, acc.y);
-      acc.z = fmaf(w, o.z, acc.z);
-      acc.w = fmaf(w, o.w, acc.w);
+    if (!empty) {
+      sink = p.sinks[row % p.num_qo_heads] * log2e;
+      row_max = fmaxf(row_max, sink);
     }
-    *reinterpret_cast<uint2*>(out + d4 * 4) =
-        from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
   }
+
+  const float* partial = p.partial_out + row * p.num_splits * HeadDim + column * 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float weight = 0.0f;
+  for (int s0 = lane; s0 < walk; s0 += lanes * kUnroll) {
+    float x[kUnroll];
+    float4 o[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = s0 + u * lanes;
+      x[u] = s < walk ? lse[s] : kNegInf;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      o[u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      const float* at = partial + static_cast<std::int64_t>(s0 + u * lanes) * HeadDim;
+      if (x[u] != kNegInf) o[u] = *reinterpret_cast<const float4*>(at);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const float w = exp2_approx(x[u] - row_max);  // 0 for an empty split
+      weight += w;
+      acc.x = fmaf(w, o[u].x, acc.x);
+      acc.y = fmaf(w, o[u].y, acc.y);
+      acc.z = fmaf(w, o[u].z, acc.z);
+      acc.w = fmaf(w, o[u].w, acc.w);
+    }
+  }
+  acc.x = row_lanes_reduce<kColumns, false>(acc.x, lanes);
+  acc.y = row_lanes_reduce<kColumns, false>(acc.y, lanes);
+  acc.z = row_lanes_reduce<kColumns, false>(acc.z, lanes);
+  acc.w = row_lanes_reduce<kColumns, false>(acc.w, lanes);
+  weight = row_lanes_reduce<kColumns, false>(weight, lanes);
+  if (row_warps > 1) {
+    if (t % 32 < kColumns) acc_part[warp][t % 32] = acc;
+    if (t % 32 == 0) weight_part[warp] = weight;
+    __syncthreads();
+    if (warp == first_warp && t % 32 < kColumns) {
+      acc = acc_part[first_warp][t % 32];
+      weight = weight_part[first_warp];
+      for (int w = 1; w < row_warps; ++w) {
+        const float4 a = acc_part[first_warp + w][t % 32];
+        acc.x += a.x;
+        acc.y += a.y;
+        acc.z += a.z;
+        acc.w += a.w;
+        weight += weight_part[first_warp + w];
+      }
+    }
+  }
+  if (lane != 0 || splits == 0) return;  // lane 0 of each real row writes its float4
+  T* out = static_cast<T*>(p.out) + row * HeadDim + column * 4;
+  if (empty) {
+    *reinterpret_cast<uint2*>(out) = from_float4<T>(make_float4(0.0f, 0.0f, 0.0f, 0.0f));
+    return;
+  }
+  if constexpr (Sinks) weight += exp2_approx(sink - row_max);
+  const float inv = 1.0f / weight;
+  *reinterpret_cast<uint2*>(out) = from_float4<T>(make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv));
 }
 
 /// Copies token t's K and V rows into slot slot_mapping[t], one 16-byte vector per thread and

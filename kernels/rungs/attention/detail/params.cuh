@@ -64,6 +64,8 @@ struct merge_params {
   int max_tokens;                ///< decode: max_batch; prefill: max_total_q
   int num_qo_heads;
   int num_splits;
+  int head_dim;                  ///< sets the grid (merge_grid)
+  int row_lanes;                 ///< geometry::merge_row_lanes(head_dim, num_splits)
   const float* sinks;            ///< [num_qo_heads]; read only by the sink instances
 };
 
@@ -164,7 +166,7 @@ inline launch_grid prefill_grid(const prefill_plan& plan) {
 
 inline merge_params make_merge_params(const split_workspace& w, void* workspace, void* out,
                                       const std::int32_t* q_indptr, int num_seqs, int max_tokens, int num_qo_heads,
-                                      int num_splits, const float* sinks) {
+                                      int num_splits, int head_dim, const float* sinks) {
   merge_params m;
   m.sinks = sinks;
   m.partial_out = reinterpret_cast<const float*>(static_cast<const char*>(workspace) + w.partial_out_offset);
@@ -175,23 +177,28 @@ inline merge_params make_merge_params(const split_workspace& w, void* workspace,
   m.max_tokens = max_tokens;
   m.num_qo_heads = num_qo_heads;
   m.num_splits = num_splits;
+  m.head_dim = head_dim;
+  m.row_lanes = geometry::merge_row_lanes(head_dim, num_splits);
   return m;
 }
 
 inline merge_params decode_merge_params(const decode_plan& plan, const decode_args& a) {
   return make_merge_params(plan.workspace, a.workspace, a.out, nullptr, plan.bucket.max_batch, plan.bucket.max_batch,
-                           plan.config.shape.num_qo_heads, plan.num_splits, a.sinks);
+                           plan.config.shape.num_qo_heads, plan.num_splits, plan.config.shape.head_dim, a.sinks);
 }
 
 inline merge_params prefill_merge_params(const prefill_plan& plan, const prefill_args& a) {
   return make_merge_params(plan.workspace, a.workspace, a.out, a.q_indptr, plan.bucket.max_batch,
-                           plan.bucket.max_total_q, plan.config.shape.num_qo_heads, plan.num_splits, a.sinks);
+                           plan.bucket.max_total_q, plan.config.shape.num_qo_heads, plan.num_splits,
+                           plan.config.shape.head_dim, a.sinks);
 }
 
-/// One warp per output row.
+/// geometry::merge_rows_per_cta rows per CTA, geometry::merge_ctas_per_row CTAs across their
+/// head dim (adjacent in x).
 inline launch_grid merge_grid(const merge_params& m) {
   const std::int64_t rows = static_cast<std::int64_t>(m.max_tokens) * m.num_qo_heads;
-  return {static_cast<unsigned>((rows + geometry::merge_warps - 1) / geometry::merge_warps), 1, 1};
+  const std::int64_t groups = ceil_div(rows, geometry::merge_rows_per_cta(m.head_dim, m.num_splits));
+  return {static_cast<unsigned>(groups * geometry::merge_ctas_per_row(m.head_dim)), 1, 1};
 }
 
 inline cache_write_params make_cache_write_params(const attention_config& config, const cache_write_args& a) {

@@ -302,3 +302,6 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   simt::arrive(simt::warp_key(mask), std::popcount(mask));
 }
 inline float __shfl_sync(unsigned mask, float v, int source) { return simt::shuffle(v, mask, source); }
+inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
+  return simt::shuffle(v, mask, static_cast<int>(simt::lane()) ^ lane_mask);
+}
