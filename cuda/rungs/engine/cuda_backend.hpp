@@ -20,6 +20,11 @@
 // beforehand and shared by every graph, so it is not counted again). Any error (OOM, an
 // invalidated capture, an exception thrown by the forward) is reported in the
 // capture_report; the engine keeps that bucket eager.
+//
+// Faults (docs/engine.md, "Device faults"). A failed call while the backend is built or set up
+// throws rungs::cuda_error naming it, after releasing what was made; one in a step throws, and
+// the engine takes the step back (recover() says whether the device can go on); every destroy
+// call goes through RUNGS_CUDA_RELEASE: reported, never thrown, never repeated.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -380,7 +385,10 @@ class cuda_backend {
   void close() noexcept {
     // The last step may still read the buffers. A failure here is the last step's (a sticky
     // fault), which that step reported; the releases below go on regardless.
-    if (stream_) (void)cudaStreamSynchronize(stream_);
+    // A non-sticky failure is consumed here, not left as the thread's last error.
+    if (stream_)
+      if (const cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess && cudaPeekAtLastError() == e)
+        (void)cudaGetLastError();
     for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
     for (buffers& b : static_) free_buffers(b);
     free_buffers(eager_);
