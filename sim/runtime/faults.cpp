@@ -15,7 +15,8 @@ namespace {
 
 // Each call's usual failure on a GPU: out of memory for whatever allocates (instantiation and
 // upload allocate the graph's device copy), an invalidated capture at its end, a launch that
-// did not get its resources, and for the synchronising calls the kernel fault they report.
+// did not get its resources, for the synchronising calls the kernel fault they report, a bad
+// handle for the destroy calls, no context for the device queries.
 const std::vector<injectable> kCalls = {
     {"cudaMalloc", cudaErrorMemoryAllocation},
     {"cudaMallocHost", cudaErrorMemoryAllocation},
@@ -39,6 +40,20 @@ const std::vector<injectable> kCalls = {
     {"cudaGraphInstantiate", cudaErrorMemoryAllocation},
     {"cudaGraphUpload", cudaErrorMemoryAllocation},
     {"cudaGraphLaunch", cudaErrorLaunchOutOfResources},
+    // Destroy calls: a failed one destroys nothing (the handle stays live), so a caller that
+    // destroys again double-frees and one that forgets it leaks exactly one object.
+    {"cudaStreamDestroy", cudaErrorInvalidResourceHandle},
+    {"cudaEventDestroy", cudaErrorInvalidResourceHandle},
+    {"cudaGraphDestroy", cudaErrorInvalidResourceHandle},
+    {"cudaGraphExecDestroy", cudaErrorInvalidResourceHandle},
+    // Device queries: the context could not be created.
+    {"cudaGetDeviceCount", cudaErrorInitializationError},
+    {"cudaGetDevice", cudaErrorInitializationError},
+    {"cudaDeviceGetAttribute", cudaErrorInitializationError},
+    {"cudaGetDeviceProperties", cudaErrorInitializationError},
+    // Error queries: the error a launch reports after the fact.
+    {"cudaGetLastError", cudaErrorLaunchOutOfResources},
+    {"cudaPeekAtLastError", cudaErrorLaunchOutOfResources},
 };
 
 const injectable* find_call(std::string_view name) {

@@ -683,13 +683,23 @@ cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* dynamicSmemSize, c
 
 // ---------------------------------------------------------------------------------------
 // Errors.
+// An injected fault at either is an error a launch reported after the fact: it becomes the
+// last error (cudaGetLastError returns and clears it; cudaPeekAtLastError leaves it).
 cudaError_t cudaGetLastError(void) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGetLastError");
+  if (call.error != cudaSuccess) injected(call);
   const cudaError_t e = S().sticky != cudaSuccess ? S().sticky : last_error;
   last_error = cudaSuccess;
   return e;
 }
 
-cudaError_t cudaPeekAtLastError(void) { return S().sticky != cudaSuccess ? S().sticky : last_error; }
+cudaError_t cudaPeekAtLastError(void) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaPeekAtLastError");
+  if (call.error != cudaSuccess) injected(call);
+  return S().sticky != cudaSuccess ? S().sticky : last_error;
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
@@ -718,12 +728,18 @@ const char* cudaGetErrorString(cudaError_t error) {
 // ---------------------------------------------------------------------------------------
 // The device.
 cudaError_t cudaGetDeviceCount(int* count) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGetDeviceCount");
+  if (call.error != cudaSuccess) return injected(call);
   if (count == nullptr) return fail(cudaErrorInvalidValue);
   *count = 1;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGetDevice");
+  if (call.error != cudaSuccess) return injected(call);
   if (device == nullptr) return fail(cudaErrorInvalidValue);
   *device = 0;
   return cudaSuccess;
@@ -732,6 +748,9 @@ cudaError_t cudaGetDevice(int* device) {
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
 
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaDeviceGetAttribute");
+  if (call.error != cudaSuccess) return injected(call);
   if (value == nullptr) return fail(cudaErrorInvalidValue);
   if (device != 0) return fail(cudaErrorInvalidDevice);
   switch (attr) {
@@ -772,6 +791,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
 }
 
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGetDeviceProperties");
+  if (call.error != cudaSuccess) return injected(call);
   if (prop == nullptr) return fail(cudaErrorInvalidValue);
   if (device != 0) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
@@ -932,6 +954,8 @@ cudaError_t cudaStreamCreate(cudaStream_t* pStream) { return cudaStreamCreateWit
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamDestroy");
+  if (call.error != cudaSuccess) return injected(call);
   if (S().streams.count(stream) && stream->capture) {
     return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamDestroy of a capturing stream");
   }
@@ -967,6 +991,8 @@ cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlag
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaEventDestroy");
+  if (call.error != cudaSuccess) return injected(call);
   return destroy(event, S().events);
 }
 
@@ -1058,6 +1084,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureSta
 
 cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphDestroy");
+  if (call.error != cudaSuccess) return injected(call);
   return destroy(graph, S().graphs);
 }
 
@@ -1075,6 +1103,8 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* pGraphExec, cudaGraph_t graph,
 
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphExecDestroy");
+  if (call.error != cudaSuccess) return injected(call);
   return destroy(graphExec, S().execs);
 }
 
@@ -1103,6 +1133,19 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
 }
 
 }  // extern "C"
+
+// What the device holds now (rungs_sim/faults.hpp).
+rungs::sim::faults::live_objects rungs::sim::faults::live() {
+  std::lock_guard lock(S().mutex);
+  live_objects l;
+  for (const auto& [address, a] : S().memory.live) ++(a.device ? l.device_allocations : l.host_allocations);
+  l.device_bytes = S().memory.device_bytes;
+  l.streams = S().streams.size();
+  l.events = S().events.size();
+  l.graphs = S().graphs.size();
+  l.graph_execs = S().execs.size();
+  return l;
+}
 
 // A test's stand-in for a new process after a fatal fault (rungs_sim/faults.hpp).
 void rungs::sim::faults::reset_device() {

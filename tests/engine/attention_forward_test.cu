@@ -259,3 +259,56 @@ TEST_CASE("paged-attention forward: long contexts take the split-KV path within 
     run.step(bb.make(n, context, 1, static_cast<std::int32_t>(n * 100 + lo)));
   }
 }
+
+// ---- Device faults (docs/engine.md, "Device faults"): the CPU device fails calls on purpose --
+#if __has_include(<rungs_sim/faults.hpp>)
+#include <rungs_sim/faults.hpp>
+
+#include <tuple>
+
+TEST_CASE("paged-attention forward: a fault while it is built is a cuda_error naming the call; nothing made is kept") {
+  namespace faults = rungs::sim::faults;
+  using fp8_forward = attention_forward<with_cache(rungs::dtype::fp8_e4m3)>;
+  const std::vector<float> one{1.0f};
+  // The constructor's calls in order: the device query (the planner's view of the GPU), the K
+  // and V pools and their zeroing, the scales (fp8 with a k_scale) and their copy, the wait.
+  for (auto [call, nth, error] : {std::tuple{"cudaGetDevice", 1, cudaErrorInitializationError},
+                                  std::tuple{"cudaDeviceGetAttribute", 3, cudaErrorInitializationError},
+                                  std::tuple{"cudaMalloc", 1, cudaErrorMemoryAllocation},
+                                  std::tuple{"cudaMalloc", 2, cudaErrorMemoryAllocation},
+                                  std::tuple{"cudaMemset", 2, cudaErrorInvalidValue},
+                                  std::tuple{"cudaMalloc", 3, cudaErrorMemoryAllocation},
+                                  std::tuple{"cudaMemcpy", 1, cudaErrorInvalidValue},
+                                  std::tuple{"cudaDeviceSynchronize", 1, cudaErrorInvalidValue}}) {
+    INFO(call << " call " << nth);
+    const faults::live_objects before = faults::live();
+    faults::fail_nth(call, static_cast<std::uint64_t>(nth), error);
+    try {
+      fp8_forward f(pool, max_len, {}, {}, {.k = one});
+      FAIL("built");
+    } catch (const rungs::cuda_error& e) {
+      CHECK(e.call() == call);
+      CHECK(e.code() == error);
+    }
+    faults::clear();
+    CHECK(faults::live() == before);  // the pools made before the failed call are freed
+  }
+  // A failed cudaFree in the destructor: reported once (not thrown, not repeated); only that
+  // allocation is kept.
+  const faults::live_objects before = faults::live();
+  const std::int64_t reported = rungs::release_failures();
+  std::vector<std::string> calls;
+  rungs::release_failure_handler previous =
+      rungs::set_release_failure_handler([&](const rungs::cuda_error& e) { calls.push_back(e.call()); });
+  {
+    fp8_forward f(pool, max_len, {}, {}, {.k = one});
+    faults::fail_nth("cudaFree", 2, cudaErrorInvalidValue);
+  }
+  faults::clear();
+  rungs::set_release_failure_handler(std::move(previous));
+  CHECK(calls == std::vector<std::string>{"cudaFree"});
+  CHECK(rungs::release_failures() == reported + 1);
+  CHECK(faults::live().device_allocations == before.device_allocations + 1);
+  CHECK(cudaGetLastError() == cudaSuccess);  // the report consumed the failed call's error
+}
+#endif

@@ -324,7 +324,10 @@ TEST_CASE("a steady decode step uploads only what the persistent staging changed
 #include <rungs_sim/faults.hpp>
 
 #include <array>
+#include <functional>
+#include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -348,39 +351,63 @@ struct device_sampler {
 
 using fault_engine = engine<token_ladder, largest_first, startup, rungs::kv::free_list_allocator, cuda_backend>;
 
-// What serving six requests did: outputs by request, failed steps, and the fatal fault if any.
+// When a served run injects faults: each hook runs at its moment (before the backend is built,
+// before the startup captures, before the first step, before the engine is destroyed), and
+// what it schedules stays on until the engine and its backend are gone.
+struct injection {
+  std::function<void()> before_build = [] {}, before_start = [] {}, after_start = [] {}, before_teardown = [] {};
+  std::int64_t allocating_rows = -1;  // the forward allocates (illegally) when capturing this many rows
+};
+
+// The destroy calls: an injected failure destroys nothing (rungs_sim/faults.hpp), so a backend
+// that forgets the handle leaks exactly that object and one that destroys again frees it.
+const std::set<std::string> destroy_calls = {"cudaFree",         "cudaFreeHost",     "cudaStreamDestroy",
+                                             "cudaEventDestroy", "cudaGraphDestroy", "cudaGraphExecDestroy"};
+
+// What serving six requests did: outputs by request, failed steps, the fatal fault if any, the
+// failed build if any, and what the device kept.
 struct served {
   std::vector<std::vector<serving::token_id>> outputs = std::vector<std::vector<serving::token_id>>(6);
   std::int64_t failed_steps = 0;
   std::optional<step_fault> fatal{};
+  std::optional<std::string> build_error_call{};  // the engine could not be built: the call the cuda_error names
+  std::string build_error{};
   engine_stats stats{};
   serving::scheduler_stats scheduler{};
+  std::map<std::string, int> faults{};            // faults injected, by call
+  int destroy_faults = 0;                         // of them at destroy calls
+  std::vector<std::string> reported_releases{};   // failed releases the backend reported (RUNGS_CUDA_RELEASE), by call
+  std::int64_t leaked = 0;                        // objects the device holds after teardown that it did not before
 };
 
-// Serves six requests (prompts of 3 to 8 tokens, 5 outputs each) on the CUDA backend;
-// `before_start` and `after_start` inject faults around the startup captures. After every step, failed or not, the scheduler and
-// the allocator are consistent; at the end no KV block is held.
-template <class AfterStart, class BeforeStart>
-served serve_with(AfterStart after_start, BeforeStart before_start, std::int64_t allocating_rows = -1) {
-  gpu_toy model(64);
-  model.allocating_rows = allocating_rows;
-  fault_engine e(token_ladder{{1, 2, 4, 8}},
-                 rungs::kv::free_list_allocator({.num_blocks = 64, .block_size = gpu_model.block_size, .max_sequences = 8,
-                                                 .max_model_len = max_len}),
-                 cuda_backend(std::cref(model), toy_options()),
-                 {.scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 64}, .routing = step_routing::single,
-                  .model = gpu_model});
+// Serves six requests (prompts of 3 to 8 tokens, 5 outputs each) on the CUDA backend. After
+// every step, failed or not, the scheduler and the allocator are consistent; a run that
+// finishes holds no KV block; a fatal stop leaves the failed step's requests waiting.
+void serve_on(const gpu_toy& model, const injection& inj, served& r) {
+  std::optional<fault_engine> e;
+  try {
+    e.emplace(token_ladder{{1, 2, 4, 8}},
+              rungs::kv::free_list_allocator({.num_blocks = 64, .block_size = gpu_model.block_size, .max_sequences = 8,
+                                              .max_model_len = max_len}),
+              cuda_backend(std::cref(model), toy_options()),
+              fault_engine::options{.scheduler = {.max_num_seqs = 8, .max_num_batched_tokens = 64},
+                                    .routing = step_routing::single,
+                                    .model = gpu_model});
+  } catch (const rungs::cuda_error& f) {  // the backend's constructor or setup failed
+    r.build_error_call = f.call();
+    r.build_error = f.what();
+    return;
+  }
   for (std::uint64_t id = 1; id <= 6; ++id)
-    e.submit({.id = id, .prompt = std::vector<serving::token_id>(2 + id, static_cast<serving::token_id>(10 * id)),
-              .max_output_tokens = 5});
-  before_start();
-  e.start();
-  after_start();
-  served r;
-  device_sampler hook{e.runner().backend().stream()};
-  for (int guard = 0; !e.idle_queues() && guard < 200; ++guard) {
+    e->submit({.id = id, .prompt = std::vector<serving::token_id>(2 + id, static_cast<serving::token_id>(10 * id)),
+               .max_output_tokens = 5});
+  inj.before_start();
+  e->start();
+  inj.after_start();
+  device_sampler hook{e->runner().backend().stream()};
+  for (int guard = 0; !e->idle_queues() && guard < 200; ++guard) {
     try {
-      const engine_step& s = e.step(hook);
+      const engine_step& s = e->step(hook);
       if (s.fault) {
         ++r.failed_steps;
         CHECK_FALSE(s.ran());
@@ -390,28 +417,53 @@ served serve_with(AfterStart after_start, BeforeStart before_start, std::int64_t
         for (const auto& f : s.events->finished) r.outputs[f.id - 1] = f.output;
     } catch (const engine_fault& f) {
       r.fatal = f.fault();
-      CHECK_THROWS_AS(e.step(hook), engine_fault);  // stopped: every later step says so
+      CHECK_THROWS_AS(e->step(hook), engine_fault);  // stopped: every later step says so
       break;
     }
-    REQUIRE(e.scheduler().check_consistency() == "");
+    REQUIRE(e->scheduler().check_consistency() == "");
   }
   if (!r.fatal) {
-    CHECK(e.idle_queues());
-    CHECK(e.blocks().metrics().live_blocks == 0);  // no block leaked by a failed step
+    CHECK(e->idle_queues());
+    CHECK(e->blocks().metrics().live_blocks == 0);  // no block leaked by a failed step
   } else {  // the failed step's requests wait to be recomputed; nothing runs
-    CHECK(e.scheduler().running() == 0);
+    CHECK(e->scheduler().running() == 0);
     for (serving::request_id id : r.fatal->requests)
-      CHECK(std::count(e.scheduler().waiting_queue().begin(), e.scheduler().waiting_queue().end(), id) == 1);
+      CHECK(std::count(e->scheduler().waiting_queue().begin(), e->scheduler().waiting_queue().end(), id) == 1);
   }
-  r.stats = e.stats();
-  r.scheduler = e.scheduler().stats();
+  r.stats = e->stats();
+  r.scheduler = e->scheduler().stats();
+  inj.before_teardown();
+}  // the engine and its backend are destroyed here, under the schedule
+
+// Runs serve_on between the injection's hooks; then counts what the schedule failed and what
+// the device kept. Whatever happened, every failed release was reported once and only the
+// objects of failed destroy calls are left (none destroyed twice: the device would hold fewer).
+served serve_with(const injection& inj) {
+  served r;
+  gpu_toy model(64);
+  model.allocating_rows = inj.allocating_rows;
+  const std::size_t made = faults::log().size();
+  const faults::live_objects before = faults::live();
+  rungs::release_failure_handler previous =
+      rungs::set_release_failure_handler([&](const rungs::cuda_error& f) { r.reported_releases.push_back(f.call()); });
+  inj.before_build();
+  serve_on(model, inj, r);
   faults::clear();
   faults::reset_device();
+  rungs::set_release_failure_handler(std::move(previous));
+  const std::vector<faults::injected> log = faults::log();
+  for (std::size_t i = made; i < log.size(); ++i) {
+    ++r.faults[log[i].call];
+    r.destroy_faults += destroy_calls.count(log[i].call) ? 1 : 0;
+  }
+  r.leaked = static_cast<std::int64_t>(faults::live().objects()) - static_cast<std::int64_t>(before.objects());
+  CHECK(r.leaked == r.destroy_faults);
+  CHECK(static_cast<int>(r.reported_releases.size()) == r.destroy_faults);
   return r;
 }
 
 const served& clean_run() {
-  static const served r = serve_with([] {}, [] {});
+  static const served r = serve_with({});
   return r;
 }
 
@@ -435,7 +487,7 @@ TEST_CASE("device faults: capture, instantiation and upload faults fall back to 
     // The 2nd startup capture fails at `call` (cudaMemGetInfo: called before and after each
     // capture, so its 3rd call); nothing before start() makes these calls.
     const std::uint64_t nth = std::string(call) == "cudaMemGetInfo" ? 3 : 2;
-    const served r = serve_with([] {}, [&] { faults::fail_nth(call, nth, usual_error(call)); });
+    const served r = serve_with({.before_start = [&] { faults::fail_nth(call, nth, usual_error(call)); }});
     CHECK(faults::log().back().call == call);
     CHECK(r.stats.capture_failures == 1);
     CHECK(r.failed_steps == 0);
@@ -443,7 +495,7 @@ TEST_CASE("device faults: capture, instantiation and upload faults fall back to 
     CHECK(r.outputs == clean.outputs);
   }
   // The forward allocates inside the capture of the 4-rung: the capture is invalidated.
-  const served r = serve_with([] {}, [] {}, 4);
+  const served r = serve_with({.allocating_rows = 4});
   CHECK(r.stats.capture_failures == 1);
   CHECK(r.failed_steps == 0);
   CHECK(r.outputs == clean.outputs);
@@ -459,7 +511,7 @@ TEST_CASE("device faults: a failed launch, copy or allocation takes the step bac
                                   std::tuple{"cudaMemcpyAsync", 4, cudaErrorInvalidValue},
                                   std::tuple{"cudaEventRecord", 2, cudaErrorInvalidValue}}) {
     INFO(call);
-    const served r = serve_with([&] { faults::fail_nth(call, static_cast<std::uint64_t>(nth), error); }, [] {});
+    const served r = serve_with({.after_start = [&] { faults::fail_nth(call, static_cast<std::uint64_t>(nth), error); }});
     CHECK(r.failed_steps == 1);
     CHECK(r.scheduler.aborted_steps == 1);
     CHECK_FALSE(r.fatal);
@@ -472,7 +524,7 @@ TEST_CASE("device faults: a sticky fault stops the engine, naming the step and i
   const served& clean = clean_run();
   for (const char* call : {"cudaLaunchKernel", "cudaGraphLaunch", "cudaStreamSynchronize"}) {
     INFO(call);
-    const served r = serve_with([&] { faults::fail_nth(call, 2, cudaErrorIllegalAddress); }, [] {});
+    const served r = serve_with({.after_start = [&] { faults::fail_nth(call, 2, cudaErrorIllegalAddress); }});
     REQUIRE(r.fatal);
     CHECK(r.fatal->fatal);
     CHECK_FALSE(r.fatal->requests.empty());
@@ -484,23 +536,73 @@ TEST_CASE("device faults: a sticky fault stops the engine, naming the step and i
   }
 }
 
+TEST_CASE("device faults: a fault while the engine is built is a cuda_error naming the call; nothing made is kept") {
+  // The backend's constructor makes its stream and event; the runner's constructor calls its
+  // setup(), which waits for the stream and allocates the workspace. Each fails in turn.
+  for (auto [call, error] : {std::pair{"cudaStreamCreateWithFlags", cudaErrorMemoryAllocation},
+                             std::pair{"cudaEventCreateWithFlags", cudaErrorMemoryAllocation},
+                             std::pair{"cudaStreamSynchronize", cudaErrorInvalidResourceHandle},
+                             std::pair{"cudaMalloc", cudaErrorMemoryAllocation}}) {
+    INFO(call);
+    const served r = serve_with({.before_build = [&] { faults::fail_nth(call, 1, error); }});
+    REQUIRE(r.build_error_call);
+    CHECK(*r.build_error_call == call);
+    CHECK_THAT(r.build_error, Catch::StartsWith(std::string(call) + "(") &&
+                                  Catch::EndsWith(std::string(": ") + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")"));
+    CHECK(r.leaked == 0);  // the stream, the event: released when what came after them failed
+    CHECK(r.reported_releases.empty());
+  }
+}
+
+TEST_CASE("device faults: a failed destroy is reported once and never repeated; only its object is kept") {
+  const served& clean = clean_run();
+  // cudaGraphDestroy: the captured graph, destroyed once instantiated (the capture still
+  // counts); the others: the backend's destructor (graphs, buffers, workspace, event, stream).
+  for (auto [call, at_teardown] : {std::pair{"cudaGraphDestroy", false}, std::pair{"cudaGraphExecDestroy", true},
+                                   std::pair{"cudaFree", true}, std::pair{"cudaFreeHost", true},
+                                   std::pair{"cudaEventDestroy", true}, std::pair{"cudaStreamDestroy", true}}) {
+    INFO(call);
+    const auto fail = [&] { faults::fail_nth(call, 1, usual_error(call)); };
+    const served r = at_teardown ? serve_with({.before_teardown = fail}) : serve_with({.before_start = fail});
+    CHECK(r.destroy_faults == 1);
+    CHECK(r.leaked == 1);
+    CHECK(r.reported_releases == std::vector<std::string>{call});
+    CHECK(r.stats.capture_failures == 0);
+    CHECK_FALSE(r.fatal);
+    CHECK(r.outputs == clean.outputs);
+  }
+}
+
 // A seeded fault campaign: schedules `first` .. `first + count - 1`, each failing every
-// injectable call after the startup captures with probability rate[seed % 3]. Every run must
-// finish with the clean run's tokens or stop with the documented fatal message.
+// injectable call with probability rate[seed % 3] over the engine's whole life: its backend's
+// constructor and setup, the startup captures, the steps, the sampler's copies and the
+// teardown. Every run must end in one of three ways: the engine could not be built (a
+// cuda_error naming the failed call), it finished with the clean run's tokens, or it stopped
+// with the documented fatal message; and in every run the device keeps only the objects of
+// failed destroy calls, each reported once (serve_with).
 struct campaign_result {
-  int finished = 0, stopped = 0;
-  std::int64_t retried_steps = 0;
-  std::size_t faults = 0;
+  int finished = 0, stopped = 0, not_built = 0;
+  std::int64_t retried_steps = 0, faults = 0, destroy_faults = 0;
+  std::map<std::string, int> by_call{};
 };
 campaign_result fault_campaign(std::uint64_t first, std::uint64_t count, std::array<double, 3> rate) {
   const served& clean = clean_run();
-  const std::size_t injected_before = faults::log().size();
   campaign_result c;
   for (std::uint64_t seed = first; seed < first + count; ++seed) {
     INFO("RUNGS_SIM_FAULT_SEED schedule " << seed << ", rate " << rate[seed % 3]);
-    const served r = serve_with([&] { faults::fail_randomly(seed, rate[seed % 3]); }, [] {});
+    const served r = serve_with({.before_build = [&] { faults::fail_randomly(seed, rate[seed % 3]); }});
     c.retried_steps += r.failed_steps;
-    if (r.fatal) {
+    c.destroy_faults += r.destroy_faults;
+    for (const auto& [call, n] : r.faults) {
+      c.by_call[call] += n;
+      c.faults += n;
+    }
+    if (r.build_error_call) {
+      ++c.not_built;
+      INFO(r.build_error);
+      CHECK(r.faults.count(*r.build_error_call) == 1);  // the error names the call the schedule failed
+      CHECK_THAT(r.build_error, Catch::StartsWith(*r.build_error_call + "(") && Catch::Contains(" failed at "));
+    } else if (r.fatal) {
       ++c.stopped;
       CHECK(r.fatal->fatal);
       CHECK_THAT(describe(*r.fatal), Catch::Matches("engine: step [0-9]+ failed on the device \\(.*\\); fatal: the device "
@@ -510,25 +612,44 @@ campaign_result fault_campaign(std::uint64_t first, std::uint64_t count, std::ar
       CHECK(r.outputs == clean.outputs);
     }
   }
-  c.faults = faults::log().size() - injected_before;
   return c;
 }
 
-TEST_CASE("device faults: seeded random faults end with the clean tokens or a fatal stop, never lost work") {
+TEST_CASE("device faults: seeded random faults end with the clean tokens, a fatal stop or a failed build, never lost work") {
   const campaign_result c = fault_campaign(1, 12, {0.02, 0.05, 0.1});
   CHECK(c.faults >= 12);  // the schedules did fail calls
 }
 
 // The CI campaign (ctest engine_cuda_test.fault_campaign): RUNGS_FAULT_CAMPAIGN="first count".
+// Across its schedules it fails every runtime call the engine, its CUDA backend, the test's
+// forward (launches, cudaGetLastError) and its sampler make.
 TEST_CASE("device faults: the seeded campaign", "[.campaign]") {
   const char* v = std::getenv("RUNGS_FAULT_CAMPAIGN");
   REQUIRE(v != nullptr);
   std::uint64_t first = 0, count = 0;
   REQUIRE(std::sscanf(v, "%lu %lu", &first, &count) == 2);
   const campaign_result c = fault_campaign(first, count, {0.01, 0.03, 0.1});
-  std::printf("fault campaign: %llu schedules, %zu faults injected, %d finished with the clean tokens (%lld failed steps "
-              "retried), %d stopped on a fatal fault\n",
-              static_cast<unsigned long long>(count), c.faults, c.finished, static_cast<long long>(c.retried_steps), c.stopped);
-  CHECK(c.faults >= count);
+  std::printf("fault campaign: %llu schedules, %lld faults injected (%lld at destroy calls), %d finished with the clean "
+              "tokens (%lld failed steps retried), %d stopped on a fatal fault, %d could not build the engine\n",
+              static_cast<unsigned long long>(count), static_cast<long long>(c.faults),
+              static_cast<long long>(c.destroy_faults), c.finished, static_cast<long long>(c.retried_steps), c.stopped,
+              c.not_built);
+  std::printf("faults by call:");
+  for (const auto& [call, n] : c.by_call) std::printf(" %s %d", call.c_str(), n);
+  std::printf("\n");
+  for (const char* call :
+       {"cudaStreamCreateWithFlags", "cudaEventCreateWithFlags", "cudaStreamSynchronize", "cudaMalloc",
+        "cudaHostAlloc",  // the backend's cudaMallocHost(T**, n): cuda_runtime.h's template calls cudaHostAlloc
+       
+        "cudaMemcpyAsync", "cudaEventRecord", "cudaEventSynchronize", "cudaLaunchKernel", "cudaGetLastError",
+        "cudaPeekAtLastError", "cudaMemGetInfo", "cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaGraphInstantiate",
+        "cudaGraphUpload", "cudaGraphLaunch", "cudaGraphDestroy", "cudaGraphExecDestroy", "cudaFree", "cudaFreeHost",
+        "cudaEventDestroy", "cudaStreamDestroy"}) {
+    INFO(call);
+    CHECK(c.by_call.count(call) == 1);
+  }
+  CHECK(c.not_built > 0);
+  CHECK(c.stopped > 0);
+  CHECK(c.finished > 0);
 }
 #endif

@@ -20,6 +20,11 @@
 // beforehand and shared by every graph, so it is not counted again). Any error (OOM, an
 // invalidated capture, an exception thrown by the forward) is reported in the
 // capture_report; the engine keeps that bucket eager.
+//
+// Faults (docs/engine.md, "Device faults"). A failed call while the backend is built or set up
+// throws rungs::cuda_error naming it, after releasing what was made; one in a step throws, and
+// the engine takes the step back (recover() says whether the device can go on); every destroy
+// call goes through RUNGS_CUDA_RELEASE: reported, never thrown, never repeated.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -99,11 +104,16 @@ class cuda_backend {
   explicit cuda_backend(cuda_forward forward, options opts = {}, cudaStream_t stream = nullptr)
       : forward_(std::move(forward)), opts_(std::move(opts)), stream_(stream) {
     if (!forward_) throw std::invalid_argument("cuda_backend: the forward function is empty");
-    if (!stream_) {
-      RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-      owns_stream_ = true;
+    try {
+      if (!stream_) {
+        RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+        owns_stream_ = true;
+      }
+      RUNGS_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
+    } catch (...) {  // the cuda_error names the call; nothing made so far is kept
+      close();
+      throw;
     }
-    RUNGS_CUDA_CHECK(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming));
   }
 
   cuda_backend(cuda_backend&& o) noexcept { swap(o); }
@@ -114,29 +124,17 @@ class cuda_backend {
   cuda_backend(const cuda_backend&) = delete;
   cuda_backend& operator=(const cuda_backend&) = delete;
 
-  ~cuda_backend() {
-    if (stream_) cudaStreamSynchronize(stream_);  // the last step may still read the buffers
-    for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
-    for (buffers& b : static_) free_buffers(b);
-    free_buffers(eager_);
-    if (workspace_) cudaFree(workspace_);
-    if (eager_workspace_) cudaFree(eager_workspace_);
-    if (uploaded_) cudaEventDestroy(uploaded_);
-    if (owns_stream_ && stream_) cudaStreamDestroy(stream_);
-  }
+  ~cuda_backend() { close(); }
 
   cudaStream_t stream() const { return stream_; }
 
+  /// Sizes the shared workspace for the largest bucket (the graph runner calls it once, when
+  /// built). A failed call throws cuda_error naming it; what setup made is released.
   void setup(const backend_setup& s) {
     if (stream_) RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
     for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);  // a second setup starts over
-    if (workspace_) cudaFree(workspace_);
-    workspace_ = nullptr;
-    workspace_bytes_ = 0;
+    free_workspaces();
     free_buffers(eager_);  // sized for the old row width
-    if (eager_workspace_) cudaFree(eager_workspace_);
-    eager_workspace_ = nullptr;
-    eager_workspace_bytes_ = 0;
     last_ = nullptr;
     setup_ = s;
     graphs_.assign(s.slots, nullptr);
@@ -186,11 +184,14 @@ class cuda_backend {
     }
     if (capturing) {  // the forward threw mid-capture: end (and drop) the capture
       cudaGraph_t partial = nullptr;
-      cudaStreamEndCapture(stream_, &partial);
-      if (partial) cudaGraphDestroy(partial);
+      cudaStreamEndCapture(stream_, &partial);  // fails as the capture did; it still ends
+      if (partial) RUNGS_CUDA_RELEASE(cudaGraphDestroy(partial));
     }
-    if (exec) cudaGraphExecDestroy(exec);
-    if (graph) cudaGraphDestroy(graph);
+    // A failed destroy is reported (RUNGS_CUDA_RELEASE) and not repeated: the capture's
+    // outcome stands (a graph that could not be destroyed after instantiation is a leak, not
+    // a failed capture).
+    if (exec) RUNGS_CUDA_RELEASE(cudaGraphExecDestroy(exec));
+    if (graph) RUNGS_CUDA_RELEASE(cudaGraphDestroy(graph));
     if (!rep.ok) {
       // Clear a non-sticky error left by the failure so the next call does not inherit it.
       cudaGetLastError();
@@ -225,7 +226,7 @@ class cuda_backend {
     if (static_cast<std::size_t>(ws) > workspace_bytes_) {
       if (static_cast<std::size_t>(ws) > eager_workspace_bytes_) {
         RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        if (eager_workspace_) cudaFree(eager_workspace_);
+        if (eager_workspace_) RUNGS_CUDA_RELEASE(cudaFree(eager_workspace_));
         eager_workspace_ = nullptr;
         eager_workspace_bytes_ = 0;  // until the allocation below succeeds
         RUNGS_CUDA_CHECK(cudaMalloc(&eager_workspace_, static_cast<std::size_t>(ws)));
@@ -239,9 +240,10 @@ class cuda_backend {
     last_ = &b;
   }
 
+  /// Destroys the slot's graph (a failure is reported, RUNGS_CUDA_RELEASE; the slot is empty either way).
   void release(std::size_t slot) {
     if (slot < graphs_.size() && graphs_[slot]) {
-      cudaGraphExecDestroy(graphs_[slot]);
+      RUNGS_CUDA_RELEASE(cudaGraphExecDestroy(graphs_[slot]));
       graphs_[slot] = nullptr;
     }
   }
@@ -364,10 +366,38 @@ class cuda_backend {
   }
 
   static void free_buffers(buffers& b) {
-    if (b.device) cudaFree(b.device);
-    if (b.pinned) cudaFreeHost(b.pinned);
-    if (b.out) cudaFree(b.out);
+    if (b.device) RUNGS_CUDA_RELEASE(cudaFree(b.device));
+    if (b.pinned) RUNGS_CUDA_RELEASE(cudaFreeHost(b.pinned));
+    if (b.out) RUNGS_CUDA_RELEASE(cudaFree(b.out));
     b = buffers{};
+  }
+
+  void free_workspaces() {
+    if (workspace_) RUNGS_CUDA_RELEASE(cudaFree(workspace_));
+    if (eager_workspace_) RUNGS_CUDA_RELEASE(cudaFree(eager_workspace_));
+    workspace_ = eager_workspace_ = nullptr;
+    workspace_bytes_ = eager_workspace_bytes_ = 0;
+  }
+
+  // Gives back everything the backend holds, each handle once (RUNGS_CUDA_RELEASE: a failure
+  // is reported and the handle forgotten, never thrown): the destructor, and a constructor
+  // that failed part way.
+  void close() noexcept {
+    // The last step may still read the buffers. A failure here is the last step's (a sticky
+    // fault), which that step reported; the releases below go on regardless.
+    // A non-sticky failure is consumed here, not left as the thread's last error.
+    if (stream_)
+      if (const cudaError_t e = cudaStreamSynchronize(stream_); e != cudaSuccess && cudaPeekAtLastError() == e)
+        (void)cudaGetLastError();
+    for (std::size_t i = 0; i < graphs_.size(); ++i) release(i);
+    for (buffers& b : static_) free_buffers(b);
+    free_buffers(eager_);
+    free_workspaces();
+    if (uploaded_) RUNGS_CUDA_RELEASE(cudaEventDestroy(uploaded_));
+    uploaded_ = nullptr;
+    if (owns_stream_ && stream_) RUNGS_CUDA_RELEASE(cudaStreamDestroy(stream_));
+    stream_ = nullptr;
+    owns_stream_ = false;
   }
 
   static const std::byte* host_array(const padded_batch& s, upload_tracker::array a) {

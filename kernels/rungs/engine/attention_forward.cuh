@@ -170,33 +170,18 @@ class attention_forward {
     (void)prefill_plan_of(1, 1, 1);
     rungs::attention::reference::detail::check_scales<cache_element>(config_.shape, scales);
     const std::size_t bytes = static_cast<std::size_t>(config_.shape.pool_elements()) * sizeof(cache_element);
-    RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
-    RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
-    RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
-    RUNGS_CUDA_CHECK(cudaMemset(v_cache_, 0, bytes));
-    if (!scales.k.empty() || !scales.v.empty()) {
-      // The kernels take one layout for both (kv_cache_format::per_head_scales): a per-tensor
-      // scale beside per-head ones is repeated per head, a missing one is 1.
-      const int n = config_.kv.per_head_scales ? Model.num_kv_heads : 1;
-      std::vector<float> host(2 * static_cast<std::size_t>(n));
-      for (int h = 0; h < n; ++h) {
-        host[static_cast<std::size_t>(h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.k, h));
-        host[static_cast<std::size_t>(n + h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.v, h));
-      }
-      RUNGS_CUDA_CHECK(cudaMalloc(&k_scale_, host.size() * sizeof(float)));
-      v_scale_ = k_scale_ + n;
-      RUNGS_CUDA_CHECK(cudaMemcpy(k_scale_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    // A failed call throws cuda_error naming it, and what was allocated before it is freed
+    // (the destructor does not run for a constructor that threw).
+    try {
+      allocate_pools(bytes, scales);
+    } catch (...) {
+      free_pools();
+      throw;
     }
-    // cudaMemset runs on the legacy stream, which a non-blocking backend stream does not wait for.
-    RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
   }
   attention_forward(const attention_forward&) = delete;
   attention_forward& operator=(const attention_forward&) = delete;
-  ~attention_forward() {
-    cudaFree(k_cache_);
-    cudaFree(v_cache_);
-    cudaFree(k_scale_);
-  }
+  ~attention_forward() { free_pools(); }
 
   /// Workspace of a step of up to `seqs` sequences and `tokens` tokens: q, k, v and output
   /// rows, and the largest split-KV workspace a plan may ask for: a decode plan for up to
@@ -345,6 +330,37 @@ class attention_forward {
     auto it = prefill_plans_.find(key);
     if (it == prefill_plans_.end()) it = prefill_plans_.emplace(key, prefill_plan_of(seqs, tokens, width)).first;
     return it->second;
+  }
+
+  // The KV pools (zeroed) and the fp8 scales, on the current device.
+  void allocate_pools(std::size_t bytes, const rungs::attention::reference::kv_scales& scales) {
+    RUNGS_CUDA_CHECK(cudaMalloc(&k_cache_, bytes));
+    RUNGS_CUDA_CHECK(cudaMalloc(&v_cache_, bytes));
+    RUNGS_CUDA_CHECK(cudaMemset(k_cache_, 0, bytes));
+    RUNGS_CUDA_CHECK(cudaMemset(v_cache_, 0, bytes));
+    if (!scales.k.empty() || !scales.v.empty()) {
+      // The kernels take one layout for both (kv_cache_format::per_head_scales): a per-tensor
+      // scale beside per-head ones is repeated per head, a missing one is 1.
+      const int n = config_.kv.per_head_scales ? Model.num_kv_heads : 1;
+      std::vector<float> host(2 * static_cast<std::size_t>(n));
+      for (int h = 0; h < n; ++h) {
+        host[static_cast<std::size_t>(h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.k, h));
+        host[static_cast<std::size_t>(n + h)] = static_cast<float>(rungs::attention::reference::detail::scale_of(scales.v, h));
+      }
+      RUNGS_CUDA_CHECK(cudaMalloc(&k_scale_, host.size() * sizeof(float)));
+      v_scale_ = k_scale_ + n;
+      RUNGS_CUDA_CHECK(cudaMemcpy(k_scale_, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
+    // cudaMemset runs on the legacy stream, which a non-blocking backend stream does not wait for.
+    RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  // Each pointer freed once; a failed cudaFree is reported, not repeated (RUNGS_CUDA_RELEASE).
+  void free_pools() noexcept {
+    for (void* p : {static_cast<void*>(k_cache_), static_cast<void*>(v_cache_), static_cast<void*>(k_scale_)})
+      if (p) RUNGS_CUDA_RELEASE(cudaFree(p));
+    k_cache_ = v_cache_ = nullptr;
+    k_scale_ = v_scale_ = nullptr;
   }
 
   rungs::attention::attention_config config_;

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -60,6 +61,26 @@ std::uint64_t calls(std::string_view call);
 
 /// True for the errors that are sticky on a GPU (a kernel fault poisons the context).
 bool is_sticky(cudaError_t e);
+
+/// What the device holds: allocations, streams, events, graphs and executable graphs made and
+/// not yet freed or destroyed. A test takes it before and after a failure to check that what the
+/// failed code had made was released (a failed destroy call leaves its object live: injected,
+/// it destroys nothing).
+struct live_objects {
+  std::size_t device_allocations = 0;  ///< cudaMalloc
+  std::size_t host_allocations = 0;    ///< cudaMallocHost, cudaHostAlloc
+  std::size_t device_bytes = 0;        ///< bytes of the device allocations
+  std::size_t streams = 0;
+  std::size_t events = 0;
+  std::size_t graphs = 0;       ///< cudaGraph_t
+  std::size_t graph_execs = 0;  ///< cudaGraphExec_t
+  /// Objects of every kind (bytes not counted).
+  std::size_t objects() const { return device_allocations + host_allocations + streams + events + graphs + graph_execs; }
+  bool operator==(const live_objects&) const = default;
+};
+
+/// What the device holds now.
+live_objects live();
 
 /// Clears the device's sticky error: a test's stand-in for a new process after a fatal fault
 /// (no GPU can do this; tests that inject a sticky fault call it when they are done).

@@ -7,6 +7,7 @@
 #include <rungs_sim/faults.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -138,6 +139,87 @@ TEST_CASE("a sticky fault at a launch is a kernel fault: the launch returns, eve
   REQUIRE(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
   CHECK(h[0] == 0);  // the faulted kernel ran nothing
   CHECK(cudaFree(d) == cudaSuccess);
+}
+
+TEST_CASE("a failed destroy call destroys nothing; live() counts what the device holds") {
+  clean_device guard;
+  const faults::live_objects before = faults::live();
+  cudaStream_t s = nullptr;
+  cudaEvent_t e = nullptr;
+  void *d = nullptr, *h = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaMalloc(&d, 100) == cudaSuccess);
+  REQUIRE(cudaMallocHost(&h, 10) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(d, 0, 100, s) == cudaSuccess);
+  cudaGraph_t g = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
+  cudaGraphExec_t x = nullptr;
+  REQUIRE(cudaGraphInstantiate(&x, g, 0) == cudaSuccess);
+  faults::live_objects made = before;
+  made.device_allocations += 1;
+  made.host_allocations += 1;
+  made.device_bytes += 100;
+  made.streams += 1;
+  made.events += 1;
+  made.graphs += 1;
+  made.graph_execs += 1;
+  CHECK(faults::live() == made);
+  CHECK(faults::live().objects() == before.objects() + 6);
+  // Each destroy call fails once with its usual error (a bad handle) and leaves the object live;
+  // the second call destroys it.
+  const std::vector<std::pair<const char*, std::function<cudaError_t()>>> destroys = {
+      {"cudaGraphExecDestroy", [&] { return cudaGraphExecDestroy(x); }},
+      {"cudaGraphDestroy", [&] { return cudaGraphDestroy(g); }},
+      {"cudaEventDestroy", [&] { return cudaEventDestroy(e); }},
+      {"cudaStreamDestroy", [&] { return cudaStreamDestroy(s); }},
+      {"cudaFreeHost", [&] { return cudaFreeHost(h); }},
+      {"cudaFree", [&] { return cudaFree(d); }}};
+  std::size_t objects = made.objects();
+  for (const auto& [call, destroy] : destroys) {
+    INFO(call);
+    faults::fail_nth(call, 1, cudaErrorInvalidResourceHandle);
+    CHECK(destroy() == cudaErrorInvalidResourceHandle);
+    CHECK(faults::live().objects() == objects);
+    CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+    CHECK(destroy() == cudaSuccess);
+    CHECK(faults::live().objects() == --objects);
+  }
+  CHECK(faults::live() == before);
+}
+
+TEST_CASE("device and error queries fail on purpose") {
+  clean_device guard;
+  int n = -1, device = -1, sms = -1;
+  cudaDeviceProp prop{};
+  faults::fail_nth("cudaGetDeviceCount", 1, cudaErrorInitializationError);
+  CHECK(cudaGetDeviceCount(&n) == cudaErrorInitializationError);
+  CHECK(n == -1);
+  faults::fail_nth("cudaGetDevice", 1, cudaErrorInitializationError);
+  CHECK(cudaGetDevice(&device) == cudaErrorInitializationError);
+  faults::fail_nth("cudaDeviceGetAttribute", 1, cudaErrorInitializationError);
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaErrorInitializationError);
+  CHECK(sms == -1);
+  faults::fail_nth("cudaGetDeviceProperties", 1, cudaErrorInitializationError);
+  CHECK(cudaGetDeviceProperties(&prop, 0) == cudaErrorInitializationError);
+  CHECK(cudaGetLastError() == cudaErrorInitializationError);  // the last failure, cleared
+  CHECK(cudaGetDeviceCount(&n) == cudaSuccess);
+  CHECK(n == 1);
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) == cudaSuccess);
+  CHECK(sms == 132);
+  // An injected error query reports a launch error that did not happen: cudaPeekAtLastError
+  // leaves it, cudaGetLastError returns and clears it.
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  faults::fail_nth("cudaPeekAtLastError", 1, cudaErrorLaunchOutOfResources);
+  CHECK(cudaPeekAtLastError() == cudaErrorLaunchOutOfResources);
+  CHECK(cudaPeekAtLastError() == cudaErrorLaunchOutOfResources);
+  CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
+  faults::fail_nth("cudaGetLastError", 1, cudaErrorLaunchOutOfResources);
+  CHECK(cudaGetLastError() == cudaErrorLaunchOutOfResources);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(faults::log().back().call == "cudaGetLastError");
 }
 
 TEST_CASE("a seeded random schedule fails the same calls on every run, within its set") {
