@@ -127,42 +127,34 @@ void print_disaggregated(std::ostream& out, const plan_fleet_args& a, const disa
   const planning::disaggregation& p = a.disagg.plan;
   out << "disaggregated: prefill router " << planning::to_string(a.router.options.kind) << ", decode router "
       << planning::to_string(p.decode_router.kind) << ", KV link " << link_text(p.link) << "; capture timing "
-      << d.timing << "
-";
+      << d.timing << "\n";
   out << std::setw(8) << "prefill" << std::setw(8) << "decode";
   for (const planning::slo_bound& b : a.objective) out << std::setw(16) << label(b.metric);
-  out << std::setw(10) << "rejected" << "  meets
-";
+  out << std::setw(10) << "rejected" << "  meets\n";
   for (const planning::disaggregated_trial& t : d.result.tried) {
     out << std::setw(8) << t.prefill << std::setw(8) << (t.decode == 0 ? std::string("-") : std::to_string(t.decode));
     for (const planning::slo_bound& b : a.objective) out << std::setw(16) << metric_or_dash(t, b.metric);
-    out << std::setw(10) << t.rejected << "  " << (t.met ? "yes" : "no") << (t.decode == 0 ? " (TTFT bounds)" : "") << "
-";
+    out << std::setw(10) << t.rejected << "  " << (t.met ? "yes" : "no") << (t.decode == 0 ? " (TTFT bounds)" : "") << "\n";
   }
   const std::int64_t tp = a.sim.tp;
-  if (!d.result.split) out << "no disaggregated fleet of at most " << a.max_replicas << " replicas a pool meets the objective
-";
+  if (!d.result.split) out << "no disaggregated fleet of at most " << a.max_replicas << " replicas a pool meets the objective\n";
   else
     out << "disaggregated fleet: " << d.result.split->first << ":" << d.result.split->second << " ("
         << d.result.split->first + d.result.split->second << " replicas, "
-        << (d.result.split->first + d.result.split->second) * tp << " GPUs)
-";
+        << (d.result.split->first + d.result.split->second) * tp << " GPUs)\n";
   out << "choice: ";
-  if (!colocated && !d.result.split) out << "none meets the objective
-";
+  if (!colocated && !d.result.split) out << "none meets the objective\n";
   else if (d.chosen)
     out << "disaggregated " << d.result.split->first << ":" << d.result.split->second << " ("
         << (d.result.split->first + d.result.split->second) * tp << " GPUs)"
         << (colocated ? " against colocated " + std::to_string(*colocated * tp) + " GPUs" : std::string(", colocated misses"))
-        << "
-";
+        << "\n";
   else
     out << "colocated " << *colocated << (*colocated == 1 ? " replica (" : " replicas (") << *colocated * tp << " GPUs)"
         << (!d.result.split ? std::string(", disaggregated misses")
             : " against disaggregated " + std::to_string((d.result.split->first + d.result.split->second) * tp) + " GPUs" +
                   (d.result.split->first + d.result.split->second == *colocated ? " (a tie: colocated moves no KV)" : ""))
-        << "
-";
+        << "\n";
 }
 
 cli::json disaggregated_json(const plan_fleet_args& a, const disaggregated_plan& d) {

@@ -280,7 +280,8 @@ void print_dp_table(std::ostream& out, const std::string& timing, const planning
   out << std::left << std::setw(static_cast<int>(name_width) + 2) << "all ranks" << std::right << std::setw(12)
       << "lockstep" << std::setw(13) << "independent" << std::setw(12) << "change" << "\n";
   for (const dp_row& r : rows) {
-    const std::string change = (r.change > 0 ? "+" : "") + fixed(r.change, r.digits);
+    std::string change = fixed(r.change, r.digits);  // (not literal + temporary: g++ 12's false -Wrestrict)
+    if (r.change > 0) change.insert(0, "+");
     out << std::left << std::setw(static_cast<int>(name_width) + 2) << r.name << std::right << std::setw(12)
         << r.lockstep << std::setw(13) << r.independent << std::setw(12) << change << "\n";
   }
@@ -353,10 +354,8 @@ std::string value_of(const std::vector<row>& rows, std::string_view key, std::si
 // The pools' lines and the transfers, after the table.
 void print_pools(std::ostream& out, const planning::disaggregated_result& d, std::size_t first) {
   const std::vector<row> per = pool_report(d, first);
-  out << "
-pool     replicas  requests  rejected  first token p99 (s)  ITL p99 (ms)  last done (s)    steps"
-         "  output tokens / s
-";
+  out << "\npool     replicas  requests  rejected  first token p99 (s)  ITL p99 (ms)  last done (s)    steps"
+         "  output tokens / s\n";
   const std::int32_t replicas[] = {d.plan.prefill, d.plan.decode};
   const std::size_t requests[] = {d.prefill.fleet.requests.size(), d.decode.requests.size()};
   for (std::size_t k = 0; k < 2; ++k)
@@ -364,15 +363,12 @@ pool     replicas  requests  rejected  first token p99 (s)  ITL p99 (ms)  last d
         << std::setw(10) << requests[k] << std::setw(10) << value_of(per, "rejected", k) << std::setw(21)
         << value_of(per, "ttft_p99_seconds", k) << std::setw(14) << value_of(per, "itl_p99_ms", k) << std::setw(15)
         << value_of(per, "end_seconds", k) << std::setw(9) << value_of(per, "steps", k) << std::setw(19)
-        << value_of(per, "output_tokens_per_second", k) << "
-";
-  out << "(a decode replica's first token is a request's second, from its KV's arrival)
-";
+        << value_of(per, "output_tokens_per_second", k) << "\n";
+  out << "(a decode replica's first token is a request's second, from its KV's arrival)\n";
   out << "KV transfers: " << d.transfer.count << ", " << mib(d.prefill.transfer_bytes) << " MiB (one rank's), mean "
       << fixed(d.transfer.mean * 1e3, 2) << " ms, p99 " << fixed(d.transfer.p99 * 1e3, 2)
       << " ms; first to second token: mean " << fixed(d.handoff.mean * 1e3, 2) << " ms, p99 "
-      << fixed(d.handoff.p99 * 1e3, 2) << " ms
-";
+      << fixed(d.handoff.p99 * 1e3, 2) << " ms\n";
 }
 
 // --json with --disaggregate: runs_json's object, `disaggregate` (the plan) and per run `pools`
@@ -476,9 +472,10 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (a.dp) description += "; " + std::to_string(*a.dp) + " data-parallel ranks in lockstep";
   if (a.disaggregate) {
     const planning::disaggregation& p = a.disagg.plan;
-    description += "; disaggregated " + std::to_string(p.prefill) + ":" + std::to_string(p.decode) + " (prefill " +
-                   std::string(planning::to_string(p.prefill_router.kind)) + ", decode " +
-                   std::string(planning::to_string(p.decode_router.kind)) + "), KV link " + link_text(p.link);
+    std::ostringstream os;  // (not literal + temporary: g++ 12's false -Wrestrict)
+    os << "; disaggregated " << p.prefill << ":" << p.decode << " (prefill " << planning::to_string(p.prefill_router.kind)
+       << ", decode " << planning::to_string(p.decode_router.kind) << "), KV link " << link_text(p.link);
+    description += os.str();
   }
   if (a.json && a.disaggregate) {
     print_disaggregated_json(out, description, timings, rows, runs, disaggregated, a.first);
