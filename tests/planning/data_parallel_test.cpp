@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tiny_config.hpp"
+
 #include <array>
 #include <thread>
 #include <vector>
@@ -13,17 +15,7 @@ using namespace rungs;
 using serving::trace_request;
 
 namespace {
-// Capture sizes 4 8 16, captured at startup in no time; a step takes max(10 ms, 2 ms per token
-// row) (no context term, no graph overhead), so a bucket of 8 is compute-bound (16 ms) and one
-// of 4 (8 ms) is not (10 ms).
-planning::simulation_config tiny() {
-  planning::simulation_config c;
-  c.ladder = rungs::ladder{rungs::Explicit{4, 8, 16}};
-  c.cost = {.weights_seconds = 0.010, .seconds_per_token = 0.002, .seconds_per_context_token = 0,
-            .eager_overhead_seconds = 0.005, .graph_overhead_seconds = 0, .capture_seconds = 0,
-            .capture_seconds_per_token = 0, .graph_bytes = 0, .graph_bytes_per_token = 0};
-  return c;
-}
+using planning::test::tiny;  // tiny_config.hpp: max(10 ms, 2 ms per token row of the bucket)
 
 // Requests 1 and 3 go to rank 0, request 2 to rank 1 (round-robin in trace order).
 const std::vector<trace_request> three = {{.arrival = 0, .prompt_tokens = 6, .output_tokens = 2},

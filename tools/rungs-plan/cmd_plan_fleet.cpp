@@ -12,6 +12,11 @@
 // objective's first metric, then the order startup, delayed, lazy, idle). Exit 0 with a
 // fleet, 1 when no fleet of at most --max-replicas meets the objective (the table of what
 // was tried is printed either way), 2 for bad arguments.
+//
+// --disaggregated also searches disaggregated fleets (planning::search_disaggregated: P
+// prefill replicas for the TTFT bounds, then D decode replicas), under the colocated search's
+// capture timing, and chooses the fleet with fewer GPUs (ties: colocated, which moves no KV).
+#include <rungs/planning/disaggregated.hpp>
 #include <rungs/planning/fleet_search.hpp>
 
 #include <iomanip>
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "disaggregate_args.hpp"
 #include "json_line.hpp"
 #include "planning_args.hpp"
 
@@ -35,6 +41,8 @@ struct plan_fleet_args {
   planning::service_objective objective;
   std::int32_t max_replicas = 64;
   bool json = false;
+  bool disaggregated = false;
+  disaggregate_args disagg;
 };
 
 // "ttft_p99=2s,itl_p99=100ms": each bound NAME=NUMBER followed by s or ms.
@@ -102,9 +110,79 @@ std::string mib(std::int64_t bytes) {
   return os.str();
 }
 
+// The disaggregated search and how it compares (--disaggregated).
+struct disaggregated_plan {
+  std::string timing;
+  planning::disaggregated_search_result result;
+  bool chosen = false;  // fewer GPUs than the colocated fleet (or the only one meeting)
+};
+
+std::string metric_or_dash(const planning::disaggregated_trial& t, planning::slo_metric m) {
+  if (t.decode == 0 && !is_ttft(m)) return "-";
+  return shown(m, planning::slo_value(t.ttft, t.itl, m));
+}
+
+void print_disaggregated(std::ostream& out, const plan_fleet_args& a, const disaggregated_plan& d,
+                         const std::optional<std::int32_t>& colocated) {
+  const planning::disaggregation& p = a.disagg.plan;
+  out << "disaggregated: prefill router " << planning::to_string(a.router.options.kind) << ", decode router "
+      << planning::to_string(p.decode_router.kind) << ", KV link " << link_text(p.link) << "; capture timing "
+      << d.timing << "\n";
+  out << std::setw(8) << "prefill" << std::setw(8) << "decode";
+  for (const planning::slo_bound& b : a.objective) out << std::setw(16) << label(b.metric);
+  out << std::setw(10) << "rejected" << "  meets\n";
+  for (const planning::disaggregated_trial& t : d.result.tried) {
+    out << std::setw(8) << t.prefill << std::setw(8) << (t.decode == 0 ? std::string("-") : std::to_string(t.decode));
+    for (const planning::slo_bound& b : a.objective) out << std::setw(16) << metric_or_dash(t, b.metric);
+    out << std::setw(10) << t.rejected << "  " << (t.met ? "yes" : "no") << (t.decode == 0 ? " (TTFT bounds)" : "") << "\n";
+  }
+  const std::int64_t tp = a.sim.tp;
+  if (!d.result.split) out << "no disaggregated fleet of at most " << a.max_replicas << " replicas a pool meets the objective\n";
+  else
+    out << "disaggregated fleet: " << d.result.split->first << ":" << d.result.split->second << " ("
+        << d.result.split->first + d.result.split->second << " replicas, "
+        << (d.result.split->first + d.result.split->second) * tp << " GPUs)\n";
+  out << "choice: ";
+  if (!colocated && !d.result.split) out << "none meets the objective\n";
+  else if (d.chosen)
+    out << "disaggregated " << d.result.split->first << ":" << d.result.split->second << " ("
+        << (d.result.split->first + d.result.split->second) * tp << " GPUs)"
+        << (colocated ? " against colocated " + std::to_string(*colocated * tp) + " GPUs" : std::string(", colocated misses"))
+        << "\n";
+  else
+    out << "colocated " << *colocated << (*colocated == 1 ? " replica (" : " replicas (") << *colocated * tp << " GPUs)"
+        << (!d.result.split ? std::string(", disaggregated misses")
+            : " against disaggregated " + std::to_string((d.result.split->first + d.result.split->second) * tp) + " GPUs" +
+                  (d.result.split->first + d.result.split->second == *colocated ? " (a tie: colocated moves no KV)" : ""))
+        << "\n";
+}
+
+cli::json disaggregated_json(const plan_fleet_args& a, const disaggregated_plan& d) {
+  const planning::disaggregation& p = a.disagg.plan;
+  cli::json j = {{"timing", d.timing},
+                 {"prefill_router", planning::to_string(a.router.options.kind)},
+                 {"decode_router", planning::to_string(p.decode_router.kind)},
+                 {"link_bytes_per_second", p.link.bytes_per_second},
+                 {"link_latency_seconds", p.link.latency_seconds}};
+  j["prefill"] = d.result.split ? cli::json(d.result.split->first) : cli::json(nullptr);
+  j["decode"] = d.result.split ? cli::json(d.result.split->second) : cli::json(nullptr);
+  j["gpus"] = d.result.split ? cli::json((d.result.split->first + d.result.split->second) * a.sim.tp) : cli::json(nullptr);
+  j["tried"] = cli::json::array();
+  for (const planning::disaggregated_trial& t : d.result.tried) {
+    cli::json m = {{"prefill", t.prefill}, {"decode", t.decode}, {"met", t.met}};
+    for (const planning::slo_bound& b : a.objective)
+      m[key(b.metric)] = t.decode == 0 && !is_ttft(b.metric) ? cli::json(nullptr) : cli::json::parse(metric_or_dash(t, b.metric));
+    m["rejected"] = t.rejected;
+    j["tried"].push_back(std::move(m));
+  }
+  return j;
+}
+
 int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
   check_simulation_args(a.sim);
   check_router_args(a.router, a.sim);
+  if (a.disagg.given && !a.disaggregated)
+    throw usage_error("--kv-link, --kv-link-latency and --decode-router apply to --disaggregated");
   const std::vector<serving::trace_request> trace = load_workload(a.sim);
   std::vector<std::string> timings;
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
@@ -134,6 +212,18 @@ int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
   const std::string router(planning::to_string(a.router.options.kind));
   const std::int32_t num_blocks = fleet.fleet.total.num_blocks;
   const std::string workload = describe(a.sim, trace.size(), num_blocks);
+  std::optional<disaggregated_plan> disaggregated;
+  if (a.disaggregated) {
+    planning::simulation_config c = a.sim.config;
+    c.timing = timing_policy(a.sim, chosen.timing);
+    a.disagg.plan.prefill_router = a.router.options;
+    disaggregated = disaggregated_plan{
+        chosen.timing, planning::search_disaggregated(c, trace, a.objective, a.disagg.plan, a.max_replicas), false};
+    const auto& split = disaggregated->result.split;
+    disaggregated->chosen =
+        split && (!chosen.result.replicas || split->first + split->second < *chosen.result.replicas);
+  }
+  const bool any = chosen.result.replicas || (disaggregated && disaggregated->result.split);
 
   if (a.json) {
     auto metrics = [&](const planning::fleet_trial& t) {
@@ -161,6 +251,10 @@ int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
         m["timing"] = s.timing;
         all["tried"].push_back(std::move(m));
       }
+    if (disaggregated) {
+      all["disaggregated"] = disaggregated_json(a, *disaggregated);
+      all["choice"] = !any ? json(nullptr) : json(disaggregated->chosen ? "disaggregated" : "colocated");
+    }
     cli::write_json_line(out, all);
   } else {
     out << "plan-fleet: " << workload << "; router " << router << "; objective " << objective << "\n";
@@ -175,7 +269,8 @@ int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
       }
     if (!chosen.result.replicas) {
       out << "no fleet of at most " << a.max_replicas << " replicas meets the objective\n";
-      return 1;
+      if (disaggregated) print_disaggregated(out, a, *disaggregated, chosen.result.replicas);
+      return any ? 0 : 1;
     }
     const std::int32_t n = *chosen.result.replicas;
     out << "fleet: " << n << (n == 1 ? " replica" : " replicas") << ", router " << router << "; ladder "
@@ -188,8 +283,9 @@ int plan_fleet(plan_fleet_args& a, std::ostream& out, std::ostream&) {
     if (chosen.result.monotone_above)
       out << "; " << n + 1 << " replicas " << (*chosen.result.monotone_above ? "meet it too" : "MISS it: latency is not monotone in replicas here");
     out << "\n";
+    if (disaggregated) print_disaggregated(out, a, *disaggregated, chosen.result.replicas);
   }
-  return chosen.result.replicas ? 0 : 1;
+  return any ? 0 : 1;
 }
 
 action define(CLI::App& app) {
@@ -205,11 +301,15 @@ action define(CLI::App& app) {
         return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 4096));
       }, "the largest fleet searched (default 64)")->group("Fleet");
   cli::flag(app, "--json", a->json, "print the result as one JSON object")->group("Output");
+  cli::flag(app, "--disaggregated", a->disaggregated,
+            "also search disaggregated fleets (P prefill : D decode replicas) and choose the one with fewer GPUs")
+      ->group("Disaggregated");
+  add_disaggregate_options(app, a->disagg);
   return [a](std::ostream& out, std::ostream& err) { return plan_fleet(*a, out, err); };
 }
 
 const registration reg{{"plan-fleet", "plan-fleet (--trace FILE | --chat N) --slo ttft_p99=2s[,itl_p99=100ms...] "
-                                      "[--router R] [--max-replicas N] [--json] [more: see --help]",
+                                      "[--router R] [--max-replicas N] [--disaggregated] [--json] [more: see --help]",
                         "Finds the fewest replicas whose simulated latencies meet a service-level objective, with the "
                         "ladder, capture timing and graph memory chosen.",
                         define}};

@@ -5,6 +5,7 @@
 //   rungs-plan simulate --chat 14                         the blog's experiment, 14 chats
 //   rungs-plan simulate --trace day.csv --timing all      the four capture timings side by side
 //   rungs-plan simulate --chat 14 --dp 2                  two data-parallel ranks in lockstep
+//   rungs-plan simulate --trace az.csv --disaggregate 1:3 one prefill replica, three decode ones
 //
 // Output: a table with one column per timing; --json prints the same as one JSON object;
 // --plot FILE.png draws it with scripts/plot_simulation.py (writing FILE.json beside it);
@@ -23,6 +24,7 @@
 #include <rungs/planning/fleet.hpp>
 
 #include "command.hpp"
+#include "disaggregate_args.hpp"
 #include "json_line.hpp"
 #include "planning_args.hpp"
 
@@ -45,6 +47,8 @@ struct simulate_args {
   std::optional<std::int32_t> replicas;
   router_args router;
   std::optional<std::int32_t> dp;
+  std::optional<std::pair<std::int32_t, std::int32_t>> disaggregate;
+  disaggregate_args disagg;
 };
 
 // At most this many rejected requests are listed one by one in --json.
@@ -69,6 +73,11 @@ void add_options(CLI::App& app, simulate_args& a) {
         return static_cast<std::int32_t>(cli::integer_in(f, v, 1, 256));
       }, "N data-parallel ranks in lockstep (vLLM's DP mode: every step every rank runs the agreed bucket, an idle "
          "rank a dummy batch), against the same ranks stepping independently")->group("Data parallel");
+  cli::option(app, "--disaggregate P:D", a.disaggregate, parse_split,
+              "P prefill replicas and D decode replicas: a request's prompt and first token on a prefill replica "
+              "(--router), its KV over --kv-link to a decode replica (--decode-router), which generates the rest")
+      ->group("Disaggregated");
+  add_disaggregate_options(app, a.disagg);
 }
 
 std::string fixed(double v, int digits) {
@@ -159,10 +168,10 @@ void print_table(std::ostream& out, const std::vector<std::string>& timings, con
 json number(const std::string& text) { return json::parse(text); }
 
 // The runs as JSON; with `steps`, each run's step series (at most ~2000 points: every k-th).
-void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
-                const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps,
-                const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10,
-                std::string_view router = {}) {
+json runs_json(const std::string& description, const std::vector<std::string>& timings, const std::vector<row>& rows,
+               const std::vector<planning::simulation_result>& runs, bool steps,
+               const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10,
+               std::string_view router = {}) {
   json all = {{"workload", description}, {"kv_blocks", runs.front().num_blocks}, {"runs", json::array()}};
   if (!fleets.empty()) {
     all["replicas"] = fleets.front().replicas.size();
@@ -209,7 +218,14 @@ void print_json(std::ostream& out, const std::string& description, const std::ve
     }
     all["runs"].push_back(std::move(run));
   }
-  cli::write_json_line(out, all);
+  return all;
+}
+
+void print_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
+                const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs, bool steps,
+                const std::vector<planning::fleet_result>& fleets = {}, std::size_t first = 10,
+                std::string_view router = {}) {
+  cli::write_json_line(out, runs_json(description, timings, rows, runs, steps, fleets, first, router));
 }
 
 // What data-parallel lockstep costs against the same ranks stepping independently: the
@@ -264,7 +280,8 @@ void print_dp_table(std::ostream& out, const std::string& timing, const planning
   out << std::left << std::setw(static_cast<int>(name_width) + 2) << "all ranks" << std::right << std::setw(12)
       << "lockstep" << std::setw(13) << "independent" << std::setw(12) << "change" << "\n";
   for (const dp_row& r : rows) {
-    const std::string change = (r.change > 0 ? "+" : "") + fixed(r.change, r.digits);
+    std::string change = fixed(r.change, r.digits);  // (not literal + temporary: g++ 12's false -Wrestrict)
+    if (r.change > 0) change.insert(0, "+");
     out << std::left << std::setw(static_cast<int>(name_width) + 2) << r.name << std::right << std::setw(12)
         << r.lockstep << std::setw(13) << r.independent << std::setw(12) << change << "\n";
   }
@@ -321,6 +338,86 @@ void print_dp_json(std::ostream& out, const std::string& description, const std:
   cli::write_json_line(out, all);
 }
 
+// --- Disaggregated prefill and decode (--disaggregate P:D) ---------------------------------
+
+// Each pool as one result: the report's rows over {prefill, decode}.
+std::vector<row> pool_report(const planning::disaggregated_result& d, std::size_t first) {
+  return report({d.prefill.fleet.total, d.decode.total}, first);
+}
+
+std::string value_of(const std::vector<row>& rows, std::string_view key, std::size_t k) {
+  for (const row& r : rows)
+    if (r.key == key) return r.values[k];
+  return "?";
+}
+
+// The pools' lines and the transfers, after the table.
+void print_pools(std::ostream& out, const planning::disaggregated_result& d, std::size_t first) {
+  const std::vector<row> per = pool_report(d, first);
+  out << "\npool     replicas  requests  rejected  first token p99 (s)  ITL p99 (ms)  last done (s)    steps"
+         "  output tokens / s\n";
+  const std::int32_t replicas[] = {d.plan.prefill, d.plan.decode};
+  const std::size_t requests[] = {d.prefill.fleet.requests.size(), d.decode.requests.size()};
+  for (std::size_t k = 0; k < 2; ++k)
+    out << std::left << std::setw(7) << (k == 0 ? "prefill" : "decode") << std::right << std::setw(10) << replicas[k]
+        << std::setw(10) << requests[k] << std::setw(10) << value_of(per, "rejected", k) << std::setw(21)
+        << value_of(per, "ttft_p99_seconds", k) << std::setw(14) << value_of(per, "itl_p99_ms", k) << std::setw(15)
+        << value_of(per, "end_seconds", k) << std::setw(9) << value_of(per, "steps", k) << std::setw(19)
+        << value_of(per, "output_tokens_per_second", k) << "\n";
+  out << "(a decode replica's first token is a request's second, from its KV's arrival)\n";
+  out << "KV transfers: " << d.transfer.count << ", " << mib(d.prefill.transfer_bytes) << " MiB (one rank's), mean "
+      << fixed(d.transfer.mean * 1e3, 2) << " ms, p99 " << fixed(d.transfer.p99 * 1e3, 2)
+      << " ms; first to second token: mean " << fixed(d.handoff.mean * 1e3, 2) << " ms, p99 "
+      << fixed(d.handoff.p99 * 1e3, 2) << " ms\n";
+}
+
+// --json with --disaggregate: runs_json's object, `disaggregate` (the plan) and per run `pools`
+// (every report key of each pool), `kv_transfer` and `handoff`.
+void print_disaggregated_json(std::ostream& out, const std::string& description, const std::vector<std::string>& timings,
+                              const std::vector<row>& rows, const std::vector<planning::simulation_result>& runs,
+                              const std::vector<planning::disaggregated_result>& ds, std::size_t first) {
+  json all = runs_json(description, timings, rows, runs, false);
+  const planning::disaggregation& p = ds.front().plan;
+  all["disaggregate"] = {{"prefill", p.prefill}, {"decode", p.decode},
+                         {"prefill_router", planning::to_string(p.prefill_router.kind)},
+                         {"decode_router", planning::to_string(p.decode_router.kind)},
+                         {"link_bytes_per_second", p.link.bytes_per_second},
+                         {"link_latency_seconds", p.link.latency_seconds}};
+  for (std::size_t k = 0; k < ds.size(); ++k) {
+    const std::vector<row> per = pool_report(ds[k], first);
+    json pools = {{"prefill", {{"replicas", p.prefill}, {"requests", ds[k].prefill.fleet.requests.size()}}},
+                  {"decode", {{"replicas", p.decode}, {"requests", ds[k].decode.requests.size()}}}};
+    for (const row& r : per) {
+      pools["prefill"][r.key] = number(r.values[0]);
+      pools["decode"][r.key] = number(r.values[1]);
+    }
+    json& run = all["runs"][k];
+    run["pools"] = std::move(pools);
+    run["kv_transfer"] = {{"count", ds[k].transfer.count}, {"bytes", ds[k].prefill.transfer_bytes},
+                          {"mean_ms", number(fixed(ds[k].transfer.mean * 1e3, 3))},
+                          {"p99_ms", number(fixed(ds[k].transfer.p99 * 1e3, 3))},
+                          {"max_ms", number(fixed(ds[k].transfer.max * 1e3, 3))}};
+    run["handoff"] = {{"count", ds[k].handoff.count}, {"mean_ms", number(fixed(ds[k].handoff.mean * 1e3, 3))},
+                      {"p99_ms", number(fixed(ds[k].handoff.p99 * 1e3, 3))},
+                      {"max_ms", number(fixed(ds[k].handoff.max * 1e3, 3))}};
+  }
+  cli::write_json_line(out, all);
+}
+
+// --disaggregate's flags against the others.
+void check_disaggregate(simulate_args& a) {
+  if (!a.disaggregate) {
+    if (a.disagg.given) throw usage_error("--kv-link, --kv-link-latency and --decode-router apply to --disaggregate P:D");
+    return;
+  }
+  if (a.replicas || a.dp)
+    throw usage_error("--disaggregate P:D sizes both pools itself: leave out --replicas and --dp");
+  if (!a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --disaggregate");
+  a.disagg.plan.prefill = a.disaggregate->first;
+  a.disagg.plan.decode = a.disaggregate->second;
+  a.disagg.plan.prefill_router = a.router.options;
+}
+
 std::string plot_script() {
   if (const char* e = std::getenv("RUNGS_PLOT_SCRIPT")) return e;
   for (const char* p : {RUNGS_PLOT_SCRIPT, RUNGS_INSTALLED_PLOT_SCRIPT})
@@ -331,8 +428,9 @@ std::string plot_script() {
 int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   check_simulation_args(a.sim);
   check_router_args(a.router, a.sim);
-  if (!a.replicas && (a.router.router_given || a.router.imbalance_given))
+  if (!a.replicas && !a.disaggregate && (a.router.router_given || a.router.imbalance_given))
     throw usage_error("--router and --max-imbalance route between replicas: add --replicas N");
+  check_disaggregate(a);
   a.sim.config.first_requests = a.first;
   const std::vector<serving::trace_request> trace = load_workload(a.sim);
   std::vector<std::string> timings;
@@ -349,11 +447,15 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   std::vector<planning::simulation_result> runs;
   std::vector<planning::fleet_result> fleets;
   std::vector<planning::data_parallel_result> dps;
+  std::vector<planning::disaggregated_result> disaggregated;
   for (const std::string& t : timings) {
     planning::simulation_config c = a.sim.config;
     c.timing = timing_policy(a.sim, t);
     c.record_steps = !a.plot.empty();
-    if (a.dp) {
+    if (a.disaggregate) {
+      disaggregated.push_back(planning::simulate_disaggregated(c, trace, a.disagg.plan));
+      runs.push_back(disaggregated.back().total);
+    } else if (a.dp) {
       dps.push_back(planning::simulate_data_parallel(c, trace, *a.dp));
       runs.push_back(dps.back().lockstep.total);
     } else if (a.replicas) {
@@ -368,7 +470,16 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (a.replicas)
     description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));
   if (a.dp) description += "; " + std::to_string(*a.dp) + " data-parallel ranks in lockstep";
-  if (a.json && a.dp) {
+  if (a.disaggregate) {
+    const planning::disaggregation& p = a.disagg.plan;
+    std::ostringstream os;  // (not literal + temporary: g++ 12's false -Wrestrict)
+    os << "; disaggregated " << p.prefill << ":" << p.decode << " (prefill " << planning::to_string(p.prefill_router.kind)
+       << ", decode " << planning::to_string(p.decode_router.kind) << "), KV link " << link_text(p.link);
+    description += os.str();
+  }
+  if (a.json && a.disaggregate) {
+    print_disaggregated_json(out, description, timings, rows, runs, disaggregated, a.first);
+  } else if (a.json && a.dp) {
     print_dp_json(out, description, timings, rows, runs, dps, a.first);
   } else if (a.json) {
     print_json(out, description, timings, rows, runs, false, fleets, a.first, planning::to_string(a.router.options.kind));
@@ -390,6 +501,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
             << "\n";
     }
     if (!dps.empty()) print_dp_table(out, timings.front(), dps.front(), a.first);
+    if (!disaggregated.empty()) print_pools(out, disaggregated.front(), a.first);
   }
   if (!a.write_steps.empty()) {
     std::ofstream f(a.write_steps);

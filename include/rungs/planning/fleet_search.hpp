@@ -41,10 +41,9 @@ inline constexpr std::string_view to_string(slo_metric m) {
   return "?";
 }
 
-/// The metric's value in a fleet's result, in seconds.
-inline double slo_value(const fleet_result& f, slo_metric m) {
-  const bool ttft = m <= slo_metric::ttft_max;
-  const latency_summary& s = ttft ? f.ttft : f.itl;
+/// The metric's value, in seconds, from the TTFT and inter-token latency summaries.
+inline double slo_value(const latency_summary& ttft_summary, const latency_summary& itl_summary, slo_metric m) {
+  const latency_summary& s = m <= slo_metric::ttft_max ? ttft_summary : itl_summary;
   switch (m) {
     case slo_metric::ttft_mean: case slo_metric::itl_mean: return s.mean;
     case slo_metric::ttft_p50: case slo_metric::itl_p50: return s.p50;
@@ -55,6 +54,9 @@ inline double slo_value(const fleet_result& f, slo_metric m) {
   return s.max;
 }
 
+/// The metric's value in a fleet's result, in seconds.
+inline double slo_value(const fleet_result& f, slo_metric m) { return slo_value(f.ttft, f.itl, m); }
+
 /// A bound: metric <= seconds.
 struct slo_bound {
   slo_metric metric = slo_metric::ttft_p99;
@@ -64,11 +66,50 @@ struct slo_bound {
 /// Every bound must hold (over the requests that ran: rejected ones are reported apart).
 using service_objective = std::vector<slo_bound>;
 
-inline bool meets(const fleet_result& f, const service_objective& o) {
+inline bool meets(const latency_summary& ttft, const latency_summary& itl, const service_objective& o) {
   for (const slo_bound& b : o)
-    if (!(slo_value(f, b.metric) <= b.seconds)) return false;
+    if (!(slo_value(ttft, itl, b.metric) <= b.seconds)) return false;
   return true;
 }
+inline bool meets(const fleet_result& f, const service_objective& o) { return meets(f.ttft, f.itl, o); }
+
+/// Checks an objective and a largest count for a search (naming the bad value).
+inline void check_search(const service_objective& objective, std::int32_t max_replicas) {
+  if (objective.empty()) throw std::invalid_argument("fleet search: the objective has no bound");
+  for (const slo_bound& b : objective)
+    if (!(b.seconds > 0) || !std::isfinite(b.seconds))
+      throw std::invalid_argument("fleet search: " + std::string(to_string(b.metric)) + " <= " + std::to_string(b.seconds) +
+                                  " s must be a positive, finite number of seconds");
+  if (max_replicas < 1 || max_replicas > 4096)
+    throw std::invalid_argument("fleet search: max_replicas = " + std::to_string(max_replicas) + " must be in [1, 4096]");
+}
+
+namespace detail {
+
+/// The fewest n in [1, max] for which `met(n)` holds, assuming it stays true above (see the
+/// header comment): doubling from 1 (the last capped at max), then bisection between the
+/// last count that failed and the first that met. None when `met(max)` fails.
+template <class Met>
+std::optional<std::int32_t> fewest(std::int32_t max, Met met) {
+  std::int32_t fail = 0;  // the largest count known to fail (0: none simulated)
+  std::optional<std::int32_t> pass;
+  for (std::int32_t n = 1;; n = 2 * n >= max ? max : 2 * n) {
+    if (met(n)) {
+      pass = n;
+      break;
+    }
+    fail = n;
+    if (n == max) return std::nullopt;
+  }
+  while (*pass - fail > 1) {
+    const std::int32_t mid = fail + (*pass - fail) / 2;
+    if (met(mid)) pass = mid;
+    else fail = mid;
+  }
+  return pass;
+}
+
+}  // namespace detail
 
 /// One fleet the search simulated.
 struct fleet_trial {
@@ -94,13 +135,7 @@ struct fleet_search_result {
 inline fleet_search_result search_fleet(const simulation_config& config, const std::vector<serving::trace_request>& trace,
                                         const service_objective& objective, const router_options& r = {},
                                         std::int32_t max_replicas = 64) {
-  if (objective.empty()) throw std::invalid_argument("fleet search: the objective has no bound");
-  for (const slo_bound& b : objective)
-    if (!(b.seconds > 0) || !std::isfinite(b.seconds))
-      throw std::invalid_argument("fleet search: " + std::string(to_string(b.metric)) + " <= " + std::to_string(b.seconds) +
-                                  " s must be a positive, finite number of seconds");
-  if (max_replicas < 1 || max_replicas > 4096)
-    throw std::invalid_argument("fleet search: max_replicas = " + std::to_string(max_replicas) + " must be in [1, 4096]");
+  check_search(objective, max_replicas);
   fleet_search_result s;
   simulation_config c = config;
   c.record_steps = false;
@@ -110,31 +145,13 @@ inline fleet_search_result search_fleet(const simulation_config& config, const s
     s.tried.push_back({.replicas = n, .met = met, .fleet = std::move(f)});
     return s.tried.size() - 1;
   };
-  // Doubling: fail = the largest count known to fail (0: none simulated), pass = the first that met.
-  std::int32_t fail = 0;
-  std::optional<std::size_t> pass;
-  for (std::int32_t n = 1;; n = 2 * n >= max_replicas ? max_replicas : 2 * n) {
-    const std::size_t k = trial(n);
-    if (s.tried[k].met) {
-      pass = k;
-      break;
-    }
-    fail = n;
-    if (n == max_replicas) break;
-  }
-  if (!pass) {
+  s.replicas = detail::fewest(max_replicas, [&](std::int32_t n) { return s.tried[trial(n)].met; });
+  if (!s.replicas) {
     s.chosen_index = s.tried.size() - 1;
     return s;
   }
-  // Bisection: fail fails, tried[*pass] meets.
-  while (s.tried[*pass].replicas - fail > 1) {
-    const std::int32_t mid = fail + (s.tried[*pass].replicas - fail) / 2;
-    const std::size_t k = trial(mid);
-    if (s.tried[k].met) pass = k;
-    else fail = mid;
-  }
-  s.replicas = s.tried[*pass].replicas;
-  s.chosen_index = *pass;
+  for (std::size_t k = 0; k < s.tried.size(); ++k)
+    if (s.tried[k].replicas == *s.replicas) s.chosen_index = k;
   if (*s.replicas < max_replicas) {
     bool known = false;
     for (const fleet_trial& t : s.tried)

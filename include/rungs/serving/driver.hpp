@@ -363,6 +363,7 @@ class driver {
     q.id = index + 1;
     q.max_output_tokens = r.output_tokens;
     q.session = r.conversation;
+    q.transferred_tokens = r.transferred_tokens;
     q.prompt.resize(static_cast<std::size_t>(r.prompt_tokens));
     if (opts_.prompt) opts_.prompt(index, q.prompt);
     else trace_prompt(r, index, q.prompt);

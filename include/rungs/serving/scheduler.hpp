@@ -75,6 +75,12 @@ struct request {
   std::uint64_t adapter_id = 0;
   std::string cache_salt;
   std::uint8_t priority = 0;
+  /// Leading tokens (history included) whose KV arrives with the request, computed elsewhere:
+  /// the decode side of disaggregated prefill and decode (vLLM's KV connector reports them as
+  /// external computed tokens). Admission allocates their blocks and computes only the rest, so
+  /// at least one token is computed (the one whose logits sample the next). A preempted request
+  /// recomputes them (the transferred KV is gone with its blocks).
+  std::int32_t transferred_tokens = 0;
 };
 
 struct scheduler_options {
@@ -196,6 +202,7 @@ struct scheduler_stats {
   std::int64_t computed_tokens = 0;     ///< tokens run through the model (recomputation included)
   std::int64_t recomputed_tokens = 0;   ///< of which recomputing preempted progress
   std::int64_t prefix_hit_tokens = 0;   ///< prompt tokens found in the prefix cache at admission
+  std::int64_t transferred_tokens = 0;  ///< tokens admitted with KV computed elsewhere (request::transferred_tokens)
 };
 
 template <class Allocator>
@@ -244,6 +251,11 @@ class scheduler {
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(need) +
                                   " KV blocks (+ watermark " + std::to_string(watermark()) + "), more than the pool's " +
                                   std::to_string(blocks_.num_blocks()));
+    if (r.transferred_tokens < 0 || r.transferred_tokens >= s.prompt_len)
+      throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + ": transferred_tokens = " +
+                                  std::to_string(r.transferred_tokens) + " must be in [0, " + std::to_string(s.prompt_len) +
+                                  "): at least the last prompt token is computed, to sample from");
+    s.transferred = r.transferred_tokens;
     if (r.session != 0) sessions_[r.session].in_flight = true;
     s.max_output = r.max_output_tokens;
     s.session = r.session;
@@ -381,6 +393,7 @@ class scheduler {
     std::int32_t computed = 0;     // tokens whose KV is written
     std::int32_t recompute_until = 0;  // after a preemption: tokens computed before it
     std::int32_t preemptions = 0;
+    std::int32_t transferred = 0;  // leading tokens whose KV arrives with it (0 once preempted)
     std::optional<kv::sequence_id> seq;
     session_id session = 0;
     std::uint64_t adapter_id = 0;
@@ -444,8 +457,10 @@ class scheduler {
         return stop(started.error() == kv::errc::too_many_sequences ? admission_stop::max_seqs : admission_stop::kv_blocks);
       r.seq = started->id;
       r.computed = started->cached_tokens;
+      const std::int32_t transferred = std::max(0, r.transferred - r.computed);
+      if (transferred > 0 && blocks_.append(*r.seq, span_of(r, transferred)) == kv::errc::ok) r.computed += transferred;
       const std::int32_t count = std::min(all - r.computed, budget);
-      if (blocks_.append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
+      if (r.computed < r.transferred || blocks_.append(*r.seq, span_of(r, count), lookahead(r, count)) != kv::errc::ok) {
         (void)blocks_.free(*r.seq);  // create() checked the chunk fits; keep the queue intact regardless
         r.seq.reset();
         r.computed = 0;
@@ -456,6 +471,7 @@ class scheduler {
       step_.admitted.push_back(id);
       ++stats_.admitted;
       stats_.prefix_hit_tokens += started->cached_tokens;
+      stats_.transferred_tokens += transferred;
       add_entry(id, r, count);
       budget -= count;
     }
@@ -470,7 +486,9 @@ class scheduler {
   void add_entry(request_id id, request_state& r, std::int32_t count) {
     const auto all = static_cast<std::int32_t>(r.tokens.size());
     step_entry e{.request = id, .seq = *r.seq, .first = r.computed, .count = count};
-    e.decode = count == 1 && r.computed + 1 == all && all > r.prompt_len && r.computed >= r.recompute_until;
+    // A transferred request's one computed token follows KV computed elsewhere: a decode too.
+    e.decode = count == 1 && r.computed + 1 == all && (all > r.prompt_len || (r.transferred > 0 && r.computed == r.transferred)) &&
+               r.computed >= r.recompute_until;
     e.samples = r.computed + count == all;
     step_.entries.push_back(e);
     const kv::result<std::span<const kv::block_id>> table = blocks_.block_table(*r.seq);
@@ -487,6 +505,7 @@ class scheduler {
     r.seq.reset();
     r.recompute_until = std::max(r.recompute_until, r.computed);
     r.computed = 0;
+    r.transferred = 0;
     ++r.preemptions;
     running_.erase(std::find(running_.begin(), running_.end(), id));
     waiting_.push_front(id);

@@ -79,6 +79,10 @@ struct trace_request {
   /// leading ids, equal leading tokens. At most ceil(prompt_tokens / hash_block_tokens)
   /// ids; tokens past them are the request's own. Empty: nothing shared by id.
   std::vector<std::uint64_t> hash_ids{};
+  /// Leading prompt tokens whose KV arrives with the request (request::transferred_tokens):
+  /// the decode side of a disaggregated plan (planning/disaggregated.hpp) sets it; trace files
+  /// neither hold nor write it.
+  std::int32_t transferred_tokens = 0;
   friend bool operator==(const trace_request&, const trace_request&) = default;
 };
 
