@@ -18,8 +18,8 @@
 //    by other threads in the epochs of that span, and reading it before the issuing thread's
 //    wait is reported too. Two strong accesses (atomics; volatile, relaxed, acquire, release
 //    ld/st) do not race with each other; a weak one races with either.
-//  Instruction semantics: one handler per instruction family (alu.cpp, bits.cpp, convert.cpp,
-//  memory.cpp, tensor.cpp, warp.cpp), tabled by opcode in handlers.cpp; this file holds the
+//  Instruction semantics: one handler per instruction family (alu.cpp, bits.cpp, call.cpp,
+//  convert.cpp, memory.cpp, tensor.cpp, warp.cpp), tabled by opcode in handlers.cpp; this file holds the
 //  scheduler (CTAs, warps, reconvergence), control flow and the barriers.
 #include "machine.hpp"
 
@@ -36,10 +36,16 @@ launch_result executor::run() {
   if (sched_.randomize && !sched_.blocks_in_launch_order) {
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_() % i]);
   }
-  for (const std::uint64_t c : order) {
-    run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
-             static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+  try {
+    for (const std::uint64_t c : order) {
+      run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
+               static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+    }
+  } catch (...) {
+    flush_device_output();  // what the kernel printed before the finding
+    throw;
   }
+  flush_device_output();
   result_.global.sectors_read = sectors_read_.size();
   result_.global.sectors_written = sectors_written_.size();
   result_.global.async_sectors_read = async_sectors_.size();

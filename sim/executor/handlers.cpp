@@ -52,6 +52,8 @@ constexpr std::array<handler, kOps> make_table() {
   // conversions (convert.cpp)
   on(op::cvt, &executor::exec_cvt);
   on(op::cvta, &executor::exec_cvta);
+  // device printf and assert (call.cpp)
+  on(op::call, &executor::exec_call);
   // tensor cores (tensor.cpp)
   on(op::ldmatrix, &executor::exec_ldmatrix);
   on(op::mma, &executor::exec_mma);

@@ -22,6 +22,12 @@ namespace rungs::sim::detail {
 const function& entry_function(const module& m, std::string_view entry);
 
 constexpr unsigned kLanes = 32;
+// Generic addresses of local memory (cvta.local): the thread's own local bytes, at an offset
+// from this base, which no host (global) address can equal (it is not canonical on x86-64 or
+// AArch64). Generic accesses inside the window are local accesses.
+constexpr std::uint64_t kLocalWindow = 0x00ff000000000000ull;
+constexpr std::uint64_t kLocalWindowSize = std::uint64_t{1} << 32;
+inline bool in_local_window(std::uint64_t a) { return a - kLocalWindow < kLocalWindowSize; }
 
 enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 
@@ -148,6 +154,8 @@ class executor {
   // tensor.cpp
   void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
+  // call.cpp: the calls nvcc emits for device printf and assert
+  void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // execute.cpp
   void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -190,6 +198,13 @@ class executor {
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
   unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
   void memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // `size` bytes at generic address `addr` as thread `tid` sees them (global, or its local window), checked.
+  unsigned char* generic_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size);
+  // ---- device printf and assert (call.cpp) ---------------------------------------------
+  std::string device_string(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr);
+  std::string vprintf(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t format, std::uint64_t args,
+                      std::int32_t& parsed);
+  void flush_device_output();
   // ---- ldmatrix and mma: warp-wide (.sync.aligned) ------------------------------------
   void require_whole_warp(const warp& w, std::uint32_t pc, std::uint32_t mask) const;
   void ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -254,6 +269,12 @@ class executor {
   std::uint32_t bar_instr_ = 0;
   std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
   std::unordered_set<std::uint64_t> sectors_read_, sectors_written_, async_sectors_;
+  struct printed {  // one device printf call's text, with where it comes from (the output's order)
+    std::uint64_t cta;
+    std::uint32_t tid;
+    std::string text;
+  };
+  std::vector<printed> printed_;
   launch_result result_;
 };
 

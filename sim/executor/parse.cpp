@@ -287,7 +287,7 @@ class parser {
       if (w == ".global") where = space::global;
       else if (w == ".shared") where = space::shared;
       else if (w == ".const") where = space::global;
-      else if (w == ".local") where = space::local;
+      else if (w == ".local" || (w == ".param" && f)) where = space::local;
       else if (w == ".extern") is_extern = true;
       else if (w == ".visible" || w == ".weak" || w == ".common") {
       } else if (w == ".align" && k + 1 < words.size()) align = std::stoul(words[++k]);
@@ -531,7 +531,9 @@ class parser {
       }
       return;
     }
-    if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern") {
+    // A call's .param declarations (the { // callseq } scopes nvcc opens around a call) are
+    // per-thread bytes like .local ones: st.param/ld.param on them become local accesses.
+    if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern" || w0 == ".param") {
       return variable(s, *fsyms_, cur_);
     }
     if (w0[0] == '.') fail(s.line, "unsupported directive", t);
@@ -770,6 +772,11 @@ class parser {
     while (e < t.size() && !std::isspace(static_cast<unsigned char>(t[e]))) ++e;
     const std::string opcode = t.substr(0, e);
     const std::string rest = trim(std::string_view(t).substr(e));
+    if (opcode == "call" || opcode.starts_with("call.")) {
+      call(s, opcode, rest, in);
+      cur_->code.push_back(std::move(in));
+      return;
+    }
     decode(s, opcode, in);
     const std::size_t index = cur_->code.size();
     const auto toks = rest.empty() ? std::vector<std::string>{} : split_commas(rest);
@@ -805,8 +812,70 @@ class parser {
         in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
       }
     }
+    if ((in.code == op::ld || in.code == op::st) && in.where == space::param) {
+      // ld/st.param on a call's parameter (declared in the body): a local access.
+      const std::string& a = toks[in.code == op::ld ? 1 : 0];
+      const auto end = a.find_first_of("+]", 1);
+      const symbol* sym = a.size() > 2 ? find_symbol(trim(std::string_view(a).substr(1, end - 1))) : nullptr;
+      if (sym && sym->where == space::local) in.where = space::local;
+    }
     check_shape(s, in);
     cur_->code.push_back(std::move(in));
+  }
+
+  // "call[.uni] (ret), callee, (arg, ...)" or "call[.uni] callee, (arg, ...)": the calls nvcc
+  // emits for device printf (vprintf) and assert (__assertfail). Return slot and arguments are
+  // the call's .param variables (local bytes, see body_statement). Any other callee loads and
+  // fails when executed, naming itself (device functions must be inlined).
+  void call(const statement& s, const std::string& opcode, const std::string& rest, instr& in) {
+    in.code = op::call;
+    in.text.clear();  // nvcc spreads a call over lines: one line in messages
+    for (const char c : s.text) {
+      const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+      if (space && (in.text.empty() || in.text.back() == ' ' || in.text.back() == '(')) continue;
+      if (c == ')' && !in.text.empty() && in.text.back() == ' ') in.text.pop_back();
+      in.text += space ? ' ' : c;
+    }
+    const auto toks = split_commas(rest);
+    const auto param = [&](std::string name) {
+      name = trim(name);
+      const symbol* sym = find_symbol(name);
+      if (!sym || sym->where != space::local) fail(s.line, "call argument '" + name + "' is not a .param of the call", s.text);
+      operand o;
+      o.kind = operand::k_addr;
+      o.imm = sym->value;
+      return o;
+    };
+    const auto list = [](const std::string& t) {
+      return t.size() >= 2 && t.front() == '(' && t.back() == ')' ? split_commas(std::string_view(t).substr(1, t.size() - 2))
+                                                                  : std::vector<std::string>{};
+    };
+    std::size_t k = 0;
+    operand ret;
+    if (!toks.empty() && toks[0].front() == '(') {
+      const auto r = list(toks[0]);
+      if (r.size() != 1) fail(s.line, "a call returns one value", s.text);
+      ret = param(r[0]);
+      ++k;
+    }
+    if (k + 2 != toks.size() || toks[k + 1].front() != '(') fail(s.line, "call: expected [(ret),] callee, (args)", s.text);
+    in.ops.push_back(ret);
+    for (const std::string& a : list(toks[k + 1])) in.ops.push_back(param(a));
+    const std::string& name = toks[k];
+    const auto unsupported = [&](const std::string& why) {
+      in.code = op::unsupported;
+      in.why = why;
+      in.ops.clear();
+    };
+    if (opcode != "call" && opcode != "call.uni") return unsupported("form '" + opcode + "' (implemented: call, call.uni)");
+    if (name == "vprintf" && in.ops.size() == 3) {
+      in.fn = callee::vprintf;
+    } else if (name == "__assertfail" && in.ops.size() == 6) {
+      in.fn = callee::assertfail;
+    } else {
+      unsupported("a call of '" + name + "' (the executor runs calls of vprintf and __assertfail, which nvcc emits for "
+                  "printf and assert; other device functions must be inlined)");
+    }
   }
 
   // Operand counts and kinds per opcode, checked once here so execution need not.
@@ -833,6 +902,7 @@ class parser {
       case op::cp_async: want = 4; break;
       case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
+      case op::call:
         return;
       case op::unsupported: return;
     }

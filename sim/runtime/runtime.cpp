@@ -10,7 +10,8 @@
 //  - every stream executes its work when it is issued (one legal serialisation of a single
 //    device), so synchronisation calls only check their arguments and report errors;
 //  - a kernel fault (a finding of the executor) is printed to stderr as "rungs-sim: ..." and
-//    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU;
+//    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU (a failed device
+//    assert a sticky cudaErrorAssert);
 //  - a refused launch (a kernel, or its whole module, holds a construct the executor cannot
 //    parse) is printed the same way, naming kernel, PTX line and construct, and is a sticky
 //    cudaErrorNoKernelImageForDevice: a program that checks only cudaDeviceSynchronize still
@@ -394,8 +395,10 @@ void run_kernel(const node& n) {
       s.traffic->flush();
     }
   } catch (const std::exception& e) {
-    finding(cudaErrorLaunchFailure, std::string(e.what()) + " (launch " + std::to_string(index) + " of " + n.k->name +
-                                         ", RUNGS_SIM_SEED=" + std::to_string(s.seed) + ")");
+    const bool assertion = dynamic_cast<const device_assertion*>(&e) != nullptr;  // CUDA: its own error
+    finding(assertion ? cudaErrorAssert : cudaErrorLaunchFailure,
+            std::string(e.what()) + " (launch " + std::to_string(index) + " of " + n.k->name +
+                ", RUNGS_SIM_SEED=" + std::to_string(s.seed) + ")");
   }
 }
 

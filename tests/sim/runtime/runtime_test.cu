@@ -1,8 +1,14 @@
 // The host CUDA runtime's own rules (label cuda-sim): what a CUDA program observes through the
 // runtime API when it runs on rungs' simulated device. Kernels here are tiny and hand-checked;
 // the attention and engine tests exercise the runtime at scale.
+// Device assert is compiled out under NDEBUG, which CMake's Release build defines.
+#undef NDEBUG
+#include <cassert>
+
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -38,9 +44,40 @@ __global__ void with_shared(int* data) {
   data[threadIdx.x] = tile[63 - threadIdx.x];
 }
 
-// Device printf is a call with the .param ABI, which the executor does not parse: this kernel
-// is refused at its launch (and only it: the module's other kernels run).
-__global__ void with_printf(int* data) { printf("%d\n", data[threadIdx.x]); }
+// A 128-bit register (inline PTX) is a declaration the executor does not parse: this kernel is
+// refused at its launch (and only it: the module's other kernels run).
+__global__ void with_b128(int* data) {
+  asm volatile("{ .reg .b128 wide; }");
+  data[threadIdx.x] = 1;
+}
+
+// Device printf: every thread prints; the output comes in block, then thread order.
+__global__ void with_printf(const int* data, float scale) {
+  printf("block %d thread %d: %d %.2f %s\n", blockIdx.x, threadIdx.x, data[threadIdx.x], scale * threadIdx.x,
+         threadIdx.x % 2 ? "odd" : "even");
+}
+
+// Device assert: fails in block 1, thread 2 of a <<<2, 3>>> launch over data[i] = i.
+__global__ void with_assert(const int* data) { assert(data[blockIdx.x * blockDim.x + threadIdx.x] != 5); }
+
+// What `run` writes to stdout (file descriptor 1), as a string.
+template <class F>
+std::string stdout_of(F&& run) {
+  std::fflush(stdout);
+  std::FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  const int saved = dup(1);
+  dup2(fileno(capture), 1);
+  run();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  std::string text;
+  std::rewind(capture);
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) text += static_cast<char>(c);
+  std::fclose(capture);
+  return text;
+}
 
 std::vector<int> download(const int* device, int n) {
   std::vector<int> host(static_cast<std::size_t>(n));
@@ -292,9 +329,39 @@ TEST_CASE("a kernel the executor cannot parse is refused at its launch, loudly a
   REQUIRE(cudaMemset(p, 0, 4 * sizeof(int)) == cudaSuccess);
   add_scalar<<<1, 4>>>(p, 4, 1);  // the module's other kernels run
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  with_printf<<<1, 4>>>(p);
+  with_b128<<<1, 4>>>(p);
   CHECK(cudaDeviceSynchronize() == cudaErrorNoKernelImageForDevice);  // sticky: not only the launch's own error
   CHECK(cudaMemset(p, 0, 4) == cudaErrorNoKernelImageForDevice);
+}
+
+TEST_CASE("device printf writes to stdout in block, then thread order") {
+  int* p = nullptr;
+  const int host[3] = {10, 11, 12};
+  REQUIRE(cudaMalloc(&p, sizeof host) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  const std::string out = stdout_of([&] {
+    with_printf<<<2, 3>>>(p, 0.5f);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  });
+  CHECK(out ==
+        "block 0 thread 0: 10 0.00 even\n"
+        "block 0 thread 1: 11 0.50 odd\n"
+        "block 0 thread 2: 12 1.00 even\n"
+        "block 1 thread 0: 10 0.00 even\n"
+        "block 1 thread 1: 11 0.50 odd\n"
+        "block 1 thread 2: 12 1.00 even\n");
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+// Run alone: a failed assert is sticky for the rest of the process, as a fault is.
+TEST_CASE("a failed device assert names the assertion and thread and is a sticky cudaErrorAssert", "[.assert]") {
+  int* p = nullptr;
+  const int host[6] = {0, 1, 2, 3, 4, 5};
+  REQUIRE(cudaMalloc(&p, sizeof host) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  with_assert<<<2, 3>>>(p);
+  CHECK(cudaDeviceSynchronize() == cudaErrorAssert);
+  CHECK(cudaMemset(p, 0, 4) == cudaErrorAssert);  // sticky
 }
 
 // Run alone (ctest runs it as its own test): the fault is sticky for the rest of the process.
