@@ -1,6 +1,6 @@
 // The calls nvcc emits for the device side of the CUDA runtime (PTX ISA, "call"; CUDA C++
 // Programming Guide, "Formatted Output" and "Assertion"): vprintf(format, args) for printf, and
-// __assertfail(message, file, line, function, char_size) for a failed assert.
+// __assertfail(message, file, line, function, char_size) for a failed assert; and trap.
 //  - vprintf's argument buffer follows nvcc's layout: each argument aligned to its own size,
 //    after C's default promotions (char and short as int, float as double). The output is kept
 //    per thread and written when the launch ends (flush_device_output), so its order is fixed
@@ -132,6 +132,11 @@ void executor::exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32
                            std::to_string(static_cast<std::uint32_t>(param(3, 4))) + ", in " +
                            device_string(pc, tid, param(4, 8)) + ") at " + at(pc) + ", " + thread_name(tid));
   });
+}
+
+// trap (__trap()): the kernel stops itself; on a GPU the launch fails (cudaErrorLaunchFailure).
+void executor::exec_trap(warp& w, const instr&, std::uint32_t pc, std::uint32_t mask) {
+  fail_at(pc, w.index * kLanes + static_cast<unsigned>(std::countr_zero(mask)), "trap: the kernel stopped itself (__trap())");
 }
 
 // Writes the launch's printf output in its fixed order (see the top of this file).

@@ -49,11 +49,13 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::bfe, &executor::exec_bfe);
   on(op::bfi, &executor::exec_bfi);
   on(op::prmt, &executor::exec_prmt);
+  on(op::lop3, &executor::exec_lop3);
   // conversions (convert.cpp)
   on(op::cvt, &executor::exec_cvt);
   on(op::cvta, &executor::exec_cvta);
-  // device printf and assert (call.cpp)
+  // device printf, assert and trap (call.cpp)
   on(op::call, &executor::exec_call);
+  on(op::trap, &executor::exec_trap);
   // tensor cores (tensor.cpp)
   on(op::ldmatrix, &executor::exec_ldmatrix);
   on(op::mma, &executor::exec_mma);

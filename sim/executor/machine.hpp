@@ -139,6 +139,7 @@ class executor {
   void exec_bfe(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_bfi(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_prmt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_lop3(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // convert.cpp
   void exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -156,6 +157,7 @@ class executor {
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
   // call.cpp: the calls nvcc emits for device printf and assert
   void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_trap(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // execute.cpp
   void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);

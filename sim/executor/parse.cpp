@@ -898,11 +898,11 @@ class parser {
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
         want = 3; break;
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
-      case op::bfi: case op::shfl: want = 5; break;
+      case op::bfi: case op::shfl: case op::lop3: want = 5; break;
       case op::cp_async: want = 4; break;
       case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
-      case op::call:
+      case op::call: case op::trap:
         return;
       case op::unsupported: return;
     }
@@ -990,7 +990,8 @@ class parser {
         {"bfi", op::bfi},   {"prmt", op::prmt}, {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
         {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
         {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos},
-        {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe}};
+        {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe},
+        {"lop3", op::lop3}, {"trap", op::trap}};
     if (name == "atom" || name == "red") return decode_atom(opcode, parts, in, unsupported);
     if (name == "vote" || name == "match" || name == "redux" || name == "activemask") {
       return decode_warp(opcode, parts, in, unsupported);
@@ -1114,7 +1115,7 @@ class parser {
     } else if (in.code == op::setp) {
       if (types.size() != 1) return unsupported("setp needs one type");
       in.type = types[0];
-    } else if (in.code == op::bra || in.code == op::ret || in.code == op::exit) {
+    } else if (in.code == op::bra || in.code == op::ret || in.code == op::exit || in.code == op::trap) {
       if (!types.empty()) return unsupported("typed " + name);
     } else {
       if (types.size() != 1) return unsupported(name + " needs one type");
@@ -1131,6 +1132,7 @@ class parser {
       return unsupported(name + " type (u32, s32, u64, s64)");
     }
     if (in.code == op::shfl && in.type != vtype::b32) return unsupported("shfl type");
+    if (in.code == op::lop3 && in.type != vtype::b32) return unsupported("lop3 type (implemented: lop3.b32)");
     (void)s;
   }
 
