@@ -543,11 +543,11 @@ TEST_CASE("unknown constructs: parse errors name the line; unimplemented opcodes
   CHECK_THAT(refused(body(".reg .b32 %r<99999999999999999999999>;")), Catch::Contains("malformed number"));
   // An unbalanced module is still refused as a whole.
   CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret;\n"), "bad.ptx"), Catch::Contains("bad.ptx"));
-  // lop3 is not implemented: the module loads, the launch fails naming the instruction.
-  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 lop3.b32 %r1, %tid, %tid, %tid, 0x96;\n");
+  // brkpt is not implemented: the module loads, the launch fails naming the instruction.
+  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 brkpt;\n");
   buffers b(32);
   CHECK_NOTHROW(b.run(text, 1));  // thread 1 does not exist: never executed
-  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("lop3"));
+  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("brkpt"));
 }
 
 TEST_CASE("parsing is per kernel: a construct the executor cannot parse refuses only its kernel, at its launch") {
