@@ -469,6 +469,7 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInitializationError, "initialization error")                                                         \
   X(cudaErrorInvalidConfiguration, "invalid configuration argument")                                             \
   X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                                         \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                                         \
   X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
   X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                    \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                      \
@@ -489,6 +490,7 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInvalidPc, "invalid program counter")                                                               \
   X(cudaErrorUnknown, "unknown error")                                                                           \
   X(cudaErrorNotSupported, "operation not supported")                                                             \
+  X(cudaErrorGraphExecUpdateFailure, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update") \
   X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")                        \
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                 \
   X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")                      \
@@ -919,6 +921,65 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
   return cudaMemsetAsync(devPtr, value, count, nullptr);
 }
 
+// Pitched copies: `height` rows of `width` bytes, each row checked as cudaMemcpy checks its
+// range, all before any is copied; each row is one copy node (captured as such).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (width > dpitch || width > spitch) {
+    return fail(cudaErrorInvalidPitchValue, "cudaMemcpy2D: width " + std::to_string(width) + " exceeds dpitch " +
+                                                std::to_string(dpitch) + " or spitch " + std::to_string(spitch));
+  }
+  const auto row = [&](auto* base, std::size_t pitch, std::size_t r) {
+    return const_cast<char*>(reinterpret_cast<const char*>(base)) + r * pitch;
+  };
+  for (std::size_t r = 0; r < height; ++r) {
+    if (cudaError_t e = check_copy(row(dst, dpitch, r), row(src, spitch, r), width, kind, "cudaMemcpy2D")) return e;
+  }
+  for (std::size_t r = 0; r < height; ++r) {
+    node n;
+    n.kind = node::copy;
+    n.dst = row(dst, dpitch, r);
+    n.src = row(src, spitch, r);
+    n.bytes = width;
+    if (cudaError_t e = issue(std::move(n), stream)) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = unsafe_during_capture("cudaMemcpy2D")) return e;
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
+}
+
+// Stream-ordered allocation: a stream runs its work when it is issued, so the memory exists
+// (and is gone) at the call, which is one legal order. A graph's memory nodes are not
+// simulated: on a capturing stream both calls are refused and invalidate the capture.
+static cudaError_t stream_ordered(cudaStream_t stream, const char* api) {
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                std::string(api) + " on a capturing stream: graph memory nodes are not simulated (the capture is invalidated)");
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = stream_ordered(stream, "cudaMallocAsync")) return e;
+  return allocate(devPtr, size, true, "cudaMallocAsync");
+}
+
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = stream_ordered(stream, "cudaFreeAsync")) return e;
+  return release(devPtr, true, "cudaFreeAsync");
+}
+
 // ---------------------------------------------------------------------------------------
 // Streams and events.
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
@@ -1088,6 +1149,44 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
   return sticky();
+}
+
+// An instantiated graph takes the parameters of `graph` when both have the same nodes in the
+// same order, of the same kinds, the kernel nodes launching the same kernels and the copy and
+// memset nodes moving as many bytes (CUDA's rules, for the linear graphs capture records);
+// otherwise nothing changes and resultInfo says why (no node handles: errorNode is null).
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo* resultInfo) {
+  std::lock_guard lock(S().mutex);
+  if (resultInfo == nullptr) return fail(cudaErrorInvalidValue);
+  if (!S().execs.count(hGraphExec) || !S().graphs.count(hGraph)) return fail(cudaErrorInvalidResourceHandle);
+  *resultInfo = {};
+  const auto& from = hGraph->nodes;
+  auto& to = hGraphExec->nodes;
+  cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+  std::string what;
+  if (from.size() != to.size()) {
+    why = cudaGraphExecUpdateErrorTopologyChanged;
+    what = "the graph has " + std::to_string(from.size()) + " nodes, the instantiated one " + std::to_string(to.size());
+  }
+  for (std::size_t i = 0; i < from.size() && why == cudaGraphExecUpdateSuccess; ++i) {
+    const std::string at = "node " + std::to_string(i) + " is ";
+    if (from[i].kind != to[i].kind) {
+      why = cudaGraphExecUpdateErrorNodeTypeChanged;
+      what = at + "another kind of node than the instantiated one";
+    } else if (from[i].kind == node::kernel && from[i].k != to[i].k) {
+      why = cudaGraphExecUpdateErrorFunctionChanged;
+      what = at + "kernel " + from[i].k->name + ", not " + to[i].k->name;
+    } else if (from[i].kind != node::kernel && from[i].bytes != to[i].bytes) {
+      why = cudaGraphExecUpdateErrorParametersChanged;
+      what = at + "a copy or memset of " + std::to_string(from[i].bytes) + " bytes, not " + std::to_string(to[i].bytes);
+    }
+  }
+  resultInfo->result = why;
+  if (why != cudaGraphExecUpdateSuccess) {
+    return fail(cudaErrorGraphExecUpdateFailure, "cudaGraphExecUpdate: " + what + " (nothing updated)");
+  }
+  to = from;
+  return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {

@@ -353,6 +353,101 @@ TEST_CASE("device printf writes to stdout in block, then thread order") {
   REQUIRE(cudaFree(p) == cudaSuccess);
 }
 
+TEST_CASE("cudaMemcpy2D: rows of width bytes between pitched buffers; bad pitches and rows are refused before copying") {
+  // A 3 x 5 int matrix (host pitch 20 bytes) into a device buffer of pitch 32 bytes (8 ints).
+  std::vector<int> host(15);
+  for (int i = 0; i < 15; ++i) host[static_cast<std::size_t>(i)] = i;
+  int* d = nullptr;
+  REQUIRE(cudaMalloc(&d, 3 * 32) == cudaSuccess);  // filled with 0xff: -1 in the padding
+  REQUIRE(cudaMemcpy2D(d, 32, host.data(), 20, 20, 3, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(download(d, 24) == std::vector<int>{0, 1, 2, 3, 4, -1, -1, -1, 5, 6, 7, 8, 9, -1, -1, -1,
+                                            10, 11, 12, 13, 14, -1, -1, -1});
+  // Columns 1..3 back into a host buffer of pitch 16 bytes (4 ints), asynchronously.
+  std::vector<int> back(12, 0);
+  REQUIRE(cudaMemcpy2DAsync(back.data(), 16, d + 1, 32, 12, 3, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(back == std::vector<int>{1, 2, 3, 0, 6, 7, 8, 0, 11, 12, 13, 0});
+  CHECK(cudaMemcpy2D(d, 16, host.data(), 20, 20, 3, cudaMemcpyHostToDevice) == cudaErrorInvalidPitchValue);
+  // The fourth row would end past the allocation: refused, and the first three rows untouched.
+  std::vector<int> zeros(32, 0);
+  CHECK(cudaMemcpy2D(d, 32, zeros.data(), 32, 20, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(download(d, 1)[0] == 0);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE(cudaFree(d) == cudaSuccess);
+}
+
+TEST_CASE("cudaMallocAsync and cudaFreeAsync: stream-ordered memory; refused on a capturing stream") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMallocAsync(reinterpret_cast<void**>(&p), 64 * sizeof(int), s) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 64 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 64, 0, s>>>(p, 64, 3);
+  std::vector<int> host(64);
+  REQUIRE(cudaMemcpyAsync(host.data(), p, 64 * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  REQUIRE(cudaFreeAsync(p, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(host == std::vector<int>(64, 3));
+  CHECK(cudaFreeAsync(p, s) == cudaErrorInvalidValue);  // already freed
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), 64, s) == cudaErrorStreamCaptureUnsupported);
+  cudaStreamCaptureStatus status{};
+  REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  cudaGetLastError();
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("cudaGraphExecUpdate: new kernel arguments into an instantiated graph; a changed graph is refused") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 64 * sizeof(int)) == cudaSuccess);
+  const auto capture = [&](auto&& work) {
+    cudaGraph_t g = nullptr;
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    work();
+    REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
+    return g;
+  };
+  cudaGraph_t first = capture([&] { add_scalar<<<1, 64, 0, s>>>(p, 64, 1); });
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, first, 0) == cudaSuccess);
+  cudaGraph_t second = capture([&] { add_scalar<<<2, 32, 0, s>>>(p, 64, 10); });
+  cudaGraphExecUpdateResultInfo info{};
+  REQUIRE(cudaGraphExecUpdate(exec, second, &info) == cudaSuccess);
+  CHECK(info.result == cudaGraphExecUpdateSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 10));  // the new arguments and grid
+
+  cudaGraph_t other_kernel = capture([&] { with_shared<<<1, 64, 0, s>>>(p); });
+  CHECK(cudaGraphExecUpdate(exec, other_kernel, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorFunctionChanged);
+  cudaGraph_t two_nodes = capture([&] {
+    add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+    add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+  });
+  CHECK(cudaGraphExecUpdate(exec, two_nodes, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorTopologyChanged);
+  cudaGraph_t a_memset = capture([&] { REQUIRE(cudaMemsetAsync(p, 0, 4, s) == cudaSuccess); });
+  CHECK(cudaGraphExecUpdate(exec, a_memset, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorNodeTypeChanged);
+  CHECK(cudaGetLastError() == cudaErrorGraphExecUpdateFailure);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);  // still the updated graph
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 20));
+  for (cudaGraph_t g : {first, second, other_kernel, two_nodes, a_memset}) REQUIRE(cudaGraphDestroy(g) == cudaSuccess);
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
 // Run alone: a failed assert is sticky for the rest of the process, as a fault is.
 TEST_CASE("a failed device assert names the assertion and thread and is a sticky cudaErrorAssert", "[.assert]") {
   int* p = nullptr;
