@@ -1,5 +1,6 @@
 // A user's CUDA test, written as for a GPU: shared-memory block sums added up with atomicAdd,
-// checked against the host. Built PTX-only and linked against rungs::sim, it runs on the CPU.
+// checked against the host, and a device printf. Built PTX-only and linked against rungs::sim, it
+// runs on the CPU.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -27,6 +28,7 @@ __global__ void block_sum(int* in, int n, int* total, bool overrun) {
     __syncthreads();
   }
   if (threadIdx.x == 0) atomicAdd(total, partial[0]);
+  if (blockIdx.x == 0 && threadIdx.x == 0) printf("block_sum: %d blocks of %d threads\n", gridDim.x, blockDim.x);
   if (overrun && i == n - 1) in[n] = 0;
 }
 
