@@ -46,9 +46,9 @@ launch_result executor::run() {
     throw;
   }
   flush_device_output();
-  result_.global.sectors_read = sectors_read_.size();
-  result_.global.sectors_written = sectors_written_.size();
-  result_.global.async_sectors_read = async_sectors_.size();
+  result_.global.sectors_read = sectors_read_.count();
+  result_.global.sectors_written = sectors_written_.count();
+  result_.global.async_sectors_read = async_sectors_.count();
   return result_;
 }
 
