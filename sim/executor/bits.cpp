@@ -124,4 +124,20 @@ void executor::exec_lop3(warp& w, const instr& in, std::uint32_t pc, std::uint32
   });
 }
 
+// bmsk.mode.b32 d, a, b: the mask of b bits from bit a (PTX ISA, "bmsk"). .wrap takes a and b
+// modulo 32; .clamp gives no bits from a >= 32 and every bit from a up for b >= 32. A width of 0
+// (after wrapping) is no bits, as is a field reaching past bit 31 only in its part above it.
+void executor::exec_bmsk(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint32_t a = static_cast<std::uint32_t>(io.rd(1, l)), b = static_cast<std::uint32_t>(io.rd(2, l));
+    const std::uint32_t a1 = a & 0x1fu, b1 = b & 0x1fu, sum = a1 + b1;
+    std::uint32_t from = ~0u << a1, to = sum >= 32 ? 0u : ~0u << sum;
+    if (in.clamp && a >= 32) from = 0;
+    if (sum >= 32 || (in.clamp && (a >= 32 || b >= 32))) to = 0;
+    else if (b1 == 0) to = ~0u;
+    io.wr(l, from & ~to);
+  });
+}
+
 }  // namespace rungs::sim::detail

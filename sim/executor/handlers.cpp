@@ -50,6 +50,7 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::bfi, &executor::exec_bfi);
   on(op::prmt, &executor::exec_prmt);
   on(op::lop3, &executor::exec_lop3);
+  on(op::bmsk, &executor::exec_bmsk);
   // conversions (convert.cpp)
   on(op::cvt, &executor::exec_cvt);
   on(op::cvta, &executor::exec_cvta);

@@ -164,6 +164,7 @@ class executor {
   void exec_bfi(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_prmt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_lop3(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_bmsk(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // convert.cpp
   void exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);

@@ -895,7 +895,7 @@ class parser {
       case op::fence: want = 0; break;
       case op::mma: want = 4; break;
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
-      case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
+      case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp: case op::bmsk:
         want = 3; break;
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
       case op::bfi: case op::shfl: case op::lop3: want = 5; break;
@@ -1041,6 +1041,15 @@ class parser {
         return;
       }
       return unsupported("mma form '" + opcode + "' (implemented: m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+    }
+    if (name == "bmsk") {  // bmsk.{clamp,wrap}.b32
+      if (opcode != "bmsk.clamp.b32" && opcode != "bmsk.wrap.b32") {
+        return unsupported("bmsk form '" + opcode + "' (implemented: bmsk.clamp.b32, bmsk.wrap.b32)");
+      }
+      in.code = op::bmsk;
+      in.type = vtype::b32;
+      in.clamp = parts[1] == "clamp";
+      return;
     }
     if (name == "ldmatrix") {
       // ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared{::cta}.b16

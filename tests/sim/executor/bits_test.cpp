@@ -86,3 +86,15 @@ TEST_CASE("trap: the kernel stops itself, a finding naming the thread", "[op:tra
   CHECK_THROWS_WITH(eval32("trap", 0u), Catch::Contains("trap: the kernel stopped itself (__trap())") &&
                                             Catch::Contains("PTX line") && Catch::Contains("thread (0,0,0)"));
 }
+
+TEST_CASE("bmsk: b bits from bit a; .wrap takes both modulo 32, .clamp saturates", "[op:bmsk.clamp.b32][op:bmsk.wrap.b32]") {
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 1, 2) == 0x6u);  // the PTX ISA's example
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 4, 8) == 0x00000FF0u);
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 28, 8) == 0xF0000000u);  // cut at bit 31
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 0, 32) == 0xFFFFFFFFu);  // width >= 32: every bit from a
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 33, 1) == 0u);           // start >= 32: none
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 4, 0) == 0u);
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 0, 32) == 0u);   // width 32 wraps to 0
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 33, 1) == 0x2u);  // start 33 wraps to 1
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 4, 40) == 0x00000FF0u);
+}
