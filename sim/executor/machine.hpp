@@ -294,6 +294,8 @@ class executor {
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;
   std::uint32_t bar_instr_ = 0;
+  bool bar_red_ = false;       // the waiting threads are at bar.red (else bar.sync)
+  unsigned bar_count_ = 0;     // bar.red: the threads whose predicate is true
   std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
   sector_set sectors_read_, sectors_written_, async_sectors_;
   struct printed {  // one device printf call's text, with where it comes from (the output's order)

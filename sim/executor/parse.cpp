@@ -808,6 +808,7 @@ class parser {
         }
         if (in.code == op::vote && k == 1) ot = vtype::pred;
         if (in.code == op::bfe && k >= 2) ot = vtype::u32;
+        if (in.code == op::bar_red && k >= 1) ot = k + 1 == toks.size() ? vtype::pred : vtype::u32;
         if ((in.code == op::clz || in.code == op::popc || in.code == op::bfind) && k == 0) ot = vtype::u32;
         in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
       }
@@ -901,6 +902,7 @@ class parser {
       case op::bfi: case op::shfl: case op::lop3: want = 5; break;
       case op::cp_async: want = 4; break;
       case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
+      case op::bar_red: want = 3; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
       case op::call: case op::trap:
         return;
@@ -908,6 +910,7 @@ class parser {
     }
     if (in.code == op::cp_async && in.ops.size() == 3) return;  // no src-size operand
     if (in.code == op::bar_sync && in.ops.size() == 2) return;   // with a thread count
+    if (in.code == op::bar_red && in.ops.size() == 4) return;    // with a thread count
     if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2) &&
         in.type2 != vtype::e4m3x2 && in.type2 != vtype::e5m2x2) {
       want = 3;
@@ -1017,6 +1020,20 @@ class parser {
           (parts.size() == 2 || (parts.size() == 3 && parts[2] == "aligned" && name == "barrier"))) {
         in.code = op::bar_sync;
         return;
+      }
+      // bar.red.{and,or}.pred / bar.red.popc.u32 (barrier.red... with .aligned): __syncthreads_and,
+      // _or and _count. The reduction's kind goes in aop (popc as add).
+      if (parts.size() >= 4 && parts[1] == "red") {
+        const bool aligned = parts.size() == 5 && parts[3] == "aligned" && name == "barrier";
+        const std::string& kind = parts[2];
+        const std::string& type = parts.back();
+        if ((parts.size() == 4 || aligned) && ((kind == "popc" && type == "u32") ||
+                                               ((kind == "and" || kind == "or") && type == "pred"))) {
+          in.code = op::bar_red;
+          in.type = type == "u32" ? vtype::u32 : vtype::pred;
+          in.aop = kind == "popc" ? atom_op::add : kind == "and" ? atom_op::and_ : atom_op::or_;
+          return;
+        }
       }
       return unsupported("barrier form '" + opcode + "'");
     }

@@ -952,3 +952,34 @@ $L_end:
     CHECK_NOTHROW(b.run(text, 1, launch_order, 2));
   }
 }
+
+TEST_CASE("bar.red: __syncthreads_count, _and and _or give every thread the block's reduction",
+          "[op:bar.red.popc.u32][op:bar.red.and.pred][op:bar.red.or.pred]") {
+  const std::string text = kernel("", R"(
+  rem.u32 %r1, %tid, 3;
+  setp.eq.u32 %p1, %r1, 0;
+  bar.red.popc.u32 %r2, 0, %p1;
+  setp.lt.u32 %p2, %tid, 64;
+  bar.red.and.pred %p3, 0, %p2;
+  selp.u32 %r3, 1, 0, %p3;
+  setp.eq.u32 %p4, %tid, 63;
+  bar.red.or.pred %p5, 0, %p4;
+  selp.u32 %r4, 1, 0, %p5;
+  bar.red.and.pred %p6, 0, !%p4;
+  selp.u32 %r6, 1, 0, %p6;
+  mad.lo.u32 %r5, %r2, 1000, %r6;
+  mad.lo.u32 %r5, %r3, 100, %r5;
+  mad.lo.u32 %r5, %r4, 10, %r5;
+  st.global.u32 [%rd_out], %r5;
+)");
+  for (const std::uint64_t seed : {1u, 2u}) {
+    sim::schedule s;
+    s.seed = seed;
+    buffers full(64);
+    full.run(text, 64, s);  // 22 multiples of 3 in 0..63; all below 64; thread 63 exists
+    CHECK(full.out == std::vector<std::uint32_t>(64, 22110));
+    buffers partial(60);
+    partial.run(text, 60, s);  // a partial last warp: 20 multiples of 3 in 0..59; no thread 63
+    CHECK(partial.out == std::vector<std::uint32_t>(60, 20101));
+  }
+}
