@@ -1247,7 +1247,10 @@ class parser {
     }
     static const std::unordered_map<std::string_view, vote_mode> votes{
         {"vote.sync.all.pred", vote_mode::all}, {"vote.sync.any.pred", vote_mode::any},
-        {"vote.sync.uni.pred", vote_mode::uni}, {"vote.sync.ballot.b32", vote_mode::ballot}};
+        {"vote.sync.uni.pred", vote_mode::uni}, {"vote.sync.ballot.b32", vote_mode::ballot},
+        // .sync after the mode: the order CUB's inline PTX writes (ptxas takes both).
+        {"vote.all.sync.pred", vote_mode::all}, {"vote.any.sync.pred", vote_mode::any},
+        {"vote.uni.sync.pred", vote_mode::uni}, {"vote.ballot.sync.b32", vote_mode::ballot}};
     if (const auto v = votes.find(opcode); v != votes.end()) {
       in.code = op::vote;
       in.vote = v->second;
