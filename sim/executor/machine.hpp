@@ -175,6 +175,7 @@ class executor {
   void exec_cp_async_wait(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_fence(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_prefetch(warp&, const instr&, std::uint32_t, std::uint32_t) {}  // a hint: no effect, nothing checked
   // warp.cpp (vote and match run through warp_sync, like shfl)
   void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // tensor.cpp

@@ -182,7 +182,8 @@ class parser {
         content = true;
         continue;
       }
-      if (inner == 0 && c == ':') {  // "name:" at a statement start is a label
+      // "name:" at a statement start is a label; "::" is part of a modifier (.L2::evict_last).
+      if (inner == 0 && c == ':' && (i + 1 >= s.size() || s[i + 1] != ':')) {
         const std::string t = trim(cur);
         if (!t.empty() && std::all_of(t.begin(), t.end(), [](char x) { return is_ident_char(x) && x != '%'; })) {
           push(t + ":", cur_line);
@@ -901,7 +902,7 @@ class parser {
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
       case op::bfi: case op::shfl: case op::lop3: want = 5; break;
       case op::cp_async: want = 4; break;
-      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
+      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: case op::prefetch: want = 1; break;
       case op::bar_red: want = 3; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
       case op::call: case op::trap:
@@ -920,13 +921,14 @@ class parser {
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
       const operand& o = in.ops[k];
       const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix ||
-                       in.code == op::atom || in.code == op::red;
+                       in.code == op::atom || in.code == op::red || in.code == op::prefetch;
       if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async/ldmatrix", s.text);
       const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl || in.code == op::match);
       if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && !pair_dest) {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
+                           in.code != op::prefetch &&
                            in.code != op::cp_async && in.code != op::cp_async_wait_group && in.code != op::red;
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
@@ -1058,6 +1060,14 @@ class parser {
         return;
       }
       return unsupported("mma form '" + opcode + "' (implemented: m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+    }
+    if (name == "prefetch" || name == "prefetchu") {  // a cache hint: prefetch{.global,.local}.{L1,L2}[::evict_*]
+      static const std::unordered_set<std::string_view> forms{
+          "prefetch.L1", "prefetch.L2", "prefetch.global.L1", "prefetch.global.L2", "prefetch.local.L1",
+          "prefetch.local.L2", "prefetch.global.L2::evict_last", "prefetch.global.L2::evict_normal", "prefetchu.L1"};
+      if (!forms.count(opcode)) return unsupported("prefetch form '" + opcode + "'");
+      in.code = op::prefetch;
+      return;
     }
     if (name == "bmsk") {  // bmsk.{clamp,wrap}.b32
       if (opcode != "bmsk.clamp.b32" && opcode != "bmsk.wrap.b32") {

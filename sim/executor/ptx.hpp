@@ -17,7 +17,7 @@ enum class op : std::uint8_t {
   ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi, prmt,
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
   cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
-  atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock, call, lop3, trap, bmsk, bar_red,
+  atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock, call, lop3, trap, bmsk, bar_red, prefetch,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 

@@ -983,3 +983,13 @@ TEST_CASE("bar.red: __syncthreads_count, _and and _or give every thread the bloc
     CHECK(partial.out == std::vector<std::uint32_t>(60, 20101));
   }
 }
+
+TEST_CASE("prefetch: a cache hint with no effect, not checked (a GPU does not fault on one)",
+          "[op:prefetch.global.L2][op:prefetch.global.L1][op:prefetchu.L1]") {
+  buffers b(32);
+  b.run(kernel("", "  prefetch.global.L2 [%rd_in];\n  prefetch.global.L1 [%rd_in+1048576];\n  prefetchu.L1 [%rd_in];\n"
+                   "  prefetch.global.L2::evict_last [%rd_in];\n  ld.global.u32 %r1, [%rd_in];\n"
+                   "  st.global.u32 [%rd_out], %r1;\n"),
+        32);
+  for (unsigned t = 0; t < 32; ++t) CHECK(b.out[t] == t);
+}
