@@ -1,8 +1,11 @@
 // CCCL's device-wide algorithms as a user calls them, on the simulated device (label cuda-sim):
 // CUB's DeviceReduce, DeviceScan, DeviceRadixSort and DeviceSegmentedReduce, Thrust's sort,
-// reduce and transform. Inputs are a permutation of 0..n-1, so every result is known exactly.
+// reduce and transform; and cooperative groups' tiles and their collectives. Inputs are a permutation of 0..n-1, so every result is known exactly.
 // n = 1000 keeps each algorithm to its single-tile path and the test to a fraction of a second.
 #include <catch2/catch.hpp>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cooperative_groups/scan.h>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
@@ -55,7 +58,44 @@ void with_temp_storage(F&& run) {
   REQUIRE(cudaFree(temp) == cudaSuccess);
 }
 
+namespace cg = cooperative_groups;
+
+// Tiles of 16 of a 64-thread block: each tile's sum and maximum, every thread's inclusive scan
+// within its tile, and the size of the coalesced group: a whole warp, then thread 0 alone.
+__global__ void tiles(const int* in, int* scan, int* per_tile, int* coalesced) {
+  const cg::thread_block block = cg::this_thread_block();
+  const cg::thread_block_tile<16> tile = cg::tiled_partition<16>(block);
+  const int v = in[block.thread_rank()];
+  const int sum = cg::reduce(tile, v, cg::plus<int>());
+  const int max = cg::reduce(tile, v, cg::greater<int>());
+  scan[block.thread_rank()] = cg::inclusive_scan(tile, v);
+  if (tile.thread_rank() == 0) {
+    per_tile[2 * (block.thread_rank() / 16)] = sum;
+    per_tile[2 * (block.thread_rank() / 16) + 1] = max;
+  }
+  const unsigned whole_warp = cg::coalesced_threads().size();
+  if (block.thread_rank() == 0) {
+    coalesced[0] = static_cast<int>(whole_warp);
+    coalesced[1] = static_cast<int>(cg::coalesced_threads().size());  // only thread 0 is here
+  }
+}
+
 }  // namespace
+
+TEST_CASE("cooperative groups: tiled_partition, reduce, inclusive_scan, coalesced_threads") {
+  std::vector<int> h(64);
+  std::iota(h.begin(), h.end(), 0);
+  const device_ints in(h), scan(64), per_tile(8), coalesced(2);
+  tiles<<<1, 64>>>(in.p, scan.p, per_tile.p, coalesced.p);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  // Tile t holds 16t..16t+15: sum 256t + 120, maximum 16t + 15.
+  CHECK(per_tile.download(8) == std::vector<int>{120, 15, 376, 31, 632, 47, 888, 63});
+  const std::vector<int> scanned = scan.download(64);
+  CHECK(scanned[0] == 0);
+  CHECK(scanned[17] == 16 + 17);
+  CHECK(scanned[63] == 888);
+  CHECK(coalesced.download(2) == std::vector<int>{32, 1});
+}
 
 TEST_CASE("CUB device-wide reduce, scan, radix sort and segmented reduce") {
   const std::vector<int> h = permutation();
