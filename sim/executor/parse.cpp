@@ -814,7 +814,7 @@ class parser {
         in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
       }
     }
-    if ((in.code == op::ld || in.code == op::st) && in.where == space::param) {
+    if ((in.code == op::ld || in.code == op::st) && in.where == space::param && toks.size() == 2) {
       // ld/st.param on a call's parameter (declared in the body): a local access.
       const std::string& a = toks[in.code == op::ld ? 1 : 0];
       const auto end = a.find_first_of("+]", 1);
@@ -852,15 +852,16 @@ class parser {
       return t.size() >= 2 && t.front() == '(' && t.back() == ')' ? split_commas(std::string_view(t).substr(1, t.size() - 2))
                                                                   : std::vector<std::string>{};
     };
+    const auto opens = [](const std::string& t) { return !t.empty() && t.front() == '('; };
     std::size_t k = 0;
     operand ret;
-    if (!toks.empty() && toks[0].front() == '(') {
+    if (!toks.empty() && opens(toks[0])) {
       const auto r = list(toks[0]);
       if (r.size() != 1) fail(s.line, "a call returns one value", s.text);
       ret = param(r[0]);
       ++k;
     }
-    if (k + 2 != toks.size() || toks[k + 1].front() != '(') fail(s.line, "call: expected [(ret),] callee, (args)", s.text);
+    if (k + 2 != toks.size() || !opens(toks[k + 1])) fail(s.line, "call: expected [(ret),] callee, (args)", s.text);
     in.ops.push_back(ret);
     for (const std::string& a : list(toks[k + 1])) in.ops.push_back(param(a));
     const std::string& name = toks[k];
