@@ -131,6 +131,14 @@ struct CUgraph_st {
 struct CUgraphExec_st {
   std::vector<rungs::sim::rt::node> nodes;
 };
+// A node handle (cudaGraphGetNodes): the node at `index` of `graph` (an instantiated graph's
+// node at the same position). Handles are made once per node and kept for the process, so one
+// that outlives its graph is refused, never dereferenced into freed memory.
+struct CUgraphNode_st {
+  const CUgraph_st* graph = nullptr;
+  std::size_t index = 0;
+  std::vector<void*> args;  // cudaGraphKernelNodeGetParams' kernelParams, into the node's bytes
+};
 
 namespace rungs::sim::rt {
 namespace {
@@ -1186,6 +1194,84 @@ cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, 
     return fail(cudaErrorGraphExecUpdateFailure, "cudaGraphExecUpdate: " + what + " (nothing updated)");
   }
   to = from;
+  return cudaSuccess;
+}
+
+static CUgraphNode_st* node_handle(const CUgraph_st* graph, std::size_t index) {
+  static std::map<std::pair<const CUgraph_st*, std::size_t>, std::unique_ptr<CUgraphNode_st>> handles;
+  auto& h = handles[{graph, index}];
+  if (!h) h = std::make_unique<CUgraphNode_st>(CUgraphNode_st{graph, index, {}});
+  return h.get();
+}
+
+// The kernel node a handle names, or null (a stale handle, or a node of another kind).
+static rungs::sim::rt::node* kernel_node(cudaGraphNode_t h) {
+  if (h == nullptr || !S().graphs.count(const_cast<CUgraph_st*>(h->graph))) return nullptr;
+  auto& nodes = const_cast<CUgraph_st*>(h->graph)->nodes;
+  if (h->index >= nodes.size() || nodes[h->index].kind != rungs::sim::rt::node::kernel) return nullptr;
+  return &nodes[h->index];
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  std::lock_guard lock(S().mutex);
+  if (numNodes == nullptr) return fail(cudaErrorInvalidValue);
+  if (!S().graphs.count(graph)) return fail(cudaErrorInvalidResourceHandle);
+  const std::size_t count = graph->nodes.size();
+  if (nodes != nullptr) {  // CUDA: at most *numNodes handles, the rest of the array null
+    for (std::size_t i = 0; i < *numNodes; ++i) nodes[i] = i < count ? node_handle(graph, i) : nullptr;
+  }
+  *numNodes = nodes == nullptr ? count : std::min(*numNodes, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  const rungs::sim::rt::node* n = kernel_node(node);
+  if (n == nullptr || pNodeParams == nullptr) return fail(cudaErrorInvalidValue);
+  *pNodeParams = {};
+  for (auto& [stub, k] : S().kernels) {
+    if (&k == n->k) pNodeParams->func = const_cast<void*>(stub);
+  }
+  pNodeParams->gridDim = dim3(n->grid.x, n->grid.y, n->grid.z);
+  pNodeParams->blockDim = dim3(n->block.x, n->block.y, n->block.z);
+  pNodeParams->sharedMemBytes = static_cast<unsigned>(n->shared);
+  node->args.clear();
+  for (const auto& p : n->params) node->args.push_back(const_cast<unsigned char*>(p.data()));
+  pNodeParams->kernelParams = node->args.data();
+  return cudaSuccess;
+}
+
+// New arguments and launch shape for one kernel node of an instantiated graph (the kernel itself
+// stays: changing it is refused, not simulated).
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                             const cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  if (!S().execs.count(hGraphExec)) return fail(cudaErrorInvalidResourceHandle);
+  const rungs::sim::rt::node* from = kernel_node(node);
+  if (from == nullptr || pNodeParams == nullptr || node->index >= hGraphExec->nodes.size() ||
+      hGraphExec->nodes[node->index].kind != rungs::sim::rt::node::kernel) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: not a kernel node of a live graph");
+  }
+  rungs::sim::rt::node& n = hGraphExec->nodes[node->index];
+  const auto it = S().kernels.find(pNodeParams->func);
+  if (it == S().kernels.end() || &it->second != n.k) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: another kernel than the node's " + n.k->name +
+                                           " (changing a node's kernel is not simulated)");
+  }
+  if (pNodeParams->extra != nullptr) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: 'extra' is not simulated (use kernelParams)");
+  }
+  const dim3 grid = pNodeParams->gridDim, block = pNodeParams->blockDim;
+  if (cudaError_t e = check_config(*n.k, grid, block, pNodeParams->sharedMemBytes)) return e;
+  const auto params = rungs::sim::entry_params(*n.k->mod->parsed, n.k->name);
+  if (!params.empty() && pNodeParams->kernelParams == nullptr) return fail(cudaErrorInvalidValue);
+  n.grid = {grid.x, grid.y, grid.z};
+  n.block = {block.x, block.y, block.z};
+  n.shared = pNodeParams->sharedMemBytes;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(pNodeParams->kernelParams[i]);
+    n.params[i].assign(p, p + params[i].size);
+  }
   return cudaSuccess;
 }
 

@@ -448,6 +448,57 @@ TEST_CASE("cudaGraphExecUpdate: new kernel arguments into an instantiated graph;
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
 }
 
+TEST_CASE("kernel node handles: cudaGraphGetNodes, cudaGraphKernelNodeGetParams, cudaGraphExecKernelNodeSetParams") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 64 * sizeof(int)) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 64 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+  std::size_t count = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  CHECK(count == 2);
+  cudaGraphNode_t nodes[3] = {};
+  count = 3;
+  REQUIRE(cudaGraphGetNodes(graph, nodes, &count) == cudaSuccess);
+  CHECK(count == 2);
+  CHECK(nodes[2] == nullptr);
+  cudaKernelNodeParams params{};
+  CHECK(cudaGraphKernelNodeGetParams(nodes[0], &params) == cudaErrorInvalidValue);  // the memset
+  REQUIRE(cudaGraphKernelNodeGetParams(nodes[1], &params) == cudaSuccess);
+  CHECK(params.func == reinterpret_cast<void*>(add_scalar));
+  CHECK(params.gridDim.x == 1);
+  CHECK(params.blockDim.x == 64);
+  CHECK(*static_cast<int*>(params.kernelParams[2]) == 1);
+
+  int n = 64, value = 7;
+  void* args[] = {&p, &n, &value};
+  params.kernelParams = args;
+  params.gridDim = dim3(2);
+  params.blockDim = dim3(32);
+  REQUIRE(cudaGraphExecKernelNodeSetParams(exec, nodes[1], &params) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 7));
+  params.func = reinterpret_cast<void*>(with_shared);
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, nodes[1], &params) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGraphKernelNodeGetParams(nodes[1], &params) == cudaErrorInvalidValue);  // outlived its graph
+  cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
 // Run alone: a failed assert is sticky for the rest of the process, as a fault is.
 TEST_CASE("a failed device assert names the assertion and thread and is a sticky cudaErrorAssert", "[.assert]") {
   int* p = nullptr;
