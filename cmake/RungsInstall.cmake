@@ -46,6 +46,24 @@ endif()
 install(TARGETS rungs_mpi EXPORT rungsMpiTargets)
 install(EXPORT rungsMpiTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
 
+# The CPU device (component 'sim'): the PTX executor and the CUDA runtime over it, built where
+# CUDA's headers were found. Its headers get their own root, include/rungs-sim. `cmake --install`
+# never builds: when the libraries were not built first the install says so, and
+# find_package(rungs COMPONENTS sim) names the target to build (the config checks the file).
+set(RUNGS_SIM_LIBRARY "")
+if(TARGET rungs_sim_cudart)
+  install(DIRECTORY sim/include/rungs_sim DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/rungs-sim"
+          FILES_MATCHING PATTERN "*.hpp")
+  install(TARGETS rungs_sim_executor rungs_sim_cudart EXPORT rungsSimTargets
+          ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" OPTIONAL)
+  install(EXPORT rungsSimTargets NAMESPACE rungs:: DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")
+  install(CODE "if(NOT EXISTS \"$<TARGET_FILE:rungs_sim_cudart>\")
+  message(STATUS \"rungs' CPU device (component sim) was not built, so not installed: build it with 'cmake --build ${CMAKE_BINARY_DIR} --target rungs_sim_cudart', then install again\")
+endif()")
+  set(RUNGS_SIM_LIBRARY
+      "${CMAKE_INSTALL_LIBDIR}/${CMAKE_STATIC_LIBRARY_PREFIX}rungs_sim_cudart${CMAKE_STATIC_LIBRARY_SUFFIX}")
+endif()
+
 configure_package_config_file(cmake/rungsConfig.cmake.in
   "${PROJECT_BINARY_DIR}/rungsConfig.cmake"
   INSTALL_DESTINATION "${RUNGS_INSTALL_CMAKEDIR}")

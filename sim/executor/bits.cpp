@@ -108,4 +108,36 @@ void executor::exec_prmt(warp& w, const instr& in, std::uint32_t pc, std::uint32
   });
 }
 
+// lop3.b32 d, a, b, c, immLut: any function of three inputs, bit by bit; bit i of d is bit
+// (a_i << 2 | b_i << 1 | c_i) of immLut (PTX ISA, "lop3": immLut = F(0xF0, 0xCC, 0xAA)).
+void executor::exec_lop3(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint32_t a = static_cast<std::uint32_t>(io.rd(1, l)), b = static_cast<std::uint32_t>(io.rd(2, l));
+    const std::uint32_t c = static_cast<std::uint32_t>(io.rd(3, l)), lut = static_cast<std::uint32_t>(io.rd(4, l)) & 0xffu;
+    std::uint32_t r = 0;
+    for (unsigned i = 0; i < 32; ++i) {
+      const unsigned row = ((a >> i) & 1u) << 2 | ((b >> i) & 1u) << 1 | ((c >> i) & 1u);
+      r |= ((lut >> row) & 1u) << i;
+    }
+    io.wr(l, r);
+  });
+}
+
+// bmsk.mode.b32 d, a, b: the mask of b bits from bit a (PTX ISA, "bmsk"). .wrap takes a and b
+// modulo 32; .clamp gives no bits from a >= 32 and every bit from a up for b >= 32. A width of 0
+// (after wrapping) is no bits, as is a field reaching past bit 31 only in its part above it.
+void executor::exec_bmsk(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint32_t a = static_cast<std::uint32_t>(io.rd(1, l)), b = static_cast<std::uint32_t>(io.rd(2, l));
+    const std::uint32_t a1 = a & 0x1fu, b1 = b & 0x1fu, sum = a1 + b1;
+    std::uint32_t from = ~0u << a1, to = sum >= 32 ? 0u : ~0u << sum;
+    if (in.clamp && a >= 32) from = 0;
+    if (sum >= 32 || (in.clamp && (a >= 32 || b >= 32))) to = 0;
+    else if (b1 == 0) to = ~0u;
+    io.wr(l, from & ~to);
+  });
+}
+
 }  // namespace rungs::sim::detail

@@ -169,8 +169,18 @@ void executor::exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_
 
 void executor::exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const lane_io io{*this, w, in, pc, mask};
-  if (in.where != space::global) io.no("cvta outside the global space");
-  for_lanes(mask, [&](unsigned l) { io.wr(l, io.rd(1, l)); });
+  if (in.where == space::global) {
+    for_lanes(mask, [&](unsigned l) { io.wr(l, io.rd(1, l)); });
+  } else if (in.where == space::local) {  // the thread's local bytes at kLocalWindow (machine.hpp)
+    for_lanes(mask, [&](unsigned l) {
+      const std::uint64_t a = io.rd(1, l);
+      if (!in.to) return io.wr(l, a + kLocalWindow);
+      if (!in_local_window(a)) io.fail(l, "cvta.to.local of 0x" + hex64(a) + ", not a generic local address");
+      io.wr(l, a - kLocalWindow);
+    });
+  } else {
+    io.no("cvta outside the global and local spaces");
+  }
 }
 
 }  // namespace rungs::sim::detail

@@ -18,8 +18,8 @@
 //    by other threads in the epochs of that span, and reading it before the issuing thread's
 //    wait is reported too. Two strong accesses (atomics; volatile, relaxed, acquire, release
 //    ld/st) do not race with each other; a weak one races with either.
-//  Instruction semantics: one handler per instruction family (alu.cpp, bits.cpp, convert.cpp,
-//  memory.cpp, tensor.cpp, warp.cpp), tabled by opcode in handlers.cpp; this file holds the
+//  Instruction semantics: one handler per instruction family (alu.cpp, bits.cpp, call.cpp,
+//  convert.cpp, memory.cpp, tensor.cpp, warp.cpp), tabled by opcode in handlers.cpp; this file holds the
 //  scheduler (CTAs, warps, reconvergence), control flow and the barriers.
 #include "machine.hpp"
 
@@ -36,13 +36,19 @@ launch_result executor::run() {
   if (sched_.randomize && !sched_.blocks_in_launch_order) {
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_() % i]);
   }
-  for (const std::uint64_t c : order) {
-    run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
-             static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+  try {
+    for (const std::uint64_t c : order) {
+      run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
+               static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+    }
+  } catch (...) {
+    flush_device_output();  // what the kernel printed before the finding
+    throw;
   }
-  result_.global.sectors_read = sectors_read_.size();
-  result_.global.sectors_written = sectors_written_.size();
-  result_.global.async_sectors_read = async_sectors_.size();
+  flush_device_output();
+  result_.global.sectors_read = sectors_read_.count();
+  result_.global.sectors_written = sectors_written_.count();
+  result_.global.async_sectors_read = async_sectors_.count();
   return result_;
 }
 
@@ -246,7 +252,8 @@ bool executor::step(warp& w) {
       maybe_release_barrier();
       return true;
     }
-    case op::bar_sync: return bar_sync(w, in, pc, mask);
+    case op::bar_sync:
+    case op::bar_red: return bar_sync(w, in, pc, mask);
     case op::shfl:
     case op::vote:
     case op::match:
@@ -263,8 +270,10 @@ bool executor::step(warp& w) {
 // ---- barriers --------------------------------------------------------------------------
 bool executor::bar_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const std::uint32_t tid0 = w.index * kLanes + static_cast<unsigned>(std::countr_zero(w.group_mask));
-  if (in.ops.size() != 1 || in.ops[0].kind != operand::k_imm || in.ops[0].imm != 0) {
-    fail_at(pc, tid0, "bar.sync with a barrier other than 0 or a thread count is not implemented");
+  const bool red = in.code == op::bar_red;  // bar.red: the barrier, and a reduction over its threads
+  const operand& id = in.ops[red ? 1 : 0];
+  if (in.ops.size() != (red ? 3u : 1u) || id.kind != operand::k_imm || id.imm != 0) {
+    fail_at(pc, tid0, "bar.sync or bar.red with a barrier other than 0 or a thread count is not implemented");
   }
   std::uint32_t live_mask = 0;
   for (unsigned l = 0; l < kLanes; ++l) {
@@ -275,6 +284,13 @@ bool executor::bar_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_
             "bar.sync (aligned) reached by part of a warp only (lanes 0x" + hex(mask) + " of live lanes 0x" +
                 hex(live_mask) + "): every thread must reach the same barrier");
   }
+  if (bar_waiting_ == 0) {
+    bar_red_ = red;
+    bar_count_ = 0;
+  } else if (bar_red_ != red) {
+    fail_at(pc, tid0, "bar.red and bar.sync meet at barrier 0 (the other at " + at(bar_instr_) + ")");
+  }
+  if (red) for_lanes(mask, [&](unsigned l) { bar_count_ += get_pred(w, in.ops[2], l) ? 1 : 0; });
   write_back(w);
   for_lanes(mask, [&](unsigned l) {
     w.state[l] = lane_state::wait_bar;
@@ -296,7 +312,15 @@ void executor::maybe_release_barrier() {
   }
   for (warp& x : warps_) {
     for (unsigned l = 0; l < kLanes; ++l) {
-      if (x.state[l] == lane_state::wait_bar) x.state[l] = lane_state::run;
+      if (x.state[l] != lane_state::wait_bar) continue;
+      x.state[l] = lane_state::run;
+      if (bar_red_) {  // every thread gets the reduction, in its own bar.red's destination
+        const instr& b = f_.code[x.pc[l] - 1];
+        const std::uint64_t r = b.aop == atom_op::add ? bar_count_
+                                : b.aop == atom_op::and_ ? (bar_count_ == threads_ ? 1 : 0)
+                                                         : (bar_count_ > 0 ? 1 : 0);
+        set(x, b.ops[0], l, r);
+      }
     }
     x.group_valid = false;
   }

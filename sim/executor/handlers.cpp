@@ -18,6 +18,7 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::ld, &executor::exec_ld_st);
   on(op::st, &executor::exec_ld_st);
   on(op::cp_async, &executor::exec_cp_async);
+  on(op::prefetch, &executor::exec_prefetch);
   on(op::cp_async_commit, &executor::exec_cp_async_commit);
   on(op::cp_async_wait_group, &executor::exec_cp_async_wait);
   on(op::cp_async_wait_all, &executor::exec_cp_async_wait);
@@ -49,9 +50,14 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::bfe, &executor::exec_bfe);
   on(op::bfi, &executor::exec_bfi);
   on(op::prmt, &executor::exec_prmt);
+  on(op::lop3, &executor::exec_lop3);
+  on(op::bmsk, &executor::exec_bmsk);
   // conversions (convert.cpp)
   on(op::cvt, &executor::exec_cvt);
   on(op::cvta, &executor::exec_cvta);
+  // device printf, assert and trap (call.cpp)
+  on(op::call, &executor::exec_call);
+  on(op::trap, &executor::exec_trap);
   // tensor cores (tensor.cpp)
   on(op::ldmatrix, &executor::exec_ldmatrix);
   on(op::mma, &executor::exec_mma);

@@ -8,13 +8,13 @@
 #include "numeric.hpp"
 #include "ptx.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdint>
 #include <random>
 #include <sstream>
 #include <string>
-#include <unordered_set>
 #include <vector>
 
 namespace rungs::sim::detail {
@@ -22,6 +22,12 @@ namespace rungs::sim::detail {
 const function& entry_function(const module& m, std::string_view entry);
 
 constexpr unsigned kLanes = 32;
+// Generic addresses of local memory (cvta.local): the thread's own local bytes, at an offset
+// from this base, which no host (global) address can equal (it is not canonical on x86-64 or
+// AArch64). Generic accesses inside the window are local accesses.
+constexpr std::uint64_t kLocalWindow = 0x00ff000000000000ull;
+constexpr std::uint64_t kLocalWindowSize = std::uint64_t{1} << 32;
+inline bool in_local_window(std::uint64_t a) { return a - kLocalWindow < kLocalWindowSize; }
 
 enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 
@@ -89,6 +95,30 @@ inline std::int64_t sext(std::uint64_t v, unsigned bits) {
                     : static_cast<std::int64_t>(v << (64 - bits)) >> (64 - bits);
 }
 
+// The distinct 32-byte sectors a launch touches: appended per access and sorted and
+// deduplicated when counted (or when the list has doubled), which costs less than a hash-set
+// insert per access (the hash sets were 4-5% of a checked launch's time).
+class sector_set {
+ public:
+  void insert(const std::uint64_t* first, const std::uint64_t* last) {
+    sectors_.insert(sectors_.end(), first, last);
+    if (sectors_.size() > 2 * distinct_ + (std::size_t{1} << 16)) compact();
+  }
+  std::size_t count() {
+    compact();
+    return sectors_.size();
+  }
+
+ private:
+  void compact() {
+    std::sort(sectors_.begin(), sectors_.end());
+    sectors_.erase(std::unique(sectors_.begin(), sectors_.end()), sectors_.end());
+    distinct_ = sectors_.size();
+  }
+  std::vector<std::uint64_t> sectors_;
+  std::size_t distinct_ = 0;
+};
+
 class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
@@ -133,6 +163,8 @@ class executor {
   void exec_bfe(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_bfi(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_prmt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_lop3(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_bmsk(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // convert.cpp
   void exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -143,11 +175,15 @@ class executor {
   void exec_cp_async_wait(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_fence(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_prefetch(warp&, const instr&, std::uint32_t, std::uint32_t) {}  // a hint: no effect, nothing checked
   // warp.cpp (vote and match run through warp_sync, like shfl)
   void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // tensor.cpp
   void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
+  // call.cpp: the calls nvcc emits for device printf and assert
+  void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_trap(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // execute.cpp
   void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -190,6 +226,13 @@ class executor {
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
   unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
   void memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // `size` bytes at generic address `addr` as thread `tid` sees them (global, or its local window), checked.
+  unsigned char* generic_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size);
+  // ---- device printf and assert (call.cpp) ---------------------------------------------
+  std::string device_string(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr);
+  std::string vprintf(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t format, std::uint64_t args,
+                      std::int32_t& parsed);
+  void flush_device_output();
   // ---- ldmatrix and mma: warp-wide (.sync.aligned) ------------------------------------
   void require_whole_warp(const warp& w, std::uint32_t pc, std::uint32_t mask) const;
   void ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -252,8 +295,16 @@ class executor {
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;
   std::uint32_t bar_instr_ = 0;
+  bool bar_red_ = false;       // the waiting threads are at bar.red (else bar.sync)
+  unsigned bar_count_ = 0;     // bar.red: the threads whose predicate is true
   std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
-  std::unordered_set<std::uint64_t> sectors_read_, sectors_written_, async_sectors_;
+  sector_set sectors_read_, sectors_written_, async_sectors_;
+  struct printed {  // one device printf call's text, with where it comes from (the output's order)
+    std::uint64_t cta;
+    std::uint32_t tid;
+    std::string text;
+  };
+  std::vector<printed> printed_;
   launch_result result_;
 };
 

@@ -99,6 +99,12 @@ unsigned char* executor::local_at(std::uint32_t instr_index, std::uint32_t tid, 
   return local_.data() + std::size_t{tid} * f_.local_bytes + offset;
 }
 
+unsigned char* executor::generic_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) {
+  if (in_local_window(addr)) return local_at(instr_index, tid, addr - kLocalWindow, size);
+  global_check(instr_index, tid, addr, size);
+  return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
+}
+
 // ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
 void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const bool load = in.code == op::ld;
@@ -116,9 +122,14 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     const std::uint64_t a = address(w, addr_op, l);
     unsigned char* base = nullptr;
     switch (in.where) {
-      case space::global:
       case space::generic:
       case space::none:
+        if (in_local_window(a)) {
+          base = generic_at(pc, tid, a, total);
+          break;
+        }
+        [[fallthrough]];
+      case space::global:
         global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
         sectors[nsectors++] = a / 32;
@@ -288,9 +299,9 @@ void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, 
 namespace rungs::sim::detail {
 
 // ---- handlers ----------------------------------------------------------------------------
-// Generic addresses are global ones: the executor hands out no generic window onto shared or
-// local memory (cvta.shared/.local are not implemented), so a generic access outside every
-// live allocation is reported as a bad global access.
+// Generic addresses are global ones, or a thread's local bytes in the local window (cvta.local;
+// the generic window onto shared memory, cvta.shared, is not implemented), so a generic access
+// outside every live allocation is reported as a bad global access.
 void executor::exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { memory_op(w, in, pc, mask); }
 
 // The bytes an atom/red of `lane` reads and writes: checked as a global access, or as a strong

@@ -182,7 +182,8 @@ class parser {
         content = true;
         continue;
       }
-      if (inner == 0 && c == ':') {  // "name:" at a statement start is a label
+      // "name:" at a statement start is a label; "::" is part of a modifier (.L2::evict_last).
+      if (inner == 0 && c == ':' && (i + 1 >= s.size() || s[i + 1] != ':')) {
         const std::string t = trim(cur);
         if (!t.empty() && std::all_of(t.begin(), t.end(), [](char x) { return is_ident_char(x) && x != '%'; })) {
           push(t + ":", cur_line);
@@ -287,7 +288,7 @@ class parser {
       if (w == ".global") where = space::global;
       else if (w == ".shared") where = space::shared;
       else if (w == ".const") where = space::global;
-      else if (w == ".local") where = space::local;
+      else if (w == ".local" || (w == ".param" && f)) where = space::local;
       else if (w == ".extern") is_extern = true;
       else if (w == ".visible" || w == ".weak" || w == ".common") {
       } else if (w == ".align" && k + 1 < words.size()) align = std::stoul(words[++k]);
@@ -531,7 +532,9 @@ class parser {
       }
       return;
     }
-    if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern") {
+    // A call's .param declarations (the { // callseq } scopes nvcc opens around a call) are
+    // per-thread bytes like .local ones: st.param/ld.param on them become local accesses.
+    if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern" || w0 == ".param") {
       return variable(s, *fsyms_, cur_);
     }
     if (w0[0] == '.') fail(s.line, "unsupported directive", t);
@@ -770,6 +773,11 @@ class parser {
     while (e < t.size() && !std::isspace(static_cast<unsigned char>(t[e]))) ++e;
     const std::string opcode = t.substr(0, e);
     const std::string rest = trim(std::string_view(t).substr(e));
+    if (opcode == "call" || opcode.starts_with("call.")) {
+      call(s, opcode, rest, in);
+      cur_->code.push_back(std::move(in));
+      return;
+    }
     decode(s, opcode, in);
     const std::size_t index = cur_->code.size();
     const auto toks = rest.empty() ? std::vector<std::string>{} : split_commas(rest);
@@ -801,12 +809,76 @@ class parser {
         }
         if (in.code == op::vote && k == 1) ot = vtype::pred;
         if (in.code == op::bfe && k >= 2) ot = vtype::u32;
+        if (in.code == op::bar_red && k >= 1) ot = k + 1 == toks.size() ? vtype::pred : vtype::u32;
         if ((in.code == op::clz || in.code == op::popc || in.code == op::bfind) && k == 0) ot = vtype::u32;
         in.ops.push_back(parse_operand(s, toks[k], ot, index, k));
       }
     }
+    if ((in.code == op::ld || in.code == op::st) && in.where == space::param && toks.size() == 2) {
+      // ld/st.param on a call's parameter (declared in the body): a local access.
+      const std::string& a = toks[in.code == op::ld ? 1 : 0];
+      const auto end = a.find_first_of("+]", 1);
+      const symbol* sym = a.size() > 2 ? find_symbol(trim(std::string_view(a).substr(1, end - 1))) : nullptr;
+      if (sym && sym->where == space::local) in.where = space::local;
+    }
     check_shape(s, in);
     cur_->code.push_back(std::move(in));
+  }
+
+  // "call[.uni] (ret), callee, (arg, ...)" or "call[.uni] callee, (arg, ...)": the calls nvcc
+  // emits for device printf (vprintf) and assert (__assertfail). Return slot and arguments are
+  // the call's .param variables (local bytes, see body_statement). Any other callee loads and
+  // fails when executed, naming itself (device functions must be inlined).
+  void call(const statement& s, const std::string& opcode, const std::string& rest, instr& in) {
+    in.code = op::call;
+    in.text.clear();  // nvcc spreads a call over lines: one line in messages
+    for (const char c : s.text) {
+      const bool space = std::isspace(static_cast<unsigned char>(c)) != 0;
+      if (space && (in.text.empty() || in.text.back() == ' ' || in.text.back() == '(')) continue;
+      if (c == ')' && !in.text.empty() && in.text.back() == ' ') in.text.pop_back();
+      in.text += space ? ' ' : c;
+    }
+    const auto toks = split_commas(rest);
+    const auto param = [&](std::string name) {
+      name = trim(name);
+      const symbol* sym = find_symbol(name);
+      if (!sym || sym->where != space::local) fail(s.line, "call argument '" + name + "' is not a .param of the call", s.text);
+      operand o;
+      o.kind = operand::k_addr;
+      o.imm = sym->value;
+      return o;
+    };
+    const auto list = [](const std::string& t) {
+      return t.size() >= 2 && t.front() == '(' && t.back() == ')' ? split_commas(std::string_view(t).substr(1, t.size() - 2))
+                                                                  : std::vector<std::string>{};
+    };
+    const auto opens = [](const std::string& t) { return !t.empty() && t.front() == '('; };
+    std::size_t k = 0;
+    operand ret;
+    if (!toks.empty() && opens(toks[0])) {
+      const auto r = list(toks[0]);
+      if (r.size() != 1) fail(s.line, "a call returns one value", s.text);
+      ret = param(r[0]);
+      ++k;
+    }
+    if (k + 2 != toks.size() || !opens(toks[k + 1])) fail(s.line, "call: expected [(ret),] callee, (args)", s.text);
+    in.ops.push_back(ret);
+    for (const std::string& a : list(toks[k + 1])) in.ops.push_back(param(a));
+    const std::string& name = toks[k];
+    const auto unsupported = [&](const std::string& why) {
+      in.code = op::unsupported;
+      in.why = why;
+      in.ops.clear();
+    };
+    if (opcode != "call" && opcode != "call.uni") return unsupported("form '" + opcode + "' (implemented: call, call.uni)");
+    if (name == "vprintf" && in.ops.size() == 3) {
+      in.fn = callee::vprintf;
+    } else if (name == "__assertfail" && in.ops.size() == 6) {
+      in.fn = callee::assertfail;
+    } else {
+      unsupported("a call of '" + name + "' (the executor runs calls of vprintf and __assertfail, which nvcc emits for "
+                  "printf and assert; other device functions must be inlined)");
+    }
   }
 
   // Operand counts and kinds per opcode, checked once here so execution need not.
@@ -826,18 +898,21 @@ class parser {
       case op::fence: want = 0; break;
       case op::mma: want = 4; break;
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
-      case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp:
+      case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp: case op::bmsk:
         want = 3; break;
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
-      case op::bfi: case op::shfl: want = 5; break;
+      case op::bfi: case op::shfl: case op::lop3: want = 5; break;
       case op::cp_async: want = 4; break;
-      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: want = 1; break;
+      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: case op::prefetch: want = 1; break;
+      case op::bar_red: want = 3; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
+      case op::call: case op::trap:
         return;
       case op::unsupported: return;
     }
     if (in.code == op::cp_async && in.ops.size() == 3) return;  // no src-size operand
     if (in.code == op::bar_sync && in.ops.size() == 2) return;   // with a thread count
+    if (in.code == op::bar_red && in.ops.size() == 4) return;    // with a thread count
     if (in.code == op::cvt && (in.type == vtype::f16x2 || in.type == vtype::bf16x2) &&
         in.type2 != vtype::e4m3x2 && in.type2 != vtype::e5m2x2) {
       want = 3;
@@ -847,13 +922,14 @@ class parser {
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
       const operand& o = in.ops[k];
       const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix ||
-                       in.code == op::atom || in.code == op::red;
+                       in.code == op::atom || in.code == op::red || in.code == op::prefetch;
       if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async/ldmatrix", s.text);
       const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl || in.code == op::match);
       if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && !pair_dest) {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
+                           in.code != op::prefetch &&
                            in.code != op::cp_async && in.code != op::cp_async_wait_group && in.code != op::red;
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
@@ -920,7 +996,8 @@ class parser {
         {"bfi", op::bfi},   {"prmt", op::prmt}, {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
         {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
         {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos},
-        {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe}};
+        {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe},
+        {"lop3", op::lop3}, {"trap", op::trap}};
     if (name == "atom" || name == "red") return decode_atom(opcode, parts, in, unsupported);
     if (name == "vote" || name == "match" || name == "redux" || name == "activemask") {
       return decode_warp(opcode, parts, in, unsupported);
@@ -947,6 +1024,20 @@ class parser {
         in.code = op::bar_sync;
         return;
       }
+      // bar.red.{and,or}.pred / bar.red.popc.u32 (barrier.red... with .aligned): __syncthreads_and,
+      // _or and _count. The reduction's kind goes in aop (popc as add).
+      if (parts.size() >= 4 && parts[1] == "red") {
+        const bool aligned = parts.size() == 5 && parts[3] == "aligned" && name == "barrier";
+        const std::string& kind = parts[2];
+        const std::string& type = parts.back();
+        if ((parts.size() == 4 || aligned) && ((kind == "popc" && type == "u32") ||
+                                               ((kind == "and" || kind == "or") && type == "pred"))) {
+          in.code = op::bar_red;
+          in.type = type == "u32" ? vtype::u32 : vtype::pred;
+          in.aop = kind == "popc" ? atom_op::add : kind == "and" ? atom_op::and_ : atom_op::or_;
+          return;
+        }
+      }
       return unsupported("barrier form '" + opcode + "'");
     }
     if (name == "cp") {
@@ -970,6 +1061,23 @@ class parser {
         return;
       }
       return unsupported("mma form '" + opcode + "' (implemented: m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+    }
+    if (name == "prefetch" || name == "prefetchu") {  // a cache hint: prefetch{.global,.local}.{L1,L2}[::evict_*]
+      static const std::unordered_set<std::string_view> forms{
+          "prefetch.L1", "prefetch.L2", "prefetch.global.L1", "prefetch.global.L2", "prefetch.local.L1",
+          "prefetch.local.L2", "prefetch.global.L2::evict_last", "prefetch.global.L2::evict_normal", "prefetchu.L1"};
+      if (!forms.count(opcode)) return unsupported("prefetch form '" + opcode + "'");
+      in.code = op::prefetch;
+      return;
+    }
+    if (name == "bmsk") {  // bmsk.{clamp,wrap}.b32
+      if (opcode != "bmsk.clamp.b32" && opcode != "bmsk.wrap.b32") {
+        return unsupported("bmsk form '" + opcode + "' (implemented: bmsk.clamp.b32, bmsk.wrap.b32)");
+      }
+      in.code = op::bmsk;
+      in.type = vtype::b32;
+      in.clamp = parts[1] == "clamp";
+      return;
     }
     if (name == "ldmatrix") {
       // ldmatrix.sync.aligned.m8n8.x{1,2,4}{.trans}.shared{::cta}.b16
@@ -1044,7 +1152,7 @@ class parser {
     } else if (in.code == op::setp) {
       if (types.size() != 1) return unsupported("setp needs one type");
       in.type = types[0];
-    } else if (in.code == op::bra || in.code == op::ret || in.code == op::exit) {
+    } else if (in.code == op::bra || in.code == op::ret || in.code == op::exit || in.code == op::trap) {
       if (!types.empty()) return unsupported("typed " + name);
     } else {
       if (types.size() != 1) return unsupported(name + " needs one type");
@@ -1061,6 +1169,7 @@ class parser {
       return unsupported(name + " type (u32, s32, u64, s64)");
     }
     if (in.code == op::shfl && in.type != vtype::b32) return unsupported("shfl type");
+    if (in.code == op::lop3 && in.type != vtype::b32) return unsupported("lop3 type (implemented: lop3.b32)");
     (void)s;
   }
 
@@ -1149,7 +1258,10 @@ class parser {
     }
     static const std::unordered_map<std::string_view, vote_mode> votes{
         {"vote.sync.all.pred", vote_mode::all}, {"vote.sync.any.pred", vote_mode::any},
-        {"vote.sync.uni.pred", vote_mode::uni}, {"vote.sync.ballot.b32", vote_mode::ballot}};
+        {"vote.sync.uni.pred", vote_mode::uni}, {"vote.sync.ballot.b32", vote_mode::ballot},
+        // .sync after the mode: the order CUB's inline PTX writes (ptxas takes both).
+        {"vote.all.sync.pred", vote_mode::all}, {"vote.any.sync.pred", vote_mode::any},
+        {"vote.uni.sync.pred", vote_mode::uni}, {"vote.ballot.sync.b32", vote_mode::ballot}};
     if (const auto v = votes.find(opcode); v != votes.end()) {
       in.code = op::vote;
       in.vote = v->second;

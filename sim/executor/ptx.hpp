@@ -17,7 +17,7 @@ enum class op : std::uint8_t {
   ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi, prmt,
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
   cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
-  atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock,
+  atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock, call, lop3, trap, bmsk, bar_red, prefetch,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 
@@ -32,6 +32,9 @@ enum class rounding : std::uint8_t { none, rn, rz, rm, rp, rni, rzi, rmi, rpi };
 enum class atom_op : std::uint8_t { add, min, max, inc, dec, exch, cas, and_, or_, xor_ };
 enum class vote_mode : std::uint8_t { all, any, uni, ballot };
 enum class prmt_mode : std::uint8_t { none, f4e, b4e, rc8, ecl, ecr, rc16 };
+// The functions a `call` may name: those nvcc calls for device printf and assert (the CUDA
+// runtime's device side); any other call is not executed (device functions must be inlined).
+enum class callee : std::uint8_t { vprintf, assertfail };
 // Memory ordering of ld/st/atom/red as written (PTX ISA, "Memory Consistency Model"). The
 // executor runs every access in one sequentially consistent order, so an order only matters to
 // the race check: two conflicting strong accesses (atomics, volatile, relaxed, acquire,
@@ -64,7 +67,9 @@ struct instr {
   mem_order order = mem_order::weak;  // ld/st/atom/red/fence
   bool match_all = false;        // match.all (else match.any)
   bool shiftamt = false;         // bfind.shiftamt
+  bool clamp = false;            // bmsk.clamp (else .wrap)
   bool noftz = false;            // atom.add.noftz (f16, bf16 and their pairs)
+  callee fn = callee::vprintf;   // call: the function; ops are the return slot (or none), then the arguments
   bool ftz = false, sat = false, approx = false, uni = false, hi = false, wide = false, to = false;
   std::int32_t guard = -1;       // predicate slot guarding the instruction, -1 none
   bool guard_negate = false;

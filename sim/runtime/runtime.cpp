@@ -10,7 +10,8 @@
 //  - every stream executes its work when it is issued (one legal serialisation of a single
 //    device), so synchronisation calls only check their arguments and report errors;
 //  - a kernel fault (a finding of the executor) is printed to stderr as "rungs-sim: ..." and
-//    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU;
+//    becomes a sticky cudaErrorLaunchFailure, as a device fault is on a GPU (a failed device
+//    assert a sticky cudaErrorAssert);
 //  - a refused launch (a kernel, or its whole module, holds a construct the executor cannot
 //    parse) is printed the same way, naming kernel, PTX line and construct, and is a sticky
 //    cudaErrorNoKernelImageForDevice: a program that checks only cudaDeviceSynchronize still
@@ -129,6 +130,14 @@ struct CUgraph_st {
 };
 struct CUgraphExec_st {
   std::vector<rungs::sim::rt::node> nodes;
+};
+// A node handle (cudaGraphGetNodes): the node at `index` of `graph` (an instantiated graph's
+// node at the same position). Handles are made once per node and kept for the process, so one
+// that outlives its graph is refused, never dereferenced into freed memory.
+struct CUgraphNode_st {
+  const CUgraph_st* graph = nullptr;
+  std::size_t index = 0;
+  std::vector<void*> args;  // cudaGraphKernelNodeGetParams' kernelParams, into the node's bytes
 };
 
 namespace rungs::sim::rt {
@@ -394,8 +403,10 @@ void run_kernel(const node& n) {
       s.traffic->flush();
     }
   } catch (const std::exception& e) {
-    finding(cudaErrorLaunchFailure, std::string(e.what()) + " (launch " + std::to_string(index) + " of " + n.k->name +
-                                         ", RUNGS_SIM_SEED=" + std::to_string(s.seed) + ")");
+    const bool assertion = dynamic_cast<const device_assertion*>(&e) != nullptr;  // CUDA: its own error
+    finding(assertion ? cudaErrorAssert : cudaErrorLaunchFailure,
+            std::string(e.what()) + " (launch " + std::to_string(index) + " of " + n.k->name +
+                ", RUNGS_SIM_SEED=" + std::to_string(s.seed) + ")");
   }
 }
 
@@ -466,6 +477,7 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInitializationError, "initialization error")                                                         \
   X(cudaErrorInvalidConfiguration, "invalid configuration argument")                                             \
   X(cudaErrorInvalidMemcpyDirection, "invalid copy direction for memcpy")                                         \
+  X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                                         \
   X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
   X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                    \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                      \
@@ -486,6 +498,7 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInvalidPc, "invalid program counter")                                                               \
   X(cudaErrorUnknown, "unknown error")                                                                           \
   X(cudaErrorNotSupported, "operation not supported")                                                             \
+  X(cudaErrorGraphExecUpdateFailure, "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update") \
   X(cudaErrorStreamCaptureUnsupported, "operation not permitted when stream is capturing")                        \
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                 \
   X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")                      \
@@ -938,6 +951,65 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
   return cudaMemsetAsync(devPtr, value, count, nullptr);
 }
 
+// Pitched copies: `height` rows of `width` bytes, each row checked as cudaMemcpy checks its
+// range, all before any is copied; each row is one copy node (captured as such).
+cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                              enum cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (width > dpitch || width > spitch) {
+    return fail(cudaErrorInvalidPitchValue, "cudaMemcpy2D: width " + std::to_string(width) + " exceeds dpitch " +
+                                                std::to_string(dpitch) + " or spitch " + std::to_string(spitch));
+  }
+  const auto row = [&](auto* base, std::size_t pitch, std::size_t r) {
+    return const_cast<char*>(reinterpret_cast<const char*>(base)) + r * pitch;
+  };
+  for (std::size_t r = 0; r < height; ++r) {
+    if (cudaError_t e = check_copy(row(dst, dpitch, r), row(src, spitch, r), width, kind, "cudaMemcpy2D")) return e;
+  }
+  for (std::size_t r = 0; r < height; ++r) {
+    node n;
+    n.kind = node::copy;
+    n.dst = row(dst, dpitch, r);
+    n.src = row(src, spitch, r);
+    n.bytes = width;
+    if (cudaError_t e = issue(std::move(n), stream)) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = unsafe_during_capture("cudaMemcpy2D")) return e;
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
+}
+
+// Stream-ordered allocation: a stream runs its work when it is issued, so the memory exists
+// (and is gone) at the call, which is one legal order. A graph's memory nodes are not
+// simulated: on a capturing stream both calls are refused and invalidate the capture.
+static cudaError_t stream_ordered(cudaStream_t stream, const char* api) {
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                std::string(api) + " on a capturing stream: graph memory nodes are not simulated (the capture is invalidated)");
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = stream_ordered(stream, "cudaMallocAsync")) return e;
+  return allocate(devPtr, size, true, "cudaMallocAsync");
+}
+
+cudaError_t cudaFreeAsync(void* devPtr, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = stream_ordered(stream, "cudaFreeAsync")) return e;
+  return release(devPtr, true, "cudaFreeAsync");
+}
+
 // ---------------------------------------------------------------------------------------
 // Streams and events.
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* pStream, unsigned int flags) {
@@ -1115,6 +1187,122 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
   if (!S().execs.count(graphExec)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
   return sticky();
+}
+
+// An instantiated graph takes the parameters of `graph` when both have the same nodes in the
+// same order, of the same kinds, the kernel nodes launching the same kernels and the copy and
+// memset nodes moving as many bytes (CUDA's rules, for the linear graphs capture records);
+// otherwise nothing changes and resultInfo says why (no node handles: errorNode is null).
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo* resultInfo) {
+  std::lock_guard lock(S().mutex);
+  if (resultInfo == nullptr) return fail(cudaErrorInvalidValue);
+  if (!S().execs.count(hGraphExec) || !S().graphs.count(hGraph)) return fail(cudaErrorInvalidResourceHandle);
+  *resultInfo = {};
+  const auto& from = hGraph->nodes;
+  auto& to = hGraphExec->nodes;
+  cudaGraphExecUpdateResult why = cudaGraphExecUpdateSuccess;
+  std::string what;
+  if (from.size() != to.size()) {
+    why = cudaGraphExecUpdateErrorTopologyChanged;
+    what = "the graph has " + std::to_string(from.size()) + " nodes, the instantiated one " + std::to_string(to.size());
+  }
+  for (std::size_t i = 0; i < from.size() && why == cudaGraphExecUpdateSuccess; ++i) {
+    const std::string at = "node " + std::to_string(i) + " is ";
+    if (from[i].kind != to[i].kind) {
+      why = cudaGraphExecUpdateErrorNodeTypeChanged;
+      what = at + "another kind of node than the instantiated one";
+    } else if (from[i].kind == node::kernel && from[i].k != to[i].k) {
+      why = cudaGraphExecUpdateErrorFunctionChanged;
+      what = at + "kernel " + from[i].k->name + ", not " + to[i].k->name;
+    } else if (from[i].kind != node::kernel && from[i].bytes != to[i].bytes) {
+      why = cudaGraphExecUpdateErrorParametersChanged;
+      what = at + "a copy or memset of " + std::to_string(from[i].bytes) + " bytes, not " + std::to_string(to[i].bytes);
+    }
+  }
+  resultInfo->result = why;
+  if (why != cudaGraphExecUpdateSuccess) {
+    return fail(cudaErrorGraphExecUpdateFailure, "cudaGraphExecUpdate: " + what + " (nothing updated)");
+  }
+  to = from;
+  return cudaSuccess;
+}
+
+static CUgraphNode_st* node_handle(const CUgraph_st* graph, std::size_t index) {
+  static std::map<std::pair<const CUgraph_st*, std::size_t>, std::unique_ptr<CUgraphNode_st>> handles;
+  auto& h = handles[{graph, index}];
+  if (!h) h = std::make_unique<CUgraphNode_st>(CUgraphNode_st{graph, index, {}});
+  return h.get();
+}
+
+// The kernel node a handle names, or null (a stale handle, or a node of another kind).
+static rungs::sim::rt::node* kernel_node(cudaGraphNode_t h) {
+  if (h == nullptr || !S().graphs.count(const_cast<CUgraph_st*>(h->graph))) return nullptr;
+  auto& nodes = const_cast<CUgraph_st*>(h->graph)->nodes;
+  if (h->index >= nodes.size() || nodes[h->index].kind != rungs::sim::rt::node::kernel) return nullptr;
+  return &nodes[h->index];
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  std::lock_guard lock(S().mutex);
+  if (numNodes == nullptr) return fail(cudaErrorInvalidValue);
+  if (!S().graphs.count(graph)) return fail(cudaErrorInvalidResourceHandle);
+  const std::size_t count = graph->nodes.size();
+  if (nodes != nullptr) {  // CUDA: at most *numNodes handles, the rest of the array null
+    for (std::size_t i = 0; i < *numNodes; ++i) nodes[i] = i < count ? node_handle(graph, i) : nullptr;
+  }
+  *numNodes = nodes == nullptr ? count : std::min(*numNodes, count);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  const rungs::sim::rt::node* n = kernel_node(node);
+  if (n == nullptr || pNodeParams == nullptr) return fail(cudaErrorInvalidValue);
+  *pNodeParams = {};
+  for (auto& [stub, k] : S().kernels) {
+    if (&k == n->k) pNodeParams->func = const_cast<void*>(stub);
+  }
+  pNodeParams->gridDim = dim3(n->grid.x, n->grid.y, n->grid.z);
+  pNodeParams->blockDim = dim3(n->block.x, n->block.y, n->block.z);
+  pNodeParams->sharedMemBytes = static_cast<unsigned>(n->shared);
+  node->args.clear();
+  for (const auto& p : n->params) node->args.push_back(const_cast<unsigned char*>(p.data()));
+  pNodeParams->kernelParams = node->args.data();
+  return cudaSuccess;
+}
+
+// New arguments and launch shape for one kernel node of an instantiated graph (the kernel itself
+// stays: changing it is refused, not simulated).
+cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
+                                             const cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  if (!S().execs.count(hGraphExec)) return fail(cudaErrorInvalidResourceHandle);
+  const rungs::sim::rt::node* from = kernel_node(node);
+  if (from == nullptr || pNodeParams == nullptr || node->index >= hGraphExec->nodes.size() ||
+      hGraphExec->nodes[node->index].kind != rungs::sim::rt::node::kernel) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: not a kernel node of a live graph");
+  }
+  rungs::sim::rt::node& n = hGraphExec->nodes[node->index];
+  const auto it = S().kernels.find(pNodeParams->func);
+  if (it == S().kernels.end() || &it->second != n.k) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: another kernel than the node's " + n.k->name +
+                                           " (changing a node's kernel is not simulated)");
+  }
+  if (pNodeParams->extra != nullptr) {
+    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: 'extra' is not simulated (use kernelParams)");
+  }
+  const dim3 grid = pNodeParams->gridDim, block = pNodeParams->blockDim;
+  if (cudaError_t e = check_config(*n.k, grid, block, pNodeParams->sharedMemBytes)) return e;
+  const auto params = rungs::sim::entry_params(*n.k->mod->parsed, n.k->name);
+  if (!params.empty() && pNodeParams->kernelParams == nullptr) return fail(cudaErrorInvalidValue);
+  n.grid = {grid.x, grid.y, grid.z};
+  n.block = {block.x, block.y, block.z};
+  n.shared = pNodeParams->sharedMemBytes;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* p = static_cast<const unsigned char*>(pNodeParams->kernelParams[i]);
+    n.params[i].assign(p, p + params[i].size);
+  }
+  return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {

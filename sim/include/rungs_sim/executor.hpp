@@ -29,6 +29,11 @@ namespace rungs::sim {
 struct sim_error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// A failed device assert (__assertfail): the launch's finding, which CUDA reports as
+// cudaErrorAssert rather than as a fault.
+struct device_assertion : sim_error {
+  using sim_error::sim_error;
+};
 
 // The runtime's view of device memory, consulted on every global access.
 class global_memory {
@@ -80,6 +85,9 @@ struct schedule {
   // in, which decoupled look-back (CUB's scans) relies on for forward progress; CUDA's model
   // lets blocks run in any order, which the default explores.
   bool blocks_in_launch_order = false;
+  // Write device printf's output to stdout when the launch ends (or before its finding is
+  // thrown); launch_result::device_output holds it either way.
+  bool print_device_output = true;
 };
 
 // Global-memory traffic of one launch.
@@ -94,6 +102,9 @@ struct traffic {
 struct launch_result {
   std::uint64_t warp_instructions = 0;  // warp-level instructions issued
   traffic global;
+  // What the launch's device printf calls wrote: by block (in launch order, x fastest), then by
+  // thread (x fastest), then in each thread's own order, whatever order the schedule ran them in.
+  std::string device_output;
 };
 
 // Runs entry `entry` of `m` over `grid` x `block` threads. `args[i]` points at the value of

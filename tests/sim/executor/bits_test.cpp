@@ -63,3 +63,38 @@ TEST_CASE("prmt's modes: f4e, b4e, rc8, ecl, ecr, rc16 pick bytes of {b, a} by c
   CHECK(eval32("prmt.b32.rc16 %d, %a, %b, %c", a, b, 0) == 0x11001100u);
   CHECK(eval32("prmt.b32.rc8 %d, %a, %b, %c", a, b, 0xfffffff5u) == 0x11111111u);  // only c[1:0] selects
 }
+
+TEST_CASE("lop3.b32: immLut = F(0xF0, 0xCC, 0xAA) picks any function of a, b, c, bit by bit", "[op:lop3.b32]") {
+  const std::uint32_t a = 0x12345678u, b = 0x0F0F0F0Fu, c = 0xFF00FF00u;
+  const auto lop3 = [&](std::uint32_t lut) {
+    return eval32("lop3.b32 %d, %a, %b, %c, " + std::to_string(lut), a, b, c);
+  };
+  CHECK(lop3(0xF0) == a);
+  CHECK(lop3(0xCC) == b);
+  CHECK(lop3(0xAA) == c);
+  CHECK(lop3(0x80) == 0x02000600u);  // a & b & c
+  CHECK(lop3(0x96) == 0xE23BA677u);  // a ^ b ^ c
+  CHECK(lop3(0xCA) == 0xEF04AF08u);  // a ? b : c
+  CHECK(lop3(0xE8) == 0x1F045F08u);  // majority
+  CHECK(lop3(0x00) == 0u);
+  CHECK(lop3(0xFF) == 0xFFFFFFFFu);
+  // The predicate-producing form (lop3.or.b32 d|p, ..., q) is not implemented: it fails, naming itself.
+  CHECK_THROWS_WITH(eval32("lop3.or.b32 %d, %a, %b, %c, 0x80", a, b, c), Catch::Contains("modifier '.or' of lop3"));
+}
+
+TEST_CASE("trap: the kernel stops itself, a finding naming the thread", "[op:trap]") {
+  CHECK_THROWS_WITH(eval32("trap", 0u), Catch::Contains("trap: the kernel stopped itself (__trap())") &&
+                                            Catch::Contains("PTX line") && Catch::Contains("thread (0,0,0)"));
+}
+
+TEST_CASE("bmsk: b bits from bit a; .wrap takes both modulo 32, .clamp saturates", "[op:bmsk.clamp.b32][op:bmsk.wrap.b32]") {
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 1, 2) == 0x6u);  // the PTX ISA's example
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 4, 8) == 0x00000FF0u);
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 28, 8) == 0xF0000000u);  // cut at bit 31
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 0, 32) == 0xFFFFFFFFu);  // width >= 32: every bit from a
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 33, 1) == 0u);           // start >= 32: none
+  CHECK(eval32("bmsk.clamp.b32 %d, %a, %b", 4, 0) == 0u);
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 0, 32) == 0u);   // width 32 wraps to 0
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 33, 1) == 0x2u);  // start 33 wraps to 1
+  CHECK(eval32("bmsk.wrap.b32 %d, %a, %b", 4, 40) == 0x00000FF0u);
+}

@@ -543,11 +543,11 @@ TEST_CASE("unknown constructs: parse errors name the line; unimplemented opcodes
   CHECK_THAT(refused(body(".reg .b32 %r<99999999999999999999999>;")), Catch::Contains("malformed number"));
   // An unbalanced module is still refused as a whole.
   CHECK_THROWS_WITH(sim::load_ptx(ptx_module(".visible .entry k()\n{\n  ret;\n"), "bad.ptx"), Catch::Contains("bad.ptx"));
-  // lop3 is not implemented: the module loads, the launch fails naming the instruction.
-  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 lop3.b32 %r1, %tid, %tid, %tid, 0x96;\n");
+  // brkpt is not implemented: the module loads, the launch fails naming the instruction.
+  const std::string text = kernel("", "  setp.eq.s32 %p1, %tid, 1;\n  @%p1 brkpt;\n");
   buffers b(32);
   CHECK_NOTHROW(b.run(text, 1));  // thread 1 does not exist: never executed
-  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("lop3"));
+  CHECK_THROWS_WITH(b.run(text, 2), Catch::Contains("not implemented") && Catch::Contains("brkpt"));
 }
 
 TEST_CASE("parsing is per kernel: a construct the executor cannot parse refuses only its kernel, at its launch") {
@@ -951,4 +951,45 @@ $L_end:
     b.in[0] = 0;
     CHECK_NOTHROW(b.run(text, 1, launch_order, 2));
   }
+}
+
+TEST_CASE("bar.red: __syncthreads_count, _and and _or give every thread the block's reduction",
+          "[op:bar.red.popc.u32][op:bar.red.and.pred][op:bar.red.or.pred]") {
+  const std::string text = kernel("", R"(
+  rem.u32 %r1, %tid, 3;
+  setp.eq.u32 %p1, %r1, 0;
+  bar.red.popc.u32 %r2, 0, %p1;
+  setp.lt.u32 %p2, %tid, 64;
+  bar.red.and.pred %p3, 0, %p2;
+  selp.u32 %r3, 1, 0, %p3;
+  setp.eq.u32 %p4, %tid, 63;
+  bar.red.or.pred %p5, 0, %p4;
+  selp.u32 %r4, 1, 0, %p5;
+  bar.red.and.pred %p6, 0, !%p4;
+  selp.u32 %r6, 1, 0, %p6;
+  mad.lo.u32 %r5, %r2, 1000, %r6;
+  mad.lo.u32 %r5, %r3, 100, %r5;
+  mad.lo.u32 %r5, %r4, 10, %r5;
+  st.global.u32 [%rd_out], %r5;
+)");
+  for (const std::uint64_t seed : {1u, 2u}) {
+    sim::schedule s;
+    s.seed = seed;
+    buffers full(64);
+    full.run(text, 64, s);  // 22 multiples of 3 in 0..63; all below 64; thread 63 exists
+    CHECK(full.out == std::vector<std::uint32_t>(64, 22110));
+    buffers partial(60);
+    partial.run(text, 60, s);  // a partial last warp: 20 multiples of 3 in 0..59; no thread 63
+    CHECK(partial.out == std::vector<std::uint32_t>(60, 20101));
+  }
+}
+
+TEST_CASE("prefetch: a cache hint with no effect, not checked (a GPU does not fault on one)",
+          "[op:prefetch.global.L2][op:prefetch.global.L1][op:prefetchu.L1]") {
+  buffers b(32);
+  b.run(kernel("", "  prefetch.global.L2 [%rd_in];\n  prefetch.global.L1 [%rd_in+1048576];\n  prefetchu.L1 [%rd_in];\n"
+                   "  prefetch.global.L2::evict_last [%rd_in];\n  ld.global.u32 %r1, [%rd_in];\n"
+                   "  st.global.u32 [%rd_out], %r1;\n"),
+        32);
+  for (unsigned t = 0; t < 32; ++t) CHECK(b.out[t] == t);
 }

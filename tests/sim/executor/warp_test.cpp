@@ -34,6 +34,17 @@ TEST_CASE("vote.sync: all, any, uni and ballot over the lanes of the mask",
   for (unsigned t = 0; t < 40; ++t) CHECK(out[t] == (t < 32 ? 0xffffffffu : 0xffu));
 }
 
+TEST_CASE("vote with .sync after the mode (CUB's inline PTX) is the same instruction",
+          "[op:vote.ballot.sync.b32][op:vote.any.sync.pred]") {
+  buffers b(32);
+  b.run(kernel("", "  rem.u32 %r1, %lane, 3;\n  setp.eq.u32 %p1, %r1, 0;\n  vote.ballot.sync.b32 %r2, %p1, -1;\n"
+                   "  vote.any.sync.pred %p2, %p1, -1;\n  selp.u32 %r3, 1, 0, %p2;\n  add.u32 %r2, %r2, %r3;\n"
+                   "  st.global.u32 [%rd_out], %r2;\n"),
+        32);
+  // 0x49249249 (lanes 0, 3, ..., 30) + 1 (some lane votes true) in every lane.
+  CHECK(b.out == std::vector<std::uint32_t>(32, 0x4924924au));
+}
+
 TEST_CASE("match.sync: the lanes holding the same value; match.all's predicate",
           "[op:match.any.sync.b32][op:match.all.sync.b32][op:match.any.sync.b64]") {
   buffers b(32);

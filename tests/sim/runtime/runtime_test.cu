@@ -1,8 +1,14 @@
 // The host CUDA runtime's own rules (label cuda-sim): what a CUDA program observes through the
 // runtime API when it runs on rungs' simulated device. Kernels here are tiny and hand-checked;
 // the attention and engine tests exercise the runtime at scale.
+// Device assert is compiled out under NDEBUG, which CMake's Release build defines.
+#undef NDEBUG
+#include <cassert>
+
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
+
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -38,9 +44,40 @@ __global__ void with_shared(int* data) {
   data[threadIdx.x] = tile[63 - threadIdx.x];
 }
 
-// Device printf is a call with the .param ABI, which the executor does not parse: this kernel
-// is refused at its launch (and only it: the module's other kernels run).
-__global__ void with_printf(int* data) { printf("%d\n", data[threadIdx.x]); }
+// A 128-bit register (inline PTX) is a declaration the executor does not parse: this kernel is
+// refused at its launch (and only it: the module's other kernels run).
+__global__ void with_b128(int* data) {
+  asm volatile("{ .reg .b128 wide; }");
+  data[threadIdx.x] = 1;
+}
+
+// Device printf: every thread prints; the output comes in block, then thread order.
+__global__ void with_printf(const int* data, float scale) {
+  printf("block %d thread %d: %d %.2f %s\n", blockIdx.x, threadIdx.x, data[threadIdx.x], scale * threadIdx.x,
+         threadIdx.x % 2 ? "odd" : "even");
+}
+
+// Device assert: fails in block 1, thread 2 of a <<<2, 3>>> launch over data[i] = i.
+__global__ void with_assert(const int* data) { assert(data[blockIdx.x * blockDim.x + threadIdx.x] != 5); }
+
+// What `run` writes to stdout (file descriptor 1), as a string.
+template <class F>
+std::string stdout_of(F&& run) {
+  std::fflush(stdout);
+  std::FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  const int saved = dup(1);
+  dup2(fileno(capture), 1);
+  run();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  std::string text;
+  std::rewind(capture);
+  for (int c = std::fgetc(capture); c != EOF; c = std::fgetc(capture)) text += static_cast<char>(c);
+  std::fclose(capture);
+  return text;
+}
 
 std::vector<int> download(const int* device, int n) {
   std::vector<int> host(static_cast<std::size_t>(n));
@@ -292,9 +329,185 @@ TEST_CASE("a kernel the executor cannot parse is refused at its launch, loudly a
   REQUIRE(cudaMemset(p, 0, 4 * sizeof(int)) == cudaSuccess);
   add_scalar<<<1, 4>>>(p, 4, 1);  // the module's other kernels run
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  with_printf<<<1, 4>>>(p);
+  with_b128<<<1, 4>>>(p);
   CHECK(cudaDeviceSynchronize() == cudaErrorNoKernelImageForDevice);  // sticky: not only the launch's own error
   CHECK(cudaMemset(p, 0, 4) == cudaErrorNoKernelImageForDevice);
+}
+
+TEST_CASE("device printf writes to stdout in block, then thread order") {
+  int* p = nullptr;
+  const int host[3] = {10, 11, 12};
+  REQUIRE(cudaMalloc(&p, sizeof host) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  const std::string out = stdout_of([&] {
+    with_printf<<<2, 3>>>(p, 0.5f);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  });
+  CHECK(out ==
+        "block 0 thread 0: 10 0.00 even\n"
+        "block 0 thread 1: 11 0.50 odd\n"
+        "block 0 thread 2: 12 1.00 even\n"
+        "block 1 thread 0: 10 0.00 even\n"
+        "block 1 thread 1: 11 0.50 odd\n"
+        "block 1 thread 2: 12 1.00 even\n");
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("cudaMemcpy2D: rows of width bytes between pitched buffers; bad pitches and rows are refused before copying") {
+  // A 3 x 5 int matrix (host pitch 20 bytes) into a device buffer of pitch 32 bytes (8 ints).
+  std::vector<int> host(15);
+  for (int i = 0; i < 15; ++i) host[static_cast<std::size_t>(i)] = i;
+  int* d = nullptr;
+  REQUIRE(cudaMalloc(&d, 3 * 32) == cudaSuccess);  // filled with 0xff: -1 in the padding
+  REQUIRE(cudaMemcpy2D(d, 32, host.data(), 20, 20, 3, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(download(d, 24) == std::vector<int>{0, 1, 2, 3, 4, -1, -1, -1, 5, 6, 7, 8, 9, -1, -1, -1,
+                                            10, 11, 12, 13, 14, -1, -1, -1});
+  // Columns 1..3 back into a host buffer of pitch 16 bytes (4 ints), asynchronously.
+  std::vector<int> back(12, 0);
+  REQUIRE(cudaMemcpy2DAsync(back.data(), 16, d + 1, 32, 12, 3, cudaMemcpyDeviceToHost, nullptr) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(back == std::vector<int>{1, 2, 3, 0, 6, 7, 8, 0, 11, 12, 13, 0});
+  CHECK(cudaMemcpy2D(d, 16, host.data(), 20, 20, 3, cudaMemcpyHostToDevice) == cudaErrorInvalidPitchValue);
+  // The fourth row would end past the allocation: refused, and the first three rows untouched.
+  std::vector<int> zeros(32, 0);
+  CHECK(cudaMemcpy2D(d, 32, zeros.data(), 32, 20, 4, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
+  CHECK(download(d, 1)[0] == 0);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE(cudaFree(d) == cudaSuccess);
+}
+
+TEST_CASE("cudaMallocAsync and cudaFreeAsync: stream-ordered memory; refused on a capturing stream") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMallocAsync(reinterpret_cast<void**>(&p), 64 * sizeof(int), s) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 64 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 64, 0, s>>>(p, 64, 3);
+  std::vector<int> host(64);
+  REQUIRE(cudaMemcpyAsync(host.data(), p, 64 * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  REQUIRE(cudaFreeAsync(p, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(host == std::vector<int>(64, 3));
+  CHECK(cudaFreeAsync(p, s) == cudaErrorInvalidValue);  // already freed
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), 64, s) == cudaErrorStreamCaptureUnsupported);
+  cudaStreamCaptureStatus status{};
+  REQUIRE(cudaStreamIsCapturing(s, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusInvalidated);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  cudaGetLastError();
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("cudaGraphExecUpdate: new kernel arguments into an instantiated graph; a changed graph is refused") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 64 * sizeof(int)) == cudaSuccess);
+  const auto capture = [&](auto&& work) {
+    cudaGraph_t g = nullptr;
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    work();
+    REQUIRE(cudaStreamEndCapture(s, &g) == cudaSuccess);
+    return g;
+  };
+  cudaGraph_t first = capture([&] { add_scalar<<<1, 64, 0, s>>>(p, 64, 1); });
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, first, 0) == cudaSuccess);
+  cudaGraph_t second = capture([&] { add_scalar<<<2, 32, 0, s>>>(p, 64, 10); });
+  cudaGraphExecUpdateResultInfo info{};
+  REQUIRE(cudaGraphExecUpdate(exec, second, &info) == cudaSuccess);
+  CHECK(info.result == cudaGraphExecUpdateSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 10));  // the new arguments and grid
+
+  cudaGraph_t other_kernel = capture([&] { with_shared<<<1, 64, 0, s>>>(p); });
+  CHECK(cudaGraphExecUpdate(exec, other_kernel, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorFunctionChanged);
+  cudaGraph_t two_nodes = capture([&] {
+    add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+    add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+  });
+  CHECK(cudaGraphExecUpdate(exec, two_nodes, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorTopologyChanged);
+  cudaGraph_t a_memset = capture([&] { REQUIRE(cudaMemsetAsync(p, 0, 4, s) == cudaSuccess); });
+  CHECK(cudaGraphExecUpdate(exec, a_memset, &info) == cudaErrorGraphExecUpdateFailure);
+  CHECK(info.result == cudaGraphExecUpdateErrorNodeTypeChanged);
+  CHECK(cudaGetLastError() == cudaErrorGraphExecUpdateFailure);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);  // still the updated graph
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 20));
+  for (cudaGraph_t g : {first, second, other_kernel, two_nodes, a_memset}) REQUIRE(cudaGraphDestroy(g) == cudaSuccess);
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("kernel node handles: cudaGraphGetNodes, cudaGraphKernelNodeGetParams, cudaGraphExecKernelNodeSetParams") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 64 * sizeof(int)) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 64 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 64, 0, s>>>(p, 64, 1);
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+
+  std::size_t count = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  CHECK(count == 2);
+  cudaGraphNode_t nodes[3] = {};
+  count = 3;
+  REQUIRE(cudaGraphGetNodes(graph, nodes, &count) == cudaSuccess);
+  CHECK(count == 2);
+  CHECK(nodes[2] == nullptr);
+  cudaKernelNodeParams params{};
+  CHECK(cudaGraphKernelNodeGetParams(nodes[0], &params) == cudaErrorInvalidValue);  // the memset
+  REQUIRE(cudaGraphKernelNodeGetParams(nodes[1], &params) == cudaSuccess);
+  CHECK(params.func == reinterpret_cast<void*>(add_scalar));
+  CHECK(params.gridDim.x == 1);
+  CHECK(params.blockDim.x == 64);
+  CHECK(*static_cast<int*>(params.kernelParams[2]) == 1);
+
+  int n = 64, value = 7;
+  void* args[] = {&p, &n, &value};
+  params.kernelParams = args;
+  params.gridDim = dim3(2);
+  params.blockDim = dim3(32);
+  REQUIRE(cudaGraphExecKernelNodeSetParams(exec, nodes[1], &params) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 7));
+  params.func = reinterpret_cast<void*>(with_shared);
+  CHECK(cudaGraphExecKernelNodeSetParams(exec, nodes[1], &params) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGraphKernelNodeGetParams(nodes[1], &params) == cudaErrorInvalidValue);  // outlived its graph
+  cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+// Run alone: a failed assert is sticky for the rest of the process, as a fault is.
+TEST_CASE("a failed device assert names the assertion and thread and is a sticky cudaErrorAssert", "[.assert]") {
+  int* p = nullptr;
+  const int host[6] = {0, 1, 2, 3, 4, 5};
+  REQUIRE(cudaMalloc(&p, sizeof host) == cudaSuccess);
+  REQUIRE(cudaMemcpy(p, host, sizeof host, cudaMemcpyHostToDevice) == cudaSuccess);
+  with_assert<<<2, 3>>>(p);
+  CHECK(cudaDeviceSynchronize() == cudaErrorAssert);
+  CHECK(cudaMemset(p, 0, 4) == cudaErrorAssert);  // sticky
 }
 
 // Run alone (ctest runs it as its own test): the fault is sticky for the rest of the process.
