@@ -146,66 +146,6 @@ struct tensor_core_storage {
   __device__ __forceinline__ float* merge_l() { return merge_m() + MergeRows; }
 };
 
-/// An experiment, off unless built with -DRUNGS_TC_DECODE_L2_PREFETCH (sm_90, 16-bit caches):
-/// the tensor-core decode's K/V stream one tile further ahead than its shared memory holds. The
-/// pipeline keeps Stages - 1 = 2 tiles of cp.async in flight per CTA (4 CTAs x 48 KiB on sm_90's
-/// 228 KiB: no room for a fourth stage); on top of that, while tile `tile` is consumed, a few
-/// threads of warp 0 ask the L2 for tile + Stages (cp.async.bulk.prefetch.L2, one per contiguous
-/// run of a block's keys: 2 Tile / min(block, Tile) runs of K and V), which the next iteration's
-/// cp.async then finds in L2: 3 tiles in flight per CTA, the third costing no shared memory.
-/// Each of those threads loads its run's block id one iteration before it needs it. A hint:
-/// every value read is the cp.async's, unchanged; a run is block-aligned, never leaving the
-/// block's row of the cache. Off by default because its branch adds 63 instructions to the
-/// loop's SASS (361 -> 424 at bf16 D128 g4, taken by 4 threads), which lowers the modelled issue
-/// margins below scripts/sass-check's floors (H200, 64 x 4096: 2.15 -> 1.87, floor 2.13); its speed is not
-/// measured (benchmarks/RESULTS.md). Off, sm_80, the CPU executor's compute_80 PTX and fp8 caches
-/// (whose loop is at the register budget): nothing is compiled.
-template <class KV, int HeadDim, int Tile>
-struct l2_tile_prefetch {
-#if defined(RUNGS_TC_DECODE_L2_PREFETCH) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  static constexpr bool kOn = !is_fp8_element<KV>;
-#else
-  static constexpr bool kOn = false;
-#endif
-  static constexpr int kAhead = geometry::stages;  // the tile prefetched while `tile` is consumed
-  static constexpr int kLog2Tile = Tile == 64 ? 6 : Tile == 32 ? 5 : -1;
-  static_assert(kLog2Tile > 0, "tiles of 32 or 64 keys");
-  std::int32_t id = 0;  // block id of this thread's run of the next tile to prefetch
-  int run = -1;         // tid: run tid / 2 of the tile, of K (even) or V (odd); -1: no run
-
-  /// Thread tid's role, and the block id of its run of tile kAhead.
-  __device__ __forceinline__ void start(const kv_source<KV>& src, int kv_begin, int kv_end, int tid) {
-    if constexpr (kOn) {
-      run = tid < (2 * Tile >> log2_run(src)) ? tid : -1;
-      if (run >= 0) load_id(src, first_token(src, kv_begin, kAhead), kv_end);
-    }
-  }
-  /// At iteration `tile`: prefetches this thread's run of tile + kAhead, loads the id for the next.
-  __device__ __forceinline__ void step(const kv_source<KV>& src, int kv_begin, int kv_end, int tile) {
-    if constexpr (kOn) {
-      if (run < 0) return;
-      const int t = first_token(src, kv_begin, tile + kAhead);
-      if (t < kv_end) {  // (then tile + kAhead is a tile of the CTA's)
-        const KV* from = ((run & 1) ? src.v_cache : src.k_cache) +
-                         src.offset(id, t & -(1 << log2_run(src)), (1 << src.log2_block) - 1, HeadDim, 0);
-        const unsigned bytes = static_cast<unsigned>(HeadDim * sizeof(KV)) << log2_run(src);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(from), "r"(bytes) : "memory");
-      }
-      load_id(src, t + Tile, kv_end);
-    }
-  }
-
- private:
-  /// log2 of the keys of one prefetch: a block's (contiguous in the cache), at most a tile's.
-  __device__ __forceinline__ static int log2_run(const kv_source<KV>& src) { return min(src.log2_block, kLog2Tile); }
-  __device__ __forceinline__ int first_token(const kv_source<KV>& src, int kv_begin, int tile) const {
-    return kv_begin + tile * Tile + ((run >> 1) << log2_run(src));
-  }
-  __device__ __forceinline__ void load_id(const kv_source<KV>& src, int t, int kv_end) {
-    if (t < kv_end) id = __ldg(src.table + (t >> src.log2_block));
-  }
-};
-
 /// The tensor-core decode agent: the group's rows are the rows of the warps' mma tiles, each
 /// token warp owns 16 keys of a tile and each of its dim warps 64 output dims; the token warps'
 /// states merge through shared memory at the end.
@@ -282,11 +222,8 @@ struct tensor_core_decode_agent {
       smem.scales()[1] = v_scale;
     }
     pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
-    l2_tile_prefetch<KV, HeadDim, kTile> ahead;
-    ahead.start(src, kv_begin, kv_end, tid);
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);  // its barrier also ends every warp's reads of the last widened tile
-      ahead.step(src, kv_begin, kv_end, tile);
       const T* k_tile;
       const T* v_tile;
       if constexpr (kFp8) {
