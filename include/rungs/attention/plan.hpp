@@ -438,8 +438,8 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 // (benchmarks/RESULTS.md, "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64
 // x context 4096, graph-replayed): at group 8 (64q/8kv) the tensor-core decode took 394-430 us
 // against the SIMT decode's 497-503 (0.855x: the SIMT decode's 252 registers leave it
-// issue-bound), at group 4 (32q/8kv) 424-430 us against 372-381 (latency-bound at its
-// occupancy; one run's 0.985x aside), so group 4 stays SIMT there. Groups 5-7 were not
+// issue-bound); at group 4 (32q/8kv) a tie (0.985-0.990x in one process, 423-424 against
+// 420-432 us in one-shape runs), so group 4 keeps the SIMT decode, whose margin was measured. Groups 5-7 were not
 // measured and keep group 4's choice on sm_90; other architectures keep the groups-of-4 rule.
 constexpr bool decode_wants_tensor_cores(int group, int sm) { return group >= (sm == 90 ? 8 : 4); }
 
