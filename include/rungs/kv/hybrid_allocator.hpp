@@ -57,6 +57,19 @@
 
 namespace rungs::kv {
 
+/// The most blocks a sequence of `num_tokens` tokens holds at once over attention groups
+/// `groups` (hybrid_allocator::blocks_held), each append bringing at most `step_tokens`.
+inline std::int64_t blocks_held(std::span<const attention_group> groups, std::int32_t block_size,
+                                std::int64_t num_tokens, std::int64_t step_tokens) {
+  const std::int64_t all = (std::max<std::int64_t>(num_tokens, 0) + block_size - 1) / block_size;
+  std::int64_t sum = 0;
+  for (const attention_group& a : groups) {
+    const std::int64_t span = std::max<std::int64_t>(step_tokens, 0) + a.span - 1;
+    sum += a.kind == attention_kind::full ? all : std::min(all, (span + block_size - 1) / block_size + 1);
+  }
+  return sum;
+}
+
 struct hybrid_config {
   std::int32_t num_blocks = 0;
   std::int32_t block_size = 16;
@@ -117,14 +130,7 @@ class hybrid_allocator {
   /// still see, released only at the next append, and the step's new ones). The scheduler
   /// refuses a request above the pool with it.
   std::int64_t blocks_held(std::int32_t num_tokens, std::int32_t step_tokens) const {
-    const std::int64_t all = blocks(std::clamp(num_tokens, 0, config_.max_model_len));
-    std::int64_t sum = 0;
-    for (const attention_group& a : config_.groups) {
-      const std::int64_t span = std::int64_t{std::max(step_tokens, 0)} + a.span - 1;
-      sum += a.kind == attention_kind::full ? all
-                                            : std::min(all, (span + config_.block_size - 1) / config_.block_size + 1);
-    }
-    return sum;
+    return kv::blocks_held(config_.groups, config_.block_size, std::clamp(num_tokens, 0, config_.max_model_len), step_tokens);
   }
 
   /// Blocks of group g in some sequence's table now (each shared block once).
