@@ -317,9 +317,9 @@ TEST_CASE("rungs-plan simulate --layers: a hybrid model's KV against all-full at
   REQUIRE(r.status == 0);
   CHECK(r.out.starts_with("simulate: 1 requests; 64 KV blocks of 16 tokens;"));
   CHECK(r.out.find("; layers full:2 sliding16:2\n") != std::string::npos);
-  CHECK(r.out.find("peak KV held (MiB)                                 1.1\n") != std::string::npos);
-  CHECK(r.out.find("peak KV if every layer were full (MiB)             1.8\n") != std::string::npos);
-  CHECK(r.out.find("KV saved vs all-full (%)                          32.5\n") != std::string::npos);
+  CHECK(r.out.find("peak KV held (MiB)                             1.1\n") != std::string::npos);
+  CHECK(r.out.find("peak KV if every layer were full (MiB)         1.8\n") != std::string::npos);
+  CHECK(r.out.find("KV saved vs all-full (%)                      32.5\n") != std::string::npos);
   const rungs::cli::json j = simulate_json({"--trace", file, "--layers", "full:2,sliding16:2", "--kv-heads", "8",
                                             "--head-dim", "128", "--kv-memory", "8MiB", "--watermark", "0"});
   CHECK(j["kv_saved_percent"] == 32.5);
