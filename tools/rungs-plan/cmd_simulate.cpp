@@ -337,8 +337,6 @@ std::string plot_script() {
 int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   check_simulation_args(a.sim);
   check_router_args(a.router, a.sim);
-  if (!a.sim.config.layer_groups.empty() && (a.replicas || a.dp))
-    throw usage_error("--layers with a pattern measures one replica's KV: leave out --replicas and --dp");
   if (!a.replicas && (a.router.router_given || a.router.imbalance_given))
     throw usage_error("--router and --max-imbalance route between replicas: add --replicas N");
   a.sim.config.first_requests = a.first;
@@ -347,6 +345,8 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
   else timings = {a.sim.timing};
   if (a.replicas && !a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --replicas");
+  if (!a.sim.config.layer_groups.empty() && (a.replicas || a.dp))
+    throw usage_error("--layers with a pattern measures one replica's KV: leave out --replicas and --dp");
   if (a.dp) {
     if (a.replicas) throw usage_error("--dp N ranks share the trace as replicas do: give --dp or --replicas, not both");
     if (!a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --dp");
