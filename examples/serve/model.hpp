@@ -18,6 +18,7 @@
 
 #include <rungs/attention/layout.hpp>
 #include <rungs/attention/reference.hpp>
+#include <rungs/engine/backend.hpp>
 #include <rungs/engine/batch.hpp>
 #include <rungs/engine/model.hpp>
 #include <rungs/kv/types.hpp>
@@ -126,6 +127,17 @@ class kv_pools {
   std::vector<std::vector<float>> k_, v_;
 };
 
+/// A hybrid model's layers (--layers with a pattern, gpt-oss style): per layer, its sliding
+/// window in keys (0: full attention) and the attention group whose blocks hold its KV. Group 0
+/// is the staged batch's table and slots; another group's layers read that group's tables
+/// (host_step::groups) and write at the slots those tables give. Without groups (the plain
+/// reference loop, a capture's warm-up on padding) every layer uses the staged table, with its
+/// window.
+struct layer_attention {
+  std::vector<int> window;  ///< [layer]
+  std::vector<int> group;   ///< [layer]
+};
+
 template <rungs::engine::model_shape Shape>
 class host_decoder {
   static_assert(Shape.dtype == rungs::dtype::fp32, "the host decoder keeps its KV cache in f32");
@@ -177,8 +189,10 @@ class host_decoder {
   /// One step over a staged batch: writes this step's K and V into `kv` at the batch's slots
   /// (slot -1: a padded token, nothing written) and the final hidden state of each sequence's
   /// last new token into its row of `out` ([batch.seqs][hidden]; a padded sequence gets zeros).
+  /// A hybrid model passes `layers` (and, from the engine, `groups`).
   void forward(const rungs::engine::batch_view& b, kv_pools<Shape>& kv, std::span<float> out,
-               std::span<std::byte> workspace) const {
+               std::span<std::byte> workspace, const layer_attention* layers = nullptr,
+               const rungs::engine::group_tables& groups = {}) const {
     namespace ref = rungs::attention::reference;
     const std::int64_t T = b.tokens, S = b.seqs, H = hidden, F = c_.ffn;
     if (static_cast<std::int64_t>(workspace.size()) < workspace_bytes(S, T))
@@ -202,6 +216,8 @@ class host_decoder {
     const ref::block_table_view tables{{b.block_tables, static_cast<std::size_t>(S * b.width)}, b.width};
     const auto rows = [](float* p, std::int64_t n) { return std::span<float>(p, static_cast<std::size_t>(n)); };
     const auto crows = [](const float* p, std::int64_t n) { return std::span<const float>(p, static_cast<std::size_t>(n)); };
+    std::vector<std::int64_t> group_slots;  // a hybrid layer's group: its slots and table
+    std::vector<std::int32_t> group_table;
 
     for (int li = 0; li < Shape.num_layers; ++li) {
       const layer& l = layers_[static_cast<std::size_t>(li)];
@@ -219,14 +235,19 @@ class host_decoder {
           for (std::int64_t j = 0; j < 2 * dims::kv_cols; ++j) kv_cols[j] = in_cache_type(kv_cols[j]);
         }
       const std::int64_t strided = (T - 1) * dims::qkv_cols + dims::kv_cols;
+      const int group = layers && groups.groups > 0 ? layers->group[static_cast<std::size_t>(li)] : 0;
+      if (group != 0) group_view(b, groups, group, group_slots, group_table);
       ref::cache_write<float>(kv.shape(), kv.k(li), kv.v(li), crows(qkv + dims::q_cols, strided),
                               crows(qkv + dims::q_cols + dims::kv_cols, strided),
-                              std::span<const std::int64_t>(b.slot_mapping, static_cast<std::size_t>(T)),
+                              group != 0 ? std::span<const std::int64_t>(group_slots)
+                                         : std::span<const std::int64_t>(b.slot_mapping, static_cast<std::size_t>(T)),
                               dims::qkv_cols, dims::qkv_cols);
       for (std::int64_t t = 0; t < T; ++t) std::copy_n(qkv + t * dims::qkv_cols, H, h + t * H);  // dense queries
       std::fill(attn, attn + T * H, 0.0f);  // prefill writes the rows of real tokens only
-      ref::prefill<float, float, float>(kv.shape(), kv.k(li), kv.v(li), crows(h, T * H), q_indptr, kv_lens, tables,
-                                        0.0, rows(attn, T * H));
+      const ref::score_options window{.values = {.window = layers ? layers->window[static_cast<std::size_t>(li)] : 0}};
+      ref::prefill<float, float, float>(kv.shape(), kv.k(li), kv.v(li), crows(h, T * H), q_indptr, kv_lens,
+                                        group != 0 ? ref::block_table_view{group_table, b.width} : tables, 0.0,
+                                        rows(attn, T * H), window);
       matmul(attn, T, H, l.wo.data(), H, x, true);
       rms_norm(x, T, l.mlp_norm.data(), h);
       matmul(h, T, H, l.w_gate_up.data(), 2 * F, mlp, false);
@@ -297,6 +318,27 @@ class host_decoder {
       for (std::int64_t i = 0; i < hidden; ++i) ss += double{xr[i]} * xr[i];
       const auto scale = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(hidden) + c_.norm_eps));
       for (std::int64_t i = 0; i < hidden; ++i) y[r * hidden + i] = xr[i] * scale * g[i];
+    }
+  }
+
+  // Group g's slots and [seqs][width] table for the staged batch: a real row's table from
+  // `groups` (entries that left the window read as block 0, as the staging writes them), each
+  // real token's slot from its position; padding keeps slot -1 and block 0.
+  static void group_view(const rungs::engine::batch_view& b, const rungs::engine::group_tables& groups, int g,
+                         std::vector<std::int64_t>& slots, std::vector<std::int32_t>& table) {
+    const std::int64_t bs = Shape.block_size;
+    slots.assign(b.slot_mapping, b.slot_mapping + b.tokens);
+    table.assign(static_cast<std::size_t>(b.seqs * b.width), 0);
+    for (std::int64_t s = 0; s < std::min(b.seqs, groups.rows); ++s) {
+      if (b.seq_lens[s] <= 0) continue;
+      const std::span<const std::int32_t> t = groups.table(g, s);
+      for (std::int64_t k = 0; k < std::min<std::int64_t>(b.width, static_cast<std::int64_t>(t.size())); ++k)
+        table[static_cast<std::size_t>(s * b.width + k)] = std::max(t[static_cast<std::size_t>(k)], 0);
+      for (std::int32_t i = b.query_start[s]; i < b.query_start[s + 1]; ++i)
+        if (slots[static_cast<std::size_t>(i)] >= 0) {
+          const std::int64_t p = b.positions[i];
+          slots[static_cast<std::size_t>(i)] = std::int64_t{t[static_cast<std::size_t>(p / bs)]} * bs + p % bs;
+        }
     }
   }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "command_line.hpp"
+#include "layer_pattern.hpp"
 
 namespace demo {
 
@@ -48,6 +49,7 @@ struct demo_options {
   // memory and KV cache
   std::optional<std::int64_t> memory;  ///< bytes for weights, KV cache and graphs
   std::optional<std::int32_t> kv_blocks;
+  std::optional<rungs::cli::layer_pattern> layers;  ///< --layers: a hybrid model's attention groups
   double graph_memory = 0.1;          ///< share of usable memory reserved for graphs (VLLM_GRAPH_RESERVED_MEM)
   double prompt_graph_ratio = 0.3;    ///< share of graph memory for prompt graphs (VLLM_GRAPH_PROMPT_RATIO)
   double watermark = 0.01;            ///< share of blocks admission keeps free (vLLM v0's 1%)
@@ -107,6 +109,9 @@ inline void define_options(CLI::App& app, demo_options& o) {
   option(app, "--memory SIZE", o.memory, positive_size,
          "memory for weights, graphs and KV cache, e.g. 8MiB (host 6MiB; cuda 0.9 x free); " + std::string(size_syntax));
   option(app, "--kv-blocks N", o.kv_blocks, count, "KV blocks in the pool (host: what --memory holds; cuda: the blog's 3584)");
+  option(app, "--layers N|PATTERN|PRESET", o.layers, rungs::cli::parse_layers,
+         "the model's attention per layer, as rungs-plan kv spells it (host: 2 layers, e.g. full:1,sliding16:1, gpt-oss "
+         "style); a pattern serves a hybrid model from one pool (kv::hybrid_allocator)");
   option(app, "--graph-memory F", o.graph_memory, real(0, 0.9),
          "share of memory after weights kept for graphs (VLLM_GRAPH_RESERVED_MEM, 0.1)");
   option(app, "--prompt-graph-ratio F", o.prompt_graph_ratio, real(0, 1),

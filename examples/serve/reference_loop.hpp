@@ -17,8 +17,10 @@
 namespace demo {
 
 /// Greedy continuation of `context` by `max_output` tokens, computed alone and unpadded.
+/// A hybrid model's `layers` apply their windows to the contiguous cache.
 template <class Decoder>
-std::vector<token_id> plain_generate(const Decoder& model, std::span<const token_id> context, std::int32_t max_output) {
+std::vector<token_id> plain_generate(const Decoder& model, std::span<const token_id> context, std::int32_t max_output,
+                                     const layer_attention* layers = nullptr) {
   constexpr auto shape = Decoder::shape;
   const std::int64_t longest = static_cast<std::int64_t>(context.size()) + max_output;
   const std::int64_t blocks = rungs::engine::blocks_for(longest, shape.block_size);
@@ -52,7 +54,7 @@ std::vector<token_id> plain_generate(const Decoder& model, std::span<const token
                                       .seq_lens = &seq_len,
                                       .block_tables = table.data()};
     workspace.resize(static_cast<std::size_t>(model.workspace_bytes(1, q)));
-    model.forward(b, kv, row, workspace);
+    model.forward(b, kv, row, workspace, layers);
     cached += q;
     const token_id next = model.sample(row);
     output.push_back(next);

@@ -9,6 +9,7 @@
 #include <rungs/serving/workload.hpp>
 
 #include <algorithm>
+#include <iomanip>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -53,6 +54,60 @@ backend_info host_backend_info(std::uint64_t seed) {
   return b;
 }
 
+namespace {
+
+// The largest group's layers: a hybrid pool's block holds block_size tokens of them.
+std::int64_t page_layers(const rungs::cli::layer_pattern& p) {
+  std::int64_t most = 0;
+  for (const rungs::kv::layer_group& g : p.groups) most = std::max(most, g.layers);
+  return most;
+}
+
+// --layers: a count must be the model's; a pattern (host backend) assigns the model's layers to
+// attention groups in the pattern's order (full:1,sliding16:1: layer 0 full, layer 1 a window
+// of 16 keys) and lists the groups full attention first (group 0's table is the staged one).
+void resolve_layers(const rungs::cli::layer_pattern& p, const backend_info& info, run_setup& s) {
+  const std::int64_t layers = info.shape.num_layers;
+  if (p.layers != layers)
+    throw usage_error("--layers: the pattern has " + std::to_string(p.layers) + " layers; the " +
+                      (s.backend == backend_kind::host ? "host" : "cuda") + " model has " + std::to_string(layers) +
+                      " (e.g. full:1,sliding16:1)");
+  if (p.groups.empty()) return;  // a count: every layer full attention, as without --layers
+  if (s.backend != backend_kind::host)
+    throw usage_error("--layers with a pattern needs --backend host (the CUDA model reads one block table)");
+  bool full = false;
+  for (const rungs::kv::layer_group& g : p.groups) {
+    if (g.attention.kind == rungs::kv::attention_kind::chunked_local)
+      throw usage_error("--layers: '" + rungs::cli::describe(g) + "': the host model's attention has sliding windows, "
+                        "not chunked local attention");
+    full = full || g.attention.kind == rungs::kv::attention_kind::full;
+  }
+  if (!full) throw usage_error("--layers: the pattern has no full-attention layer; the saving is measured against it");
+  for (const rungs::kv::layer_group& g : p.groups)
+    if (g.attention.kind == rungs::kv::attention_kind::full) s.groups.insert(s.groups.begin(), g.attention);
+    else s.groups.push_back(g.attention);
+  for (const rungs::kv::layer_group& g : p.groups)
+    for (std::int64_t l = 0; l < g.layers; ++l) {
+      s.attention.group.push_back(static_cast<int>(std::find(s.groups.begin(), s.groups.end(), g.attention) - s.groups.begin()));
+      s.attention.window.push_back(g.attention.kind == rungs::kv::attention_kind::sliding_window ? g.attention.span : 0);
+    }
+}
+
+}  // namespace
+
+void hybrid_kv::print(std::ostream& log, const run_setup& s) const {
+  const std::int64_t layer_block = s.block_bytes / page_layers(*s.opts.layers);
+  const std::int64_t layers = std::int64_t(s.attention.group.size());
+  const double saved = full_blocks > 0 ? 100.0 * (1.0 - blocks * static_cast<double>(s.block_bytes) /
+                                                            (full_blocks * static_cast<double>(layers * layer_block)))
+                                       : 0.0;
+  log << "Hybrid KV (--layers";
+  for (const rungs::kv::layer_group& g : s.opts.layers->groups) log << " " << rungs::cli::describe(g);
+  log << "): peak " << human_bytes(peak_blocks * s.block_bytes) << " held, " << human_bytes(peak_full_blocks * layers * layer_block)
+      << " if every layer were full; " << std::fixed << std::setprecision(1) << saved << std::defaultfloat
+      << "% less over the run\n";
+}
+
 run_setup resolve(const demo_options& o, backend_kind backend, const backend_info& info) {
   const bool host = backend == backend_kind::host;
   run_setup s;
@@ -76,6 +131,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
     throw usage_error("--kv-cache-dtype = " + std::string(rungs::name(s.model.kv_cache)) + " is not supported by the " +
                       (host ? "host" : "cuda") + " backend's model (its caches: " + known + "; fp8 is fp8_e4m3)");
   }
+  if (o.layers) resolve_layers(*o.layers, info, s);
   // Workload: the blog's chats (scaled down on the host), or a trace.
   std::vector<serving::trace_request> rows;
   if (!o.trace.empty()) {
@@ -131,6 +187,7 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
   s.kv_bytes = rungs::kv::kv_memory(s.memory);
   s.graphs = eng::graph_budget::gaudi(s.memory, o.prompt_graph_ratio);
   s.block_bytes = rungs::kv::bytes_per_block(with_cache_dtype(info.shape, s).kv(), info.shape.block_size);
+  if (!s.groups.empty()) s.block_bytes = s.block_bytes / info.shape.num_layers * page_layers(*o.layers);
   const std::int64_t fit = rungs::kv::blocks_for_memory(s.kv_bytes, s.block_bytes);
   std::int64_t blocks = fit;
   if (!o.kv_blocks && !memory_given && info.default_kv_blocks > 0) blocks = std::min(fit, info.default_kv_blocks);
@@ -147,7 +204,11 @@ run_setup resolve(const demo_options& o, backend_kind backend, const backend_inf
                       human_bytes(s.block_bytes) + ") after weights and graphs");
   blocks = std::min<std::int64_t>(blocks, 1 << 30);
   const std::int64_t watermark = static_cast<std::int64_t>(o.watermark * static_cast<double>(blocks));
-  const std::int64_t need = rungs::blocks_for(longest, block);
+  const std::int64_t need =
+      s.groups.empty() ? rungs::blocks_for(longest, block)
+                       : rungs::kv::blocks_held(s.groups, static_cast<std::int32_t>(block), longest,
+                                                s.scheduler.chunked_prefill ? std::min<std::int64_t>(longest, s.scheduler.max_num_batched_tokens)
+                                                                            : longest);
   if (need + watermark > blocks) {
     const std::string flag = o.kv_blocks ? "--kv-blocks" : memory_given ? "--memory" : "the default --memory";
     throw usage_error(flag + ": the KV pool holds " + std::to_string(blocks) + " blocks; the longest chat (" +
@@ -263,7 +324,8 @@ bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostr
     for (std::size_t i : groups[g]) {
       const demo_request& d = s.requests[i];
       conversation.insert(conversation.end(), d.prompt.begin(), d.prompt.end());
-      const std::vector<token_id> expected = plain_generate(model, conversation, d.row.output_tokens);
+      const std::vector<token_id> expected =
+          plain_generate(model, conversation, d.row.output_tokens, s.groups.empty() ? nullptr : &s.attention);
       const std::vector<token_id>& got = r.requests[i].output;
       if (got != expected) {
         std::size_t k = 0;
@@ -302,7 +364,7 @@ rungs::cli::json config_json(const run_setup& s, const backend_info& info) {
 
 eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model) {
   return {.model = model, .buckets = s.buckets, .order = s.opts.order, .timing = timing_for(s.opts),
-          .budget = s.graphs, .allocator = s.opts.allocator, .kv = s.kv, .scheduler = s.scheduler};
+          .budget = s.graphs, .allocator = s.opts.allocator, .kv = s.kv, .groups = s.groups, .scheduler = s.scheduler};
 }
 
 serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal) {
@@ -316,7 +378,10 @@ serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal) {
       bo.simulate = rungs::engine::simulated_capture{.seconds = s.virtual_clock->capture_seconds,
                                                      .seconds_per_unit = s.virtual_clock->capture_seconds_per_unit};
     return rungs::engine::host_backend(
-        [&model, &pools](const rungs::engine::host_step& st) { model.forward(st.batch, pools, st.out, st.workspace); }, bo);
+        [&model, &pools, &s](const rungs::engine::host_step& st) {
+          model.forward(st.batch, pools, st.out, st.workspace, s.groups.empty() ? nullptr : &s.attention, st.groups);
+        },
+        bo);
   };
   return serve_engine<tiny_model>(s, make_backend, runtime, log, terminal);
 }

@@ -57,7 +57,11 @@ struct run_setup {
   std::int64_t memory_total = 0;  ///< --memory: weights, graphs and KV cache
   std::int64_t weight_bytes = 0;
   std::int64_t kv_bytes = 0;      ///< the KV cache's share
-  std::int64_t block_bytes = 0;   ///< one KV block, every layer
+  std::int64_t block_bytes = 0;   ///< one KV block, every layer (a hybrid model: the largest group's layers)
+  /// A hybrid model (--layers with a pattern): the allocator's attention groups (full
+  /// attention first: group 0's table is the staged one) and each layer's group and window.
+  std::vector<rungs::kv::attention_group> groups{};
+  layer_attention attention{};
   eng::graph_budget graphs{};     ///< the graphs' share, split prompt/decode (--prompt-graph-ratio)
   std::optional<virtual_costs> virtual_clock{};  ///< --clock virtual
   /// Data-parallel ranks (serve_demo_dp, dp_main.cpp, through MPI): the rank_sync the engine
@@ -73,6 +77,21 @@ inline eng::model_shape with_cache_dtype(eng::model_shape model, const run_setup
 
 /// The engine configuration the run's flags resolved to, for a backend running `model`.
 eng::engine_config engine_config(const run_setup& s, const eng::model_shape& model);
+
+/// A hybrid model's KV against all-full attention, measured as the steps run: the pool's live
+/// blocks (pages of block_size tokens of the largest group's layers) and what the full group's
+/// live blocks would cost over every layer.
+struct hybrid_kv {
+  std::int64_t peak_blocks = 0, peak_full_blocks = 0;
+  double blocks = 0, full_blocks = 0;  // summed over runner steps
+  void add(std::int64_t live, std::int64_t full) {
+    peak_blocks = std::max(peak_blocks, live);
+    peak_full_blocks = std::max(peak_full_blocks, full);
+    blocks += static_cast<double>(live);
+    full_blocks += static_cast<double>(full);
+  }
+  void print(std::ostream& log, const run_setup& s) const;
+};
 
 /// Builds rungs::engine::any_engine from the run's configuration (it writes the bucket
 /// space's configuration to `log` and picks the instantiation), logs its captures, and serves
@@ -106,10 +125,18 @@ serve_result serve_engine(const run_setup& s, MakeBackend make_backend, Runtime&
         std::copy(s.requests[i].prompt.begin(), s.requests[i].prompt.end(), out.begin());
       }};
   sample_hook<Runtime, typename engine_t::rows_type> hook{runtime};
+  hybrid_kv saving;  // a hybrid model: the pool's blocks and its full group's, as each step runs
+  if (!s.groups.empty())
+    hook.measure = [&e, &saving] {
+      e->visit([&saving](const auto& x) {
+        if constexpr (requires { x.blocks().live_blocks(0); }) saving.add(x.blocks().metrics().live_blocks, x.blocks().live_blocks(0));
+      });
+    };
   serve_log status(log, s.opts.status_every, s.requests);
   const auto serve = [&](auto clock) {
     rungs::serving::driver<engine_t, decltype(clock)> d(*e, rows, std::move(clock), std::move(opts));
     d.run(hook, status);
+    if (!s.groups.empty()) saving.print(log, s);
     return d.finish();
   };
   if (s.virtual_clock) return serve(virtual_clock(*s.virtual_clock));

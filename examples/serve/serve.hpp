@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -139,10 +140,12 @@ class serve_log {
 template <class Runtime, class Rows>
 struct sample_hook {
   Runtime& runtime;
+  std::function<void()> measure{};  ///< called as each runner step samples (a hybrid model's KV)
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) { runtime.copy_blocks(copies); }
   void sample(const serving::scheduled_step&, std::span<const std::size_t> entries, const Rows& rows,
               std::span<token_id> out) {
     runtime.sample(rows, static_cast<std::int64_t>(entries.size()), out);
+    if (measure) measure();
   }
 };
 

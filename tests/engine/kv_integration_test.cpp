@@ -102,3 +102,75 @@ TEST_CASE("the engine's step serves requests through the runner: graphs and eage
   CHECK(gs.eager_steps(eager_reason::above_top) == 1);
   CHECK(es.replays == 0);
 }
+
+namespace {
+// The host backend, also taking every group's block tables (backend.hpp, group_tables):
+// records them per runner step, as ids per group and row.
+struct grouped_backend {
+  host_backend host;
+  std::vector<std::vector<std::vector<kv::block_id>>> staged;  // [runner step][group * rows + row]
+
+  void setup(const backend_setup& s) { host.setup(s); }
+  capture_report capture(std::size_t slot, const bucket& b, const padded_batch& p) { return host.capture(slot, b, p); }
+  void replay(std::size_t slot, const padded_batch& p) { host.replay(slot, p); }
+  void eager(const padded_batch& p) { host.eager(p); }
+  void release(std::size_t slot) { host.release(slot); }
+  std::span<const float> rows(std::int64_t n) const { return host.rows(n); }
+  void stage_groups(const group_tables& t) {
+    REQUIRE(t.tables.size() == static_cast<std::size_t>(t.groups * t.rows));
+    std::vector<std::vector<kv::block_id>> step;
+    for (std::int32_t g = 0; g < t.groups; ++g)
+      for (std::int64_t k = 0; k < t.rows; ++k) step.emplace_back(t.table(g, k).begin(), t.table(g, k).end());
+    staged.push_back(std::move(step));
+  }
+};
+}  // namespace
+
+// A hybrid model (kv::hybrid_allocator, groups {full, sliding window of 4 keys}, block size 4)
+// under the engine: one request, a 6-token prompt and 4 output tokens. The engine stages group
+// 0's table and hands the backend both groups' tables every step:
+//   step 1 (prefill, p = 0..5)  full [0 1]    sliding [2 3]
+//   step 2 (decode at p = 6)    full [0 1]    sliding [2 3]      (keys 3..6: blocks 0 and 1)
+//   step 3 (decode at p = 7)    full [0 1]    sliding [-1 3]     (keys 4..7: block 0 left)
+//   step 4 (decode at p = 8)    full [0 1 4]  sliding [-1 3 5]   (new blocks: the free 4 and 5;
+//                                                                 2 is cached, queued behind them)
+// Its tokens are those of the same engine on an all-full allocator: the staged (full) table
+// reads the same KV.
+TEST_CASE("the engine on a hybrid allocator hands the backend every group's block tables") {
+  using kv::null_block;
+  auto serve = [](auto&& blocks, auto backend) {
+    toy_model model(tiny_model.block_size, 16);
+    backend.host = host_backend(std::ref(model));
+    engine<token_ladder, largest_first, startup, std::remove_cvref_t<decltype(blocks)>, decltype(backend)> e(
+        token_ladder{{1, 2, 4, 8}}, std::move(blocks), std::move(backend),
+        {.scheduler = {.max_num_seqs = 2, .max_num_batched_tokens = 16}, .routing = step_routing::single,
+         .model = tiny_model});
+    e.submit({.id = 1, .prompt = {5, 6, 7, 8, 9, 10}, .max_output_tokens = 4});
+    row_sampler hook;
+    std::vector<kv::token_id> output;
+    while (!e.idle_queues()) {
+      const engine_step& s = e.step(hook);
+      REQUIRE(s.ran());
+      for (const auto& f : s.events->finished) output = f.output;
+      REQUIRE(e.scheduler().check_consistency().empty());
+    }
+    return std::pair{output, std::move(e.runner().backend())};
+  };
+  auto [hybrid_out, hybrid] = serve(
+      kv::hybrid_allocator<>({.num_blocks = 16, .block_size = tiny_model.block_size, .max_sequences = 2, .max_model_len = 16,
+                              .groups = {{}, {kv::attention_kind::sliding_window, 4}}}),
+      grouped_backend{.host = host_backend([](const host_step&) {})});
+  using tables = std::vector<std::vector<kv::block_id>>;
+  REQUIRE(hybrid.staged.size() == 4);
+  CHECK(hybrid.staged[0] == tables{{0, 1}, {2, 3}});
+  CHECK(hybrid.staged[1] == tables{{0, 1}, {2, 3}});
+  CHECK(hybrid.staged[2] == tables{{0, 1}, {null_block, 3}});
+  CHECK(hybrid.staged[3] == tables{{0, 1, 4}, {null_block, 3, 5}});
+  auto [full_out, full] = serve(
+      kv::prefix_caching_allocator<>({.num_blocks = 16, .block_size = tiny_model.block_size, .max_sequences = 2,
+                                      .max_model_len = 16}),
+      grouped_backend{.host = host_backend([](const host_step&) {})});
+  CHECK(full.staged.empty());  // one group: nothing beyond the staged table
+  CHECK(hybrid_out.size() == 4);
+  CHECK(hybrid_out == full_out);
+}

@@ -1,6 +1,7 @@
 // hybrid_allocator: KV-cache groups (full, sliding window, chunked local) under one block pool.
 // Scripted cases with exact block ids, then random traffic checked after every operation:
 // check_consistency(), and every group reads back the tokens its window still holds.
+#include <rungs/kv/allocator.hpp>
 #include <rungs/kv/free_stack.hpp>
 #include <rungs/kv/hybrid_allocator.hpp>
 
@@ -171,6 +172,68 @@ TEST_CASE("hybrid: chunked local groups release whole chunks and hit from the ch
   CHECK(a.check_consistency().empty());
 }
 
+// An engine runs on it: the block_allocator concept, with group 0's table as the staged one.
+static_assert(check_block_allocator<hybrid_allocator<>>());
+static_assert(check_block_allocator<hybrid_allocator<no_prefix_cache, free_stack>>());
+
+// Block size 4, {full, sliding 8}, 12 blocks. A 6-token prompt takes 0 1 (full) and 2 3
+// (sliding); its fork shares all four. The child's decode at p = 6 writes block 1 of each
+// group, shared: each group copies its own (1 -> 4, then 3 -> 5). The parent's decode then
+// finds its blocks private again and copies nothing.
+TEST_CASE("hybrid: fork shares every group's blocks; an append copies the shared tail per group") {
+  hybrid_allocator<> a({.num_blocks = 12, .block_size = 4, .max_sequences = 3, .max_model_len = 32,
+                        .groups = {full, sliding(8)}});
+  const sequence_id parent = admit_all(a, tokens(6)).id;
+  const sequence_id child = a.fork(parent).value();
+  CHECK(group_table(a, child, 0) == ids{0, 1});
+  CHECK(group_table(a, child, 1) == ids{2, 3});
+  CHECK(a.pool().ref_count(1) == 2);
+  CHECK(a.live_blocks(0) == 2);
+  CHECK(a.live_blocks(1) == 2);
+  CHECK(a.append(child, tokens(1, 7)) == errc::ok);
+  CHECK(group_table(a, child, 0) == ids{0, 4});
+  CHECK(group_table(a, child, 1) == ids{2, 5});
+  CHECK(group_table(a, parent, 0) == ids{0, 1});
+  CHECK(group_table(a, parent, 1) == ids{2, 3});
+  REQUIRE(a.copies().size() == 2);
+  CHECK(a.copies()[0] == block_copy{1, 4});
+  CHECK(a.copies()[1] == block_copy{3, 5});
+  a.clear_copies();
+  CHECK(a.append(parent, tokens(1, 7)) == errc::ok);
+  CHECK(a.copies().empty());
+  CHECK(a.metrics().cow_copies == 2);
+  CHECK(a.live_blocks(0) == 3);  // 0 1 4
+  CHECK(a.live_blocks(1) == 3);  // 2 3 5
+  // The unqualified views are group 0's: what an engine stages.
+  CHECK(ids(a.block_table(child).value().begin(), a.block_table(child).value().end()) == ids{0, 4});
+  CHECK(a.block_tables().data == a.block_tables(0).data);
+  std::vector<slot_id> slots(3);
+  const slot_range r[] = {{child, 5, 2}};
+  CHECK(a.slot_mapping(r, slots).value() == 2);
+  CHECK(slots == std::vector<slot_id>{4 * 4 + 1, 4 * 4 + 2, -1});  // positions 5 and 6: block 4, its copy
+  CHECK(a.fork(child).has_value());
+  CHECK(a.fork(parent).error() == errc::too_many_sequences);
+  CHECK(a.check_consistency().empty());
+  REQUIRE(a.finish(parent) == errc::ok);
+  CHECK(a.fork(parent).error() == errc::sequence_finished);
+}
+
+// Admission without a prompt (the scheduler's reservation check) and the most a request
+// holds: block size 4, {full, sliding 8}.
+TEST_CASE("hybrid: can_admit counts every group; blocks_held caps the windowed ones") {
+  hybrid_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 2, .max_model_len = 32,
+                        .groups = {full, sliding(8)}});
+  CHECK(a.max_model_len() == 32);
+  CHECK(a.can_admit(16));   // 4 blocks in each group: 8 of 8
+  CHECK(!a.can_admit(17));  // 5 + 5
+  // One token per append: the sliding group holds at most ceil((1 + 7) / 4) + 1 = 3 blocks
+  // (p = 12 reads keys 5..12 in blocks 1, 2, 3), the full group all 8.
+  CHECK(a.blocks_held(32, 1) == 8 + 3);
+  // All 32 at once: both groups take all 8 blocks in the one append.
+  CHECK(a.blocks_held(32, 32) == 8 + 8);
+  CHECK(a.blocks_held(6, 1) == 2 + 2);
+}
+
 TEST_CASE("hybrid: bad configuration is named") {
   using A = hybrid_allocator<>;
   CHECK_THROWS_WITH(A({.num_blocks = 8, .groups = {}}), "hybrid_config: groups is empty; a model has at least one attention group");
@@ -211,7 +274,7 @@ struct hybrid_model {
     for (std::size_t g = 0; g < groups.size(); ++g) s.first[g] = std::max(s.first[g], window_start(g, p));
   }
   std::vector<seq> live;
-  std::uint64_t hits = 0, preemptions = 0, steps = 0;
+  std::uint64_t hits = 0, preemptions = 0, steps = 0, forks = 0;
 
   int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); }
 
@@ -236,6 +299,27 @@ struct hybrid_model {
           REQUIRE(kv[g][static_cast<std::size_t>(b) * a.block_size() + p % a.block_size()] == s.tokens[p]);
         }
       }
+  }
+  void fork() {
+    seq& p = live[static_cast<std::size_t>(uniform(0, static_cast<int>(live.size()) - 1))];
+    const auto r = a.fork(p.id);
+    if (!r) {
+      REQUIRE(r.error() == errc::too_many_sequences);
+      return;
+    }
+    seq c = p;
+    c.id = *r;
+    live.push_back(std::move(c));
+    ++forks;
+  }
+  // The copies an append asked for, on the fake device: a pair's blocks belong to one group,
+  // and copying the other groups' slots of them too changes nothing they read.
+  void copy_blocks() {
+    for (const block_copy& c : a.copies())
+      for (std::vector<token_id>& g : kv)
+        for (std::int32_t i = 0; i < a.block_size(); ++i)
+          g[static_cast<std::size_t>(c.dst) * a.block_size() + i] = g[static_cast<std::size_t>(c.src) * a.block_size() + i];
+    a.clear_copies();
   }
   void preempt() {
     if (live.empty()) return;
@@ -277,6 +361,7 @@ struct hybrid_model {
     }
     if (e == errc::out_of_blocks) return preempt();
     REQUIRE(e == errc::ok);
+    copy_blocks();
     moved_to(s, first);
     s.tokens.insert(s.tokens.end(), t.begin(), t.end());
     if (!s.rest.empty()) s.rest.erase(s.rest.begin(), s.rest.begin() + static_cast<std::ptrdiff_t>(t.size()));
@@ -298,11 +383,13 @@ void run_hybrid(std::uint32_t seed, std::vector<attention_group> groups) {
     const int op = m.uniform(0, 9);
     if (op == 0 || m.live.empty()) m.create(stems);
     else if (op == 1) m.preempt();
+    else if (op == 2) m.fork();
     else m.advance(m.live[static_cast<std::size_t>(m.uniform(0, static_cast<int>(m.live.size()) - 1))]);
     m.check();
   }
   CHECK(m.preemptions > 0);
   CHECK(m.steps > 1000);
+  CHECK(m.forks > 0);
   if constexpr (A::cache_type::enabled) CHECK(m.hits > 0);
 }
 }  // namespace

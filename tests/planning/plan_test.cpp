@@ -303,3 +303,40 @@ TEST_CASE("rungs-plan simulate and fit on Gaudi's grids and on vLLM V1's dispatc
   // The demo's names of the capture flags work here too.
   CHECK(plan({"simulate", "--chat", "2", "--capture-order", "max-bs", "--capture-timing", "lazy"}).status == 0);
 }
+
+// simulate_test's hybrid case at 4 KiB per token and layer (8 KV heads of 128, fp16): pages of
+// 2 layers x 16 tokens = 128 KiB, 64 of them in 8 MiB. Peak 9 pages (1.125 MiB) against 7
+// full blocks x 4 layers x 64 KiB (1.75 MiB); over the steps 309 pages against 229 x 2 full
+// blocks' worth: 1 - 309 / 458 = 32.5% saved. --layers takes rungs-plan kv's spelling and
+// presets; a pattern names its groups in the description.
+TEST_CASE("rungs-plan simulate --layers: a hybrid model's KV against all-full attention") {
+  const std::string file = "planning_hybrid_trace.csv";
+  std::ofstream(file) << "arrival,prompt_tokens,output_tokens\n0,64,40\n";
+  const result r = plan({"simulate", "--trace", file, "--layers", "full:2,sliding16:2", "--kv-heads", "8", "--head-dim",
+                         "128", "--dtype", "fp16", "--kv-memory", "8MiB", "--watermark", "0"});
+  REQUIRE(r.status == 0);
+  CHECK(r.out.starts_with("simulate: 1 requests; 64 KV blocks of 16 tokens;"));
+  CHECK(r.out.find("; layers full:2 sliding16:2\n") != std::string::npos);
+  CHECK(r.out.find("peak KV held (MiB)                             1.1\n") != std::string::npos);
+  CHECK(r.out.find("peak KV if every layer were full (MiB)         1.8\n") != std::string::npos);
+  CHECK(r.out.find("KV saved vs all-full (%)                      32.5\n") != std::string::npos);
+  const rungs::cli::json j = simulate_json({"--trace", file, "--layers", "full:2,sliding16:2", "--kv-heads", "8",
+                                            "--head-dim", "128", "--kv-memory", "8MiB", "--watermark", "0"});
+  CHECK(j["kv_saved_percent"] == 32.5);
+  // Every layer full: no hybrid rows.
+  const result full = plan({"simulate", "--trace", file, "--layers", "4", "--kv-heads", "8", "--head-dim", "128",
+                            "--kv-memory", "8MiB", "--watermark", "0"});
+  REQUIRE(full.status == 0);
+  CHECK(full.out.find("KV saved") == std::string::npos);
+  CHECK(full.out.starts_with("simulate: 1 requests; 32 KV blocks of 16 tokens;"));
+  // The preset: gpt-oss-20b's 24 layers.
+  CHECK(plan({"simulate", "--trace", file, "--layers", "gpt-oss-20b", "--kv-heads", "8", "--head-dim", "64"})
+            .out.find("; layers full:12 sliding128:12\n") != std::string::npos);
+  check_usage(plan({"simulate", "--trace", file, "--layers", "full:2,sliding16"}),
+              "--layers: 'sliding16' is not KIND:LAYERS with KIND full, slidingW or chunkedC");
+  check_usage(plan({"simulate", "--trace", file, "--layers", "sliding16:4"}),
+              "simulate: the layer groups have no full-attention group; the saving is measured against its blocks");
+  check_usage(plan({"simulate", "--trace", file, "--layers", "gpt-oss-20b", "--replicas", "2"}),
+              "--layers with a pattern measures one replica's KV: leave out --replicas and --dp");
+  std::remove(file.c_str());
+}

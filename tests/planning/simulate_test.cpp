@@ -270,3 +270,46 @@ TEST_CASE("simulate refuses a dispatch key over Gaudi's grids and a bucket file 
   CHECK_THROWS_WITH(simulate(d, serving::generate_chat({.conversations = 1})),
                     "simulate: bucket_file 'buckets.txt' applies to gaudi = gaudi-file");
 }
+
+// A hybrid model (simulation_config::layer_groups): 4 layers, 2 full and 2 with a sliding
+// window of 16 keys; one KV head of 8, fp16: 32 bytes per token and layer, 512 per 16-token
+// block and layer, pages of 2 layers (1024 bytes), 64 pages in 64 KiB. One request: a 64-token
+// prompt and 40 output tokens (a prefill step, then decodes at p = 64..102).
+//   prefill: both groups take 4 blocks: 8 pages held (8 KiB); all-full: 4 blocks x 4 layers.
+//   decode at p: the full group holds ceil((p + 1) / 16) blocks, the sliding group those from
+//   (p - 15) / 16 on: at p = 64 blocks 3 and 4 (5 + 2 pages), at p = 79 block 4 only (5 + 1),
+//   at p = 96..102 blocks 5 and 6 (7 + 2 = 9 pages, the peak: 9216 bytes; all-full 7 x 4 x 512
+//   = 14336). Over the 40 steps: 309 pages (316416 bytes) against 229 full blocks (468992).
+TEST_CASE("simulate a hybrid model: the KV it holds against all-full attention") {
+  simulation_config c;
+  c.model = {.layers = 4, .kv_heads = 1, .head_dim = 8, .bytes_per_element = 2};
+  c.layer_groups = {{{}, 2}, {{kv::attention_kind::sliding_window, 16}, 2}};
+  c.kv_bytes = 64 * 1024;
+  c.watermark = 0;
+  const simulation_result r = simulate(c, {{.arrival = 0, .prompt_tokens = 64, .output_tokens = 40}});
+  CHECK(r.num_blocks == 64);
+  CHECK(r.engine.steps == 40);
+  CHECK(r.peak_kv_bytes == 9216);
+  CHECK(r.peak_all_full_kv_bytes == 14336);
+  CHECK(r.kv_saved == Approx(1.0 - 316416.0 / 468992.0));
+
+  // The same pool with every layer full: 4-layer pages (2048 bytes), 32 of them, and no
+  // hybrid figures.
+  simulation_config f = c;
+  f.layer_groups.clear();
+  const simulation_result all = simulate(f, {{.arrival = 0, .prompt_tokens = 64, .output_tokens = 40}});
+  CHECK(all.num_blocks == 32);
+  CHECK(all.peak_kv_bytes == 0);
+  CHECK(all.kv_saved == 0);
+
+  // The groups must sum to the model's layers and include a full-attention group.
+  simulation_config bad = c;
+  bad.model.layers = 5;
+  CHECK_THROWS_WITH(simulate(bad, {{.arrival = 0, .prompt_tokens = 8, .output_tokens = 1}}),
+                    "simulate: the layer groups hold 4 layers; model.layers = 5 must be their sum");
+  bad = c;
+  bad.layer_groups = {{{kv::attention_kind::sliding_window, 16}, 4}};
+  bad.model.layers = 4;
+  CHECK_THROWS_WITH(simulate(bad, {{.arrival = 0, .prompt_tokens = 8, .output_tokens = 1}}),
+                    "simulate: the layer groups have no full-attention group; the saving is measured against its blocks");
+}

@@ -53,7 +53,8 @@ void require_plain_loop_tokens(const served& s) {
     std::vector<token_id> standalone;
     std::vector<token_id>& c = d.row.conversation != 0 ? conversations[d.row.conversation] : standalone;
     c.insert(c.end(), d.prompt.begin(), d.prompt.end());
-    const std::vector<token_id> expected = plain_generate(model, c, d.row.output_tokens);
+    const std::vector<token_id> expected =
+        plain_generate(model, c, d.row.output_tokens, s.setup.groups.empty() ? nullptr : &s.setup.attention);
     INFO("request " << i + 1 << ", chat " << d.row.conversation << ", turn " << d.row.turn);
     REQUIRE(s.result.requests[i].output == expected);
     c.insert(c.end(), expected.begin(), expected.end());
@@ -118,6 +119,36 @@ TEST_CASE("Gaudi exponential buckets, idle capture while chats think: tokens equ
   CHECK(s.result.idle_captures > 0);
   CHECK(s.result.engine.eager_steps(eng::eager_reason::not_captured) > 0);  // before the first idle period
   require_plain_loop_tokens(s);
+}
+
+// A gpt-oss-style hybrid model (--layers full:1,sliding16:1): layer 0 full attention, layer 1
+// a window of 16 keys, both groups' blocks from one pool of 1-layer pages
+// (kv::hybrid_allocator), the sliding layer reading its own group's tables. The tokens equal
+// the plain loop's with the window applied to a contiguous cache, and differ from the
+// all-full model's (so the window is applied: the chats run past 16 tokens); the log states
+// the saving against all-full attention.
+TEST_CASE("--layers: a hybrid model serves, tokens equal the windowed plain loop, the saving printed") {
+  const std::vector<std::string_view> base = {"--chats", "4", "--turns", "3", "--input-tokens", "12", "--output-tokens",
+                                              "20", "--max-num-seqs", "4", "--max-num-batched-tokens", "256",
+                                              "--verify", "0"};
+  const served hybrid = serve_flags(with(base, {"--kv-blocks", "24", "--layers", "full:1,sliding16:1"}));
+  REQUIRE(hybrid.setup.groups.size() == 2);
+  CHECK(hybrid.setup.attention.window == std::vector<int>{0, 16});
+  CHECK(hybrid.setup.attention.group == std::vector<int>{0, 1});
+  CHECK(hybrid.setup.block_bytes * 2 == rungs::kv::bytes_per_block(tiny_model.kv(), tiny_model.block_size));  // 1-layer pages
+  CHECK(hybrid.result.scheduler.prefix_hit_tokens > 0);  // later turns hit their history in both groups
+  CHECK(hybrid.result.engine.replays > 0);
+  require_plain_loop_tokens(hybrid);
+  INFO(hybrid.log);
+  CHECK(hybrid.log.find("Hybrid KV (--layers full:1 sliding16:1): peak ") != std::string::npos);
+  CHECK(hybrid.log.find("% less over the run\n") != std::string::npos);
+  // The same chats with both layers full attention give other tokens.
+  const served full = serve_flags(with(base, {"--kv-blocks", "12"}));
+  require_plain_loop_tokens(full);
+  bool differs = false;
+  for (std::size_t i = 0; i < full.result.requests.size(); ++i)
+    differs = differs || full.result.requests[i].output != hybrid.result.requests[i].output;
+  CHECK(differs);
 }
 
 TEST_CASE("the virtual clock: serving time is the modeled cost of the steps and captures") {
@@ -305,5 +336,9 @@ TEST_CASE("bad flags are one error naming the flag") {
   } catch (const usage_error& e) {
     mentions(e.what(), "--clock virtual");
   }
+  mentions(error_of({"--layers", "gpt-oss-20b"}), "--layers: the pattern has 24 layers; the host model has 2");
+  mentions(error_of({"--layers", "full:1,chunked32:1"}), "not chunked local attention");
+  mentions(error_of({"--layers", "sliding16:2"}), "--layers: the pattern has no full-attention layer");
+  CHECK(error_of({"--layers", "2"}).empty());  // a count: every layer full, as without --layers
   CHECK(error_of({"--chats", "2", "--turns=2"}).empty());
 }

@@ -95,7 +95,8 @@ struct row {
 };
 
 // The report, one row per metric, one column per run: the table and the JSON share it.
-std::vector<row> report(const std::vector<planning::simulation_result>& runs, std::size_t first) {
+// A hybrid model's runs add the KV it held against all-full attention.
+std::vector<row> report(const std::vector<planning::simulation_result>& runs, std::size_t first, bool hybrid = false) {
   std::vector<row> rows;
   auto add = [&](std::string name, std::string key, auto f) {
     row r{std::move(name), std::move(key), {}};
@@ -148,6 +149,11 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
       [](R s) { return fixed(s.seconds_waiting_for_blocks, 2); });
   add("peak KV usage (%)", "peak_kv_percent", [](R s) { return fixed(100.0 * s.peak_kv_usage, 1); });
   add("prefix-cache hit tokens", "prefix_hit_tokens", [](R s) { return std::to_string(s.scheduler.prefix_hit_tokens); });
+  if (hybrid) {
+    add("peak KV held (MiB)", "peak_kv_mib", [](R s) { return mib(s.peak_kv_bytes); });
+    add("peak KV if every layer were full (MiB)", "peak_all_full_kv_mib", [](R s) { return mib(s.peak_all_full_kv_bytes); });
+    add("KV saved vs all-full (%)", "kv_saved_percent", [](R s) { return fixed(100.0 * s.kv_saved, 1); });
+  }
   return rows;
 }
 
@@ -437,6 +443,8 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (a.sim.timing == "all") timings = {"startup", "delayed", "lazy", "idle"};
   else timings = {a.sim.timing};
   if (a.replicas && !a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --replicas");
+  if (!a.sim.config.layer_groups.empty() && (a.replicas || a.dp))
+    throw usage_error("--layers with a pattern measures one replica's KV: leave out --replicas and --dp");
   if (a.dp) {
     if (a.replicas) throw usage_error("--dp N ranks share the trace as replicas do: give --dp or --replicas, not both");
     if (!a.plot.empty()) throw usage_error("--plot draws one replica's steps: leave out --dp");
@@ -465,7 +473,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
       runs.push_back(planning::simulate(c, trace));
     }
   }
-  const std::vector<row> rows = report(runs, a.first);
+  const std::vector<row> rows = report(runs, a.first, !a.sim.config.layer_groups.empty());
   std::string description = describe(a.sim, trace.size(), runs.front().num_blocks);
   if (a.replicas)
     description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));

@@ -21,6 +21,7 @@
 
 #include "command.hpp"
 #include "ladder_args.hpp"
+#include "layer_pattern.hpp"
 
 namespace rungs::plan {
 
@@ -129,7 +130,11 @@ inline void add_simulation_options(CLI::App& app, simulation_args& a, bool graph
           throw usage_error(std::string(f) + " = " + std::to_string(b) + " is not one of 8, 16, 32, 64, 128");
         return static_cast<std::int32_t>(b);
       }, "tokens per KV block: 8, 16, 32, 64 or 128")->group("KV cache");
-  cli::option(app, "--layers N", c.model.layers, cli::positive, "the model's layers")->group("KV cache");
+  cli::option(app, "--layers N|PATTERN|PRESET", c.model.layers, [&c](std::string_view f, std::string_view v) {
+        cli::layer_pattern p = cli::parse_layers(f, v);  // rungs-plan kv's spelling and presets
+        c.layer_groups = std::move(p.groups);
+        return p.layers;
+      }, "the model's layers: " + std::string(cli::layers_forms) + "; a pattern runs the hybrid allocator")->group("KV cache");
   cli::option(app, "--kv-heads N", c.model.kv_heads, cli::positive, "KV heads per layer")->group("KV cache");
   cli::option(app, "--head-dim N", c.model.head_dim, cli::positive, "elements per head")->group("KV cache");
   cli::option(app, "--dtype fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp32", c.model.bytes_per_element, [](std::string_view f, std::string_view v) {
@@ -348,6 +353,10 @@ inline std::string describe(const simulation_args& a, std::size_t requests, std:
      << (c.scheduler.reserve_max_model_len ? ", each request reserving max_model_len" : "")
      << (c.scheduler.admit_whole_prompt ? "" : ", admission on the first chunk")
      << (c.prefix_caching ? ", prefix caching" : "");
+  if (!c.layer_groups.empty()) {  // a hybrid model: its groups, as --layers spells them
+    os << "; layers";
+    for (const kv::layer_group& g : c.layer_groups) os << " " << cli::describe(g);
+  }
   return os.str();
 }
 

@@ -11,10 +11,12 @@
 //   capture order  largest_first, max_bs, min_tokens, ladder_order, by_phase<>  any_order (a value)
 //   capture timing startup, delayed, lazy, idle                           any_timing (a value)
 //   allocator      allocator_kind: prefix_caching (prefix_caching_allocator<>),  a type: one engine
-//                  free_list (free_list_allocator)                       instantiation each
+//                  free_list (free_list_allocator); with attention groups    instantiation each
+//                  (a hybrid model) hybrid_allocator<> or
+//                  hybrid_allocator<no_prefix_cache, free_stack>
 //
-// So any_engine<Backend> instantiates the engine twice per backend (once per allocator: the
-// allocator's operations run per token, and the scheduler is a template over it); buckets,
+// So any_engine<Backend> instantiates the engine four times per backend (once per allocator:
+// the allocator's operations run per token, and the scheduler is a template over it); buckets,
 // order and timing are values of one type each, consulted once per step or capture.
 //
 // Each fact is configured once: the KV pool, block size and max_model_len in `kv`, the
@@ -27,6 +29,8 @@
 #include <rungs/engine/capture_timing.hpp>
 #include <rungs/engine/engine.hpp>
 #include <rungs/engine/graph_budget.hpp>
+#include <rungs/kv/free_stack.hpp>
+#include <rungs/kv/hybrid_allocator.hpp>
 #include <rungs/kv/metrics.hpp>
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/ladder/gaudi_config.hpp>
@@ -43,6 +47,7 @@
 #include <type_traits>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace rungs::engine {
 
@@ -76,6 +81,10 @@ struct engine_config {
   graph_budget budget{};    ///< graph memory (unlimited by default)
   allocator_kind allocator = allocator_kind::prefix_caching;  ///< which KV block allocator
   kv::allocator_config kv{};               ///< the KV pool: blocks, block size, max_model_len, watermark
+  /// A hybrid model's attention groups (kv::hybrid_allocator over `kv`'s pool, with or without
+  /// its prefix cache as `allocator` says; a block holds block_size tokens of one group's
+  /// layers; group 0's table is the staged one); empty: one group, `kv.sliding_window`'s.
+  std::vector<kv::attention_group> groups{};
   serving::scheduler_options scheduler{};  ///< admission and step budgets
   /// How a scheduler step reaches the runner; none: by_phase over Gaudi's grids, single
   /// otherwise (then routing by_phase over a 1-D ladder runs prefill steps eagerly, as vLLM
@@ -188,18 +197,38 @@ class any_engine {
 
  private:
   // Built in place (engines are not moved): make() returns the variant as a prvalue.
-  using variant = std::variant<engine_type<kv::prefix_caching_allocator<>>, engine_type<kv::free_list_allocator>>;
+  using variant = std::variant<engine_type<kv::prefix_caching_allocator<>>, engine_type<kv::free_list_allocator>,
+                               engine_type<kv::hybrid_allocator<>>,
+                               engine_type<kv::hybrid_allocator<kv::no_prefix_cache, kv::free_stack>>>;
 
   template <class MakeBackend>
   static variant make(const engine_config& c, MakeBackend&& make_backend, std::ostream* log) {
     c.scheduler.validate();
-    if (c.allocator == allocator_kind::prefix_caching) return make_as<kv::prefix_caching_allocator<>>(c, make_backend, log);
+    const bool cached = c.allocator == allocator_kind::prefix_caching;
+    if (!c.groups.empty()) {
+      if (c.kv.sliding_window != 0)
+        throw std::invalid_argument("engine config: kv.sliding_window = " + std::to_string(c.kv.sliding_window) +
+                                    " applies to one group; with attention groups each group states its window");
+      if (cached) return make_as<kv::hybrid_allocator<>>(c, make_backend, log);
+      return make_as<kv::hybrid_allocator<kv::no_prefix_cache, kv::free_stack>>(c, make_backend, log);
+    }
+    if (cached) return make_as<kv::prefix_caching_allocator<>>(c, make_backend, log);
     return make_as<kv::free_list_allocator>(c, make_backend, log);
+  }
+
+  template <class Allocator>
+  static Allocator allocator_of(const engine_config& c) {
+    if constexpr (std::is_constructible_v<Allocator, kv::hybrid_config>)
+      return Allocator(kv::hybrid_config{.num_blocks = c.kv.num_blocks, .block_size = c.kv.block_size,
+                                         .max_sequences = c.kv.max_sequences, .max_model_len = c.kv.max_model_len,
+                                         .watermark_blocks = c.kv.watermark_blocks, .groups = c.groups});
+    else
+      return Allocator(c.kv);
   }
 
   template <class Allocator, class MakeBackend>
   static variant make_as(const engine_config& c, MakeBackend&& make_backend, std::ostream* log) {
-    Allocator blocks(c.kv);  // validates the pool before the buckets derive from it
+    Allocator blocks = allocator_of<Allocator>(c);  // validates the pool before the buckets derive from it
     any_buckets space = make_buckets(c.buckets, serving_config_of(c), log);
     const bool gaudi = space.gaudi();
     const step_routing routing = c.routing.value_or(gaudi ? step_routing::by_phase : step_routing::single);

@@ -9,6 +9,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include <rungs/engine/batch.hpp>
@@ -33,6 +34,22 @@ struct backend_setup {
   std::int64_t tokens = 0;    //   token rows
   std::int64_t width = 0;     //   block-table entries per sequence
   std::int64_t row_width = 0; // output values per sequence row
+};
+
+/// A runner step's block tables of every attention group, when the allocator has several
+/// (kv::hybrid_allocator: full, sliding-window and chunked layers each read their group's
+/// table). The staged batch carries group 0's; a backend whose layers read the others takes
+/// them through an optional `stage_groups(const group_tables&)`, which the engine calls before
+/// each runner step that has sequences. table(g, k) is group g's table of the step's row k (the
+/// staged batch's row order), kv::null_block where blocks left the group's window. The spans
+/// point into the allocator and hold until its next call.
+struct group_tables {
+  std::int32_t groups = 0;
+  std::int64_t rows = 0;
+  std::span<const std::span<const std::int32_t>> tables;  ///< [groups][rows]
+  std::span<const std::int32_t> table(std::int32_t g, std::int64_t k) const {
+    return tables[static_cast<std::size_t>(g * rows + k)];
+  }
 };
 
 template <class B>

@@ -284,6 +284,7 @@ class engine {
                               .captured = d->captured, .tokens_run = d->tokens_run});
       return;
     }
+    if constexpr (stages_groups) stage_groups(plan);
     auto r = runner_.step(seqs_, ph);
     picked_.resize(seqs_.size());
     hook.sample(plan, std::span<const std::size_t>(index_), r.rows, std::span<serving::token_id>(picked_));
@@ -291,6 +292,23 @@ class engine {
     step_.runs.push_back({.ph = ph, .seqs = static_cast<std::int64_t>(seqs_.size()), .decodes = decodes, .tokens = tokens,
                           .bucket = r.bucket, .run = r.run, .reason = r.reason, .captured = r.captured,
                           .tokens_run = r.tokens_run});
+  }
+
+  // A multi-group allocator (kv::hybrid_allocator) and a backend that reads every group's
+  // tables (backend.hpp, group_tables): each runner step hands it the tables of its rows.
+  static constexpr bool stages_groups = requires(const Allocator& a, Backend& b, const group_tables& t) {
+    { a.num_groups() } -> std::convertible_to<std::int32_t>;
+    a.block_table(kv::sequence_id{}, std::int32_t{});
+    b.stage_groups(t);
+  };
+  void stage_groups(const serving::scheduled_step& plan) {
+    const Allocator& blocks = scheduler_.blocks();
+    const std::int32_t groups = blocks.num_groups();
+    group_spans_.clear();
+    for (std::int32_t g = 0; g < groups; ++g)
+      for (const std::size_t i : index_) group_spans_.push_back(blocks.block_table(plan.entries[i].seq, g).value());
+    runner_.backend().stage_groups(
+        group_tables{.groups = groups, .rows = static_cast<std::int64_t>(index_.size()), .tables = group_spans_});
   }
 
   step_routing routing_;
@@ -304,6 +322,7 @@ class engine {
   std::vector<std::size_t> index_, picked_entries_;
   std::vector<kv::sequence_id> keys_;
   std::vector<serving::token_id> tokens_, picked_, sampled_;
+  std::vector<std::span<const kv::block_id>> group_spans_;  // stage_groups' [group][row]
   int failed_in_a_row_ = 0;
   std::optional<step_fault> stopped_{};  // set by a fatal device fault: the engine runs no more
 };

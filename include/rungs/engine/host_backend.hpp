@@ -35,6 +35,10 @@ struct host_step {
   std::span<float> out;             // [batch.seqs][row_width]
   std::int64_t row_width = 0;
   std::span<std::byte> workspace;   // sized once for the largest bucket
+  /// Every attention group's block tables of the staged rows, when the engine's allocator has
+  /// several (stage_groups; backend.hpp, group_tables); empty otherwise, and in a capture's
+  /// warm-up on padding.
+  group_tables groups{};
 };
 
 using host_forward = std::function<void(const host_step&)>;
@@ -78,7 +82,7 @@ class host_backend {
     try {
       if (opts_.simulate && opts_.simulate->fail)
         if (auto why = opts_.simulate->fail(slot, b)) throw std::runtime_error(*why);
-      run(dummy, device_copies_[static_cast<std::size_t>(b.ph)]);  // warm-up on padding: must leave every cache untouched
+      run(dummy, device_copies_[static_cast<std::size_t>(b.ph)], {});  // warm-up on padding: must leave every cache untouched
       prepared_.at(slot) = dummy.shape();
       slot_phase_.at(slot) = b.ph;
       rep.ok = true;
@@ -103,16 +107,20 @@ class host_backend {
     // A graph replays the shape it was captured at and nothing else.
     if (prepared_.at(slot) != staged.shape())
       throw std::logic_error("host_backend: slot " + std::to_string(slot) + " replayed with a shape it was not prepared for");
-    run(staged, device_copies_[static_cast<std::size_t>(slot_phase_[slot])]);
+    run(staged, device_copies_[static_cast<std::size_t>(slot_phase_[slot])], std::exchange(groups_, {}));
     ++replays_;
   }
 
   void eager(const padded_batch& staged) {
-    run(staged, eager_copy_);
+    run(staged, eager_copy_, std::exchange(groups_, {}));
     ++eager_runs_;
   }
 
   void release(std::size_t slot) { prepared_.at(slot).reset(); }
+
+  /// The next run's group tables (the engine calls it before a runner step when its allocator
+  /// has several groups): the forward finds them in host_step::groups.
+  void stage_groups(const group_tables& t) { groups_ = t; }
 
   std::span<const float> rows(std::int64_t n) const {
     return {out_.data(), static_cast<std::size_t>(n * setup_.row_width)};
@@ -134,14 +142,14 @@ class host_backend {
     return opts_.workspace_bytes ? opts_.workspace_bytes(seqs, tokens) : 0;
   }
 
-  void run(const padded_batch& staged, upload_tracker& device) {
+  void run(const padded_batch& staged, upload_tracker& device, const group_tables& groups) {
     uploaded_bytes_ = upload_tracker::bytes(device.plan(staged));
     auto need_out = static_cast<std::size_t>(staged.seqs() * setup_.row_width);
     if (out_.size() < need_out) out_.resize(need_out);  // only above the top bucket
     auto need_ws = static_cast<std::size_t>(workspace_for(staged.seqs(), staged.tokens()));
     if (workspace_.size() < need_ws) workspace_.resize(need_ws);
     forward_(host_step{staged.view(), std::span<float>(out_.data(), need_out), setup_.row_width,
-                       std::span<std::byte>(workspace_.data(), workspace_.size())});
+                       std::span<std::byte>(workspace_.data(), workspace_.size()), groups});
   }
 
   static void spin_until(std::chrono::steady_clock::time_point t) {
@@ -161,6 +169,7 @@ class host_backend {
   std::array<upload_tracker, 2> device_copies_;
   upload_tracker eager_copy_;
   std::vector<phase> slot_phase_;
+  group_tables groups_{};
 };
 
 static_assert(engine_backend<host_backend>);

@@ -21,11 +21,19 @@
 //                query cannot see (sliding: keys below p - W + 1; chunked: keys before the
 //                chunk of p), and those count toward the step's new blocks.
 //   free         every group's blocks, each group tail first; cached blocks stay hits.
+//   fork         a child sharing every group's blocks; an append that writes into a shared
+//                block (the partial tail, lookahead slots) copies it first, in its group
+//                (copy-on-write, listed by copies()), as paged_allocator does.
+//
+// It is a rungs::kv::block_allocator, so an engine (and its scheduler) runs on it: the
+// engine's staged batch carries one block table per sequence, group 0's (block_table(seq),
+// block_tables(), slot_mapping(ranges, out)); every group's tables are read with a group
+// argument (block_table(seq, g), block_tables(g), slot_mapping(g, ranges, out)).
 //
 // The order per step is paged_allocator's: append (plan) -> run -> commit -> free. Blocks are
 // registered in each group's prefix index as they fill and stay hits after a free only once
-// their step is committed. Not here: fork and copy-on-write, groups with different block
-// sizes, Mamba groups. Per-step calls allocate nothing and never throw.
+// their step is committed. Not here: groups with different block sizes, Mamba groups.
+// Per-step calls allocate nothing and never throw.
 #pragma once
 
 #include <algorithm>
@@ -48,6 +56,19 @@
 #include <rungs/kv/types.hpp>
 
 namespace rungs::kv {
+
+/// The most blocks a sequence of `num_tokens` tokens holds at once over attention groups
+/// `groups` (hybrid_allocator::blocks_held), each append bringing at most `step_tokens`.
+inline std::int64_t blocks_held(std::span<const attention_group> groups, std::int32_t block_size,
+                                std::int64_t num_tokens, std::int64_t step_tokens) {
+  const std::int64_t all = (std::max<std::int64_t>(num_tokens, 0) + block_size - 1) / block_size;
+  std::int64_t sum = 0;
+  for (const attention_group& a : groups) {
+    const std::int64_t span = std::max<std::int64_t>(step_tokens, 0) + a.span - 1;
+    sum += a.kind == attention_kind::full ? all : std::min(all, (span + block_size - 1) / block_size + 1);
+  }
+  return sum;
+}
 
 struct hybrid_config {
   std::int32_t num_blocks = 0;
@@ -72,8 +93,10 @@ class hybrid_allocator {
         pool_(config_.num_blocks),
         owner_(static_cast<std::size_t>(config_.num_blocks), -1),
         seqs_(static_cast<std::size_t>(config_.max_sequences)),
-        first_(static_cast<std::size_t>(config_.max_sequences) * config_.groups.size(), 0) {
+        first_(static_cast<std::size_t>(config_.max_sequences) * config_.groups.size(), 0),
+        live_(config_.groups.size(), 0) {
     order_.reserve(config_.groups.size());
+    copies_.reserve(static_cast<std::size_t>(config_.num_blocks));
     for (std::int32_t pass : {0, 1})  // full-attention groups first: their lookup bounds the rest
       for (std::int32_t g = 0; g < groups_; ++g)
         if ((config_.groups[g].kind == attention_kind::full) == (pass == 0)) order_.push_back(g);
@@ -87,8 +110,31 @@ class hybrid_allocator {
   std::int32_t block_size() const { return config_.block_size; }
   std::int32_t num_blocks() const { return config_.num_blocks; }
   std::int32_t num_groups() const { return groups_; }
+  std::int32_t max_model_len() const { return config_.max_model_len; }
+  std::int32_t max_sequences() const { return config_.max_sequences; }
   const hybrid_config& config() const { return config_; }
   const pool_type& pool() const { return pool_; }
+
+  /// Whether a sequence of `num_tokens` tokens fits now in one append, every group taking
+  /// all its blocks (no prefix hits, no window releases counted: conservative), keeping the
+  /// watermark free. create() makes the exact check.
+  bool can_admit(std::int32_t num_tokens) const {
+    if (num_tokens < 0 || num_tokens > config_.max_model_len || free_rows_.empty()) return false;
+    return std::int64_t{blocks(num_tokens)} * groups_ + config_.watermark_blocks <= pool_.num_unused();
+  }
+
+  /// The most blocks a sequence of `num_tokens` tokens holds at once, over all groups, when
+  /// every append brings at most `step_tokens` tokens (prompt chunks, lookahead included): a
+  /// full group all of its blocks, a windowed group of span S at most
+  /// ceil((step_tokens + S - 1) / block_size) + 1 (the blocks an append's first query can
+  /// still see, released only at the next append, and the step's new ones). The scheduler
+  /// refuses a request above the pool with it.
+  std::int64_t blocks_held(std::int32_t num_tokens, std::int32_t step_tokens) const {
+    return kv::blocks_held(config_.groups, config_.block_size, std::clamp(num_tokens, 0, config_.max_model_len), step_tokens);
+  }
+
+  /// Blocks of group g in some sequence's table now (each shared block once).
+  std::int32_t live_blocks(std::int32_t g) const { return live_[static_cast<std::size_t>(g)]; }
 
   /// The prefix create(prompt, params) would reuse now, in tokens; changes nothing.
   std::int32_t cached_prefix_tokens(std::span<const token_id> prompt, const sequence_params& params = {}) const {
@@ -130,6 +176,7 @@ class hybrid_allocator {
       const std::int32_t first = window_start(g, s.num_tokens);
       std::fill_n(row.begin(), first, null_block);
       for (std::int32_t k = first; k < hits; ++k) {
+        live_[g] += pool_.ref_count(row[k]) == 0;
         [[maybe_unused]] const errc e = pool_.share(row[k], params.priority);
         RUNGS_KV_ASSERT(e == errc::ok, "a prefix hit is a live or evictable cached block");
       }
@@ -157,24 +204,78 @@ class hybrid_allocator {
         std::max(0, blocks(static_cast<std::int32_t>(end)) - s->num_blocks);
     // Blocks that leave a window come back (when this sequence is their only user) before the
     // new ones are taken, so they pay for them; they go only once the append cannot fail.
-    std::int64_t returned = 0;
+    std::int64_t returned = 0, shared = 0;
+    // Copy-on-write: only fork shares a block at or past a sequence's write position (prefix
+    // hits are full blocks before it), so only a forked sequence looks for shared blocks in
+    // [the block of its first new token, the end of its table) when the append writes.
+    const std::int32_t first_written = s->num_tokens / config_.block_size;
+    const std::int32_t last_written =
+        s->tail_may_be_shared && end > s->num_tokens ? std::min(blocks(static_cast<std::int32_t>(end)), s->num_blocks) : 0;
     for (std::int32_t g = 0; g < groups_; ++g) {
       const std::span<const block_id> row = tables_[g].row(id.slot);
       const std::int32_t leaving = std::max(first_block(id.slot, g), window_start(g, s->num_tokens));
       for (std::int32_t k = first_block(id.slot, g); k < leaving; ++k) returned += pool_.ref_count(row[k]) == 1;
+      for (std::int32_t k = first_written; k < last_written; ++k) shared += pool_.ref_count(row[k]) > 1;
     }
-    if (RUNGS_UNLIKELY(std::int64_t{grow} * groups_ > pool_.num_unused() + returned)) return errc::out_of_blocks;
+    if (RUNGS_UNLIKELY(std::int64_t{grow} * groups_ + shared > pool_.num_unused() + returned)) return errc::out_of_blocks;
+    if (RUNGS_UNLIKELY(copies_.size() + static_cast<std::size_t>(shared) > copies_.capacity()))
+      return errc::buffer_too_small;  // the engine never called clear_copies()
     // Every group releases before any takes: one group's new blocks may be another's returns.
+    // The released blocks lie before the block of p, so they are never among the copied ones.
     for (std::int32_t g = 0; g < groups_; ++g)
       release_out_of_window(*s, id.slot, g, std::max(first_block(id.slot, g), window_start(g, s->num_tokens)));
     for (std::int32_t g = 0; g < groups_; ++g) {
       const std::span<block_id> row = tables_[g].row(id.slot);
+      for (std::int32_t k = first_written; shared > 0 && k < last_written; ++k) {
+        if (pool_.ref_count(row[k]) <= 1) continue;
+        const block_id dst = take_block(g, s->priority);
+        copies_.push_back(block_copy{row[k], dst});
+        release(row[k]);
+        row[k] = dst;
+        ++cow_copies_;
+        --shared;
+      }
       for (std::int32_t k = s->num_blocks; k < s->num_blocks + grow; ++k) row[k] = take_block(g, s->priority);
       if constexpr (Cache::enabled) caches_[g].append(id.slot, s->num_tokens, tokens, row.data(), pool_);
     }
+    // Every block from the write position to the end of the table is private now.
+    if (last_written == s->num_blocks) s->tail_may_be_shared = false;
     s->num_blocks += grow;
     s->num_tokens += static_cast<std::int32_t>(tokens.size());
     return errc::ok;
+  }
+
+  /// A child sharing every block of every group (parallel sampling, beam search): fails with
+  /// unknown_sequence, sequence_finished or too_many_sequences, changing nothing.
+  result<sequence_id> fork(sequence_id parent) {
+    sequence_state* p = find(parent);
+    if (RUNGS_UNLIKELY(p == nullptr)) return errc::unknown_sequence;
+    if (RUNGS_UNLIKELY(p->finished)) return errc::sequence_finished;
+    if (RUNGS_UNLIKELY(free_rows_.empty())) return errc::too_many_sequences;
+    const std::uint32_t r = free_rows_.back();
+    free_rows_.pop_back();
+    for (std::int32_t g = 0; g < groups_; ++g) {
+      const std::span<const block_id> from = tables_[g].row(parent.slot);
+      const std::span<block_id> to = tables_[g].row(r);
+      for (std::int32_t k = first_block(parent.slot, g); k < p->num_blocks; ++k) {
+        to[k] = from[k];
+        [[maybe_unused]] const errc e = pool_.share(from[k], p->priority);
+        RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+      }
+      first_block(r, g) = first_block(parent.slot, g);
+    }
+    sequence_state& c = seqs_[r];
+    ++c.generation;
+    c.active = true;
+    c.finished = false;
+    c.priority = p->priority;
+    c.num_tokens = p->num_tokens;
+    c.num_blocks = p->num_blocks;
+    c.committed_blocks = p->committed_blocks;
+    c.tail_may_be_shared = p->tail_may_be_shared = true;
+    if constexpr (Cache::enabled)
+      for (Cache& cache : caches_) cache.fork(parent.slot, r, p->num_tokens);
+    return sequence_id{r, c.generation};
   }
 
   /// The step computing positions [0, num_tokens) ran (see paged_allocator::commit).
@@ -216,6 +317,7 @@ class hybrid_allocator {
       first_block(id.slot, g) = 0;
     }
     s->active = false;
+    s->tail_may_be_shared = false;
     s->num_blocks = s->num_tokens = s->committed_blocks = 0;
     free_rows_.push_back(id.slot);
     return errc::ok;
@@ -231,6 +333,20 @@ class hybrid_allocator {
     return tables_[g].row(id.slot).first(static_cast<std::size_t>(s->num_blocks));
   }
   block_table_view block_tables(std::int32_t g) const { return tables_[g].view(); }
+
+  /// Group 0's table of the sequence: the one an engine stages (see the file comment).
+  result<std::span<const block_id>> block_table(sequence_id id) const { return block_table(id, 0); }
+  /// Group 0's whole table (block_tables(0)).
+  block_table_view block_tables() const { return block_tables(0); }
+  /// Group 0's slot mapping (slot_mapping(0, ranges, out)).
+  result<std::int32_t> slot_mapping(std::span<const slot_range> ranges, std::span<slot_id> out) const {
+    return slot_mapping(0, ranges, out);
+  }
+
+  /// Copy-on-write pairs since the last clear_copies(), in the order they were made (a pair's
+  /// blocks belong to one group: copy that group's layers).
+  std::span<const block_copy> copies() const { return copies_; }
+  void clear_copies() { copies_.clear(); }
 
   /// Group g's slot mapping for `ranges` (paged_allocator::slot_mapping), -1 padded.
   result<std::int32_t> slot_mapping(std::int32_t g, std::span<const slot_range> ranges, std::span<slot_id> out) const {
@@ -250,8 +366,10 @@ class hybrid_allocator {
   bool contains(sequence_id id) const { return find(id) != nullptr; }
 
   kv_metrics metrics() const {
-    return pool_metrics(pool_, config_.max_sequences - static_cast<std::int32_t>(free_rows_.size()),
-                        prefix_query_tokens_, prefix_hit_tokens_);
+    kv_metrics m = pool_metrics(pool_, config_.max_sequences - static_cast<std::int32_t>(free_rows_.size()),
+                                prefix_query_tokens_, prefix_hit_tokens_);
+    m.cow_copies = cow_copies_;
+    return m;
   }
 
   /// Empty when consistent; otherwise the first broken invariant: the pool's own, ref counts
@@ -279,6 +397,13 @@ class hybrid_allocator {
           ++users[b];
         }
       }
+    std::vector<std::int32_t> live(live_.size(), 0);
+    for (block_id b = 0; b < config_.num_blocks; ++b)
+      if (users[b] > 0) ++live[static_cast<std::size_t>(owner_[b])];
+    for (std::int32_t g = 0; g < groups_; ++g)
+      if (live[g] != live_[g])
+        return "group " + std::to_string(g) + ": live_blocks " + std::to_string(live_[g]) + " but " +
+               std::to_string(live[g]) + " blocks in its tables";
     std::int32_t cached = 0, indexed = 0;
     for (block_id b = 0; b < config_.num_blocks; ++b) {
       if (users[b] != pool_.ref_count(b))
@@ -309,6 +434,7 @@ class hybrid_allocator {
     std::uint8_t priority = 0;
     bool active = false;
     bool finished = false;
+    bool tail_may_be_shared = false;    ///< set by fork; cleared once append made the tail private
   };
 
   static hybrid_config validated(hybrid_config c) {
@@ -414,6 +540,7 @@ class hybrid_allocator {
   void release(block_id b) {
     [[maybe_unused]] const errc e = pool_.release(b);
     RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
+    live_[owner_[b]] -= pool_.ref_count(b) == 0;
   }
 
   /// Group g's blocks [first, leaving), tail first; pending ones leave the index first.
@@ -443,6 +570,7 @@ class hybrid_allocator {
     });
     RUNGS_KV_ASSERT(b.has_value(), "an allocation checked against num_unused() succeeds");
     owner_[*b] = g;
+    ++live_[g];
     return *b;
   }
 
@@ -457,6 +585,9 @@ class hybrid_allocator {
   std::vector<sequence_state> seqs_;
   std::vector<std::int32_t> first_;  // [row][group]: blocks before it left the group's window
   std::vector<std::uint32_t> free_rows_;
+  std::vector<std::int32_t> live_;  // per group: blocks in some table (live_blocks)
+  std::vector<block_copy> copies_;
+  std::uint64_t cow_copies_ = 0;
   std::uint64_t prefix_query_tokens_ = 0;
   std::uint64_t prefix_hit_tokens_ = 0;
 };

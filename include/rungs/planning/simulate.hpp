@@ -54,6 +54,11 @@ struct simulation_config {
   /// KV geometry of one device. Default: the blog's Mistral-7B (32 layers, 8 KV heads of
   /// 128, fp16: 128 KiB per token).
   kv::kv_shape model{.layers = 32, .kv_heads = 8, .head_dim = 128, .bytes_per_element = 2};
+  /// A hybrid model's layers by attention kind (their sum is model.layers), served by
+  /// kv::hybrid_allocator: one pool whose block holds block_size tokens of one group's layers,
+  /// sized for the largest group (every page the same size, as vLLM's). Empty: every layer
+  /// full attention.
+  std::vector<kv::layer_group> layer_groups{};
   std::int32_t block_size = 16;            ///< tokens per KV block: one of the kernels' 8, 16, 32, 64, 128
   std::int64_t kv_bytes = std::int64_t{7} << 30;
   double watermark = 0.01;                 ///< share of blocks admission keeps free (vLLM v0's 1%)
@@ -141,6 +146,12 @@ struct simulation_result : serving::serve_result {
   double ttft_first_mean = 0;       ///< mean over the first `first_requests`
   /// Tokens per step of the steps that ran, as the ladder saw them (for fitting).
   std::vector<std::int64_t> step_tokens;
+  /// Hybrid models (simulation_config::layer_groups): the KV bytes the pool's live blocks
+  /// held, and what the same sequences would hold with every layer full attention (the
+  /// full-attention group's live blocks x all layers), at their peaks over the steps and
+  /// summed over the steps (kv_saved = 1 - hybrid sum / all-full sum). Zero otherwise.
+  std::int64_t peak_kv_bytes = 0, peak_all_full_kv_bytes = 0;
+  double kv_saved = 0;
 };
 
 /// A step's seconds under a cost model, without its captures (the clock adds them): each
@@ -242,6 +253,9 @@ class simulator {
     r.timing = std::string(cfg_.timing.name());
     r.num_blocks = engine_.num_blocks();
     r.step_tokens = std::move(tokens_.tokens);
+    r.peak_kv_bytes = peak_kv_bytes_;
+    r.peak_all_full_kv_bytes = peak_all_full_kv_bytes_;
+    r.kv_saved = all_full_bytes_sum_ > 0 ? 1.0 - kv_bytes_sum_ / all_full_bytes_sum_ : 0.0;
     summarize_latencies(r);
     return r;
   }
@@ -255,7 +269,7 @@ class simulator {
     const bool by_phase = c.gaudi || !c.scheduler.chunked_prefill;
     return {.buckets = buckets(c), .order = c.order, .timing = c.timing, .budget = budget(c),
             .allocator = c.prefix_caching ? engine::allocator_kind::prefix_caching : engine::allocator_kind::free_list,
-            .kv = allocator_config(c), .scheduler = c.scheduler,
+            .kv = allocator_config(c), .groups = attention_groups(c), .scheduler = c.scheduler,
             .routing = by_phase ? engine::step_routing::by_phase : engine::step_routing::single};
   }
 
@@ -284,7 +298,7 @@ class simulator {
       throw std::invalid_argument("simulate: block_size = " + std::to_string(c.block_size) +
                                   " is not supported by the paged-attention kernels; supported: " +
                                   attention::supported_block_sizes::list());
-    const std::int64_t block_bytes = kv::bytes_per_block(c.model, c.block_size);
+    const std::int64_t block_bytes = page_bytes(c);
     const std::int64_t n = kv::blocks_for_memory(c.kv_bytes, block_bytes);
     if (n < 1 || n > INT32_MAX - 64)
       throw std::invalid_argument("simulate: the KV memory holds " + std::to_string(n) + " blocks of " +
@@ -294,6 +308,55 @@ class simulator {
     return {.num_blocks = static_cast<std::int32_t>(n), .block_size = c.block_size,
             .max_sequences = c.scheduler.max_num_seqs, .max_model_len = c.max_model_len,
             .watermark_blocks = static_cast<std::int32_t>(std::floor(c.watermark * static_cast<double>(n)))};
+  }
+
+  // A hybrid model's groups, checked against the model: their layers sum to model.layers, and
+  // one is full attention (the all-full figure counts its blocks).
+  static std::vector<kv::attention_group> attention_groups(const simulation_config& c) {
+    std::vector<kv::attention_group> groups;
+    if (c.layer_groups.empty()) return groups;
+    std::int64_t layers = 0;
+    bool full = false;
+    for (const kv::layer_group& g : c.layer_groups) {
+      layers += g.layers;
+      full = full || g.attention.kind == kv::attention_kind::full;
+      groups.push_back(g.attention);
+    }
+    if (layers != c.model.layers)
+      throw std::invalid_argument("simulate: the layer groups hold " + std::to_string(layers) + " layers; model.layers = " +
+                                  std::to_string(c.model.layers) + " must be their sum");
+    if (!full)
+      throw std::invalid_argument("simulate: the layer groups have no full-attention group; the saving is measured "
+                                  "against its blocks");
+    if (groups.front().kind != kv::attention_kind::full)  // group 0 is the staged table: the full one
+      std::stable_partition(groups.begin(), groups.end(), [](const kv::attention_group& a) { return a.kind == kv::attention_kind::full; });
+    return groups;
+  }
+
+  // Bytes of one pool block: block_size tokens of every layer, or of the largest group's
+  // layers for a hybrid model (one page size for every group).
+  static std::int64_t page_bytes(const simulation_config& c) {
+    kv::kv_shape page = c.model;
+    if (!c.layer_groups.empty()) {
+      page.layers = 0;
+      for (const kv::layer_group& g : c.layer_groups) page.layers = std::max(page.layers, g.layers);
+    }
+    return kv::bytes_per_block(page, c.block_size);
+  }
+
+  // Per step, as the step ran: the pool's live blocks and the full-attention group's (read by
+  // the sampling hook, which runs after planning), into the hybrid figures.
+  void measure_hybrid(const step_record& r) {
+    if (cfg_.layer_groups.empty() || hook_.full_blocks < 0) return;
+    kv::kv_shape layer = cfg_.model;
+    layer.layers = 1;
+    const std::int64_t hybrid = std::int64_t{r.kv.live_blocks} * page_bytes(cfg_);
+    const std::int64_t full = std::int64_t{hook_.full_blocks} * cfg_.model.layers * kv::bytes_per_block(layer, cfg_.block_size);
+    hook_.full_blocks = -1;
+    peak_kv_bytes_ = std::max(peak_kv_bytes_, hybrid);
+    peak_all_full_kv_bytes_ = std::max(peak_all_full_kv_bytes_, full);
+    kv_bytes_sum_ += static_cast<double>(hybrid);
+    all_full_bytes_sum_ += static_cast<double>(full);
   }
 
   static engine::host_backend backend(const simulation_config& c) {
@@ -327,26 +390,39 @@ class simulator {
   }
 
   // The engine's sampling hook: a synthetic token per sequence (nothing was computed).
+  // With a hybrid model it also notes the full-attention group's live blocks as the step runs.
   struct synthetic_sampler {
+    const engine_type* engine = nullptr;
+    std::int32_t full_blocks = -1;  // the step's, until measure_hybrid takes it
     void sample(const serving::scheduled_step& plan, std::span<const std::size_t> entries, std::span<const float>,
-                std::span<kv::token_id> out) const {
+                std::span<kv::token_id> out) {
       for (std::size_t k = 0; k < entries.size(); ++k) {
         const serving::step_entry& e = plan.entries[entries[k]];
         out[k] = synthetic_token(e.request, 0, static_cast<std::uint64_t>(e.first + e.count));
       }
+      engine->visit([this](const auto& e) {
+        if constexpr (requires { e.blocks().live_blocks(0); }) full_blocks = e.blocks().live_blocks(0);  // group 0: full
+      });
     }
   };
-  // The driver's observer: the tokens of every step (what fit fits a ladder to).
+  // The driver's observer: the tokens of every step (what fit fits a ladder to), and the
+  // hybrid figures.
   struct step_tokens {
+    simulator* sim = nullptr;
     std::vector<std::int64_t> tokens;
-    void stepped(const step_record& r, std::size_t) { tokens.push_back(r.tokens); }
+    void stepped(const step_record& r, std::size_t) {
+      tokens.push_back(r.tokens);
+      sim->measure_hybrid(r);
+    }
   };
 
   const simulation_config& cfg_;
   engine_type engine_;
-  synthetic_sampler hook_;
-  step_tokens tokens_;
+  synthetic_sampler hook_{&engine_};
+  step_tokens tokens_{this, {}};
   driver_type driver_;
+  std::int64_t peak_kv_bytes_ = 0, peak_all_full_kv_bytes_ = 0;
+  double kv_bytes_sum_ = 0, all_full_bytes_sum_ = 0;
 };
 
 }  // namespace detail

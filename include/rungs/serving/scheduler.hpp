@@ -245,8 +245,7 @@ class scheduler {
                                   " tokens (prompt and history " + std::to_string(s.prompt_len) + " + output " +
                                   std::to_string(r.max_output_tokens) + "), more than max_model_len = " +
                                   std::to_string(blocks_.max_model_len()));
-    const std::int64_t need =
-        rungs::blocks_for(opts_.reserve_max_model_len ? blocks_.max_model_len() : longest, blocks_.block_size());
+    const std::int64_t need = blocks_needed(opts_.reserve_max_model_len ? blocks_.max_model_len() : longest);
     if (need + watermark() > blocks_.num_blocks())
       throw std::invalid_argument("scheduler: request " + std::to_string(r.id) + " needs " + std::to_string(need) +
                                   " KV blocks (+ watermark " + std::to_string(watermark()) + "), more than the pool's " +
@@ -410,6 +409,19 @@ class scheduler {
       return blocks_.config().watermark_blocks;
     else
       return 0;
+  }
+
+  // The most blocks a request of `tokens` tokens holds at once: all of them with one
+  // attention group; an allocator of several groups (kv::hybrid_allocator) says, given the
+  // most tokens one append brings (a prefill chunk, or the whole reservation).
+  std::int64_t blocks_needed(std::int64_t tokens) const {
+    if constexpr (requires(const Allocator& a) { { a.blocks_held(std::int32_t{}, std::int32_t{}) } -> std::convertible_to<std::int64_t>; }) {
+      const std::int64_t step = opts_.chunked_prefill && !opts_.reserve_max_model_len
+                                    ? std::min<std::int64_t>(tokens, opts_.max_num_batched_tokens) : tokens;
+      return blocks_.blocks_held(static_cast<std::int32_t>(tokens), static_cast<std::int32_t>(step));
+    } else {
+      return rungs::blocks_for(tokens, blocks_.block_size());
+    }
   }
 
   std::int32_t lookahead(const request_state& r, std::int32_t count) const {
