@@ -136,9 +136,10 @@ TEST_CASE("vllm replay: rungs admits what vLLM admits, with at least vLLM's pref
       {"w4096_b16", {1952, 1952, 40, 0, 0}}, {"w48_b16_nocache", {0, 0, 30, 0, 0}},
       {"full_b16", {2000, 2000, 41, 0, 1}}};
   // Where rungs does worse than vLLM (docs/kv-blocks.md explains each); empty is the goal.
-  // w64_b16_tight: vLLM's prefix index keeps every block computed under a digest (a digest
-  // computed twice maps to both blocks), rungs' keeps the first and leaves the second
-  // unregistered; once the first is evicted rungs misses the block vLLM still finds.
+  // w64_b16_tight: vLLM hits blocks 1..4, and its index held block 4 under two block ids at
+  // that moment: vLLM keeps every block computed under a digest, rungs keeps the first and
+  // leaves the second unregistered, so once the first is evicted rungs misses a block vLLM
+  // still finds (the likely cause; docs/kv-blocks.md, "A digest computed twice").
   const std::vector<std::string> known = {
       "w64_b16_tight step 25 request 33: vLLM admits with a 80-token hit, rungs refuses (hit 0, 6 blocks unused)"};
   std::vector<std::string> differences;
