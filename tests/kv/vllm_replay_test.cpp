@@ -126,7 +126,7 @@ totals replay(const workload& w) {
 
 TEST_CASE("vllm replay: rungs admits what vLLM admits, with at least vLLM's prefix hit, except where listed") {
   const std::vector<workload> all = read_workloads();
-  REQUIRE(all.size() == 7);
+  REQUIRE(all.size() == 8);
   // name -> {vLLM's hit tokens, rungs' hit tokens, admissions replayed, admissions rungs hit
   //          more on, admissions vLLM refused (replayed part)}: measured by this replay, stated
   //          in docs/kv-blocks.md ("Replayed against vLLM").
@@ -134,14 +134,18 @@ TEST_CASE("vllm replay: rungs admits what vLLM admits, with at least vLLM's pref
       {"w48_b16", {832, 832, 40, 0, 0}},   {"w64_b16_tight", {544, 544, 17, 0, 11}},
       {"w1_b16", {0, 624, 30, 18, 0}},     {"w13_b8", {424, 424, 40, 0, 0}},
       {"w4096_b16", {1952, 1952, 40, 0, 0}}, {"w48_b16_nocache", {0, 0, 30, 0, 0}},
-      {"full_b16", {2000, 2000, 41, 0, 1}}};
+      {"full_b16", {2000, 2000, 41, 0, 1}},  {"mooncake_w24_b8", {240, 216, 12, 0, 0}}};
   // Where rungs does worse than vLLM (docs/kv-blocks.md explains each); empty is the goal.
   // w64_b16_tight: vLLM hits blocks 1..4, and its index held block 4 under two block ids at
   // that moment: vLLM keeps every block computed under a digest, rungs keeps the first and
   // leaves the second unregistered, so once the first is evicted rungs misses a block vLLM
   // still finds (the likely cause; docs/kv-blocks.md, "A digest computed twice").
   const std::vector<std::string> known = {
-      "w64_b16_tight step 25 request 33: vLLM admits with a 80-token hit, rungs refuses (hit 0, 6 blocks unused)"};
+      "w64_b16_tight step 25 request 33: vLLM admits with a 80-token hit, rungs refuses (hit 0, 6 blocks unused)",
+      // The Mooncake slice: vLLM hits blocks 3..5 of request 11, block 4 indexed twice; rungs'
+      // smaller hit leaves it fewer unused blocks, so it refuses the next admission.
+      "mooncake_w24_b8 step 10 request 11: rungs hits 24 tokens, vLLM 48",
+      "mooncake_w24_b8 step 11 request 12: vLLM admits with a 0-token hit, rungs refuses (hit 0, 12 blocks unused)"};
   std::vector<std::string> differences;
   for (const workload& w : all) {
     const totals t = w.caching ? replay<prefix_caching_allocator<>>(w) : replay<free_list_allocator>(w);
