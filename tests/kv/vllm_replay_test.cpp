@@ -139,7 +139,8 @@ TEST_CASE("vllm replay: rungs admits what vLLM admits, with at least vLLM's pref
   // w64_b16_tight: vLLM hits blocks 1..4, and its index held block 4 under two block ids at
   // that moment: vLLM keeps every block computed under a digest, rungs keeps the first and
   // leaves the second unregistered, so once the first is evicted rungs misses a block vLLM
-  // still finds (the likely cause; docs/kv-blocks.md, "A digest computed twice").
+  // still finds (docs/kv-blocks.md, "A digest computed twice": with vLLM patched to keep one
+  // block per digest, both workloads below replay to the end with no difference).
   const std::vector<std::string> known = {
       "w64_b16_tight step 25 request 33: vLLM admits with a 80-token hit, rungs refuses (hit 0, 6 blocks unused)",
       // The Mooncake slice: vLLM hits blocks 3..5 of request 11, block 4 indexed twice; rungs'
