@@ -48,6 +48,7 @@
 #include <rungs/kv/assert.hpp>
 #include <rungs/kv/block_pool.hpp>
 #include <rungs/kv/block_table.hpp>
+#include <rungs/kv/detail/sequence_record.hpp>
 #include <rungs/kv/eviction.hpp>
 #include <rungs/kv/lru.hpp>
 #include <rungs/kv/metrics.hpp>
@@ -265,14 +266,7 @@ class hybrid_allocator {
       first_block(r, g) = first_block(parent.slot, g);
     }
     sequence_state& c = seqs_[r];
-    ++c.generation;
-    c.active = true;
-    c.finished = false;
-    c.priority = p->priority;
-    c.num_tokens = p->num_tokens;
-    c.num_blocks = p->num_blocks;
-    c.committed_blocks = p->committed_blocks;
-    c.tail_may_be_shared = p->tail_may_be_shared = true;
+    c.fork_from(*p);
     if constexpr (Cache::enabled)
       for (Cache& cache : caches_) cache.fork(parent.slot, r, p->num_tokens);
     return sequence_id{r, c.generation};
@@ -426,16 +420,7 @@ class hybrid_allocator {
   }
 
  private:
-  struct sequence_state {
-    std::uint32_t generation = 0;
-    std::int32_t num_tokens = 0;
-    std::int32_t num_blocks = 0;        ///< table length, the same in every group
-    std::int32_t committed_blocks = 0;  ///< leading blocks whose KV is known written
-    std::uint8_t priority = 0;
-    bool active = false;
-    bool finished = false;
-    bool tail_may_be_shared = false;    ///< set by fork; cleared once append made the tail private
-  };
+  using sequence_state = detail::sequence_record;
 
   static hybrid_config validated(hybrid_config c) {
     auto fail = [](const std::string& what) { throw std::invalid_argument("hybrid_config: " + what); };

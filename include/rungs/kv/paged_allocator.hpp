@@ -50,6 +50,7 @@
 #include <rungs/kv/block_pool.hpp>
 #include <rungs/kv/block_table.hpp>
 #include <rungs/kv/detail/block_divider.hpp>
+#include <rungs/kv/detail/sequence_record.hpp>
 #include <rungs/kv/eviction.hpp>
 #include <rungs/kv/free_stack.hpp>
 #include <rungs/kv/hash.hpp>
@@ -251,15 +252,8 @@ class paged_allocator {
       RUNGS_KV_ASSERT(e == errc::ok, "blocks in a block table are live");
     }
     sequence_state& c = seqs_[r];
-    ++c.generation;
-    c.active = true;
-    c.finished = false;
-    c.priority = p->priority;
-    c.num_blocks = p->num_blocks;
+    c.fork_from(*p);
     c.first_block = p->first_block;
-    c.committed_blocks = p->committed_blocks;
-    c.num_tokens = p->num_tokens;
-    c.tail_may_be_shared = p->tail_may_be_shared = true;
     if constexpr (Cache::enabled) cache_.fork(parent.slot, r, p->num_tokens);
     return sequence_id{r, c.generation};
   }
@@ -415,16 +409,8 @@ class paged_allocator {
   };
   using chain_type = typename chain_of<Cache>::type;
 
-  struct sequence_state {
-    std::uint32_t generation = 0;
-    std::int32_t num_tokens = 0;
-    std::int32_t num_blocks = 0;
-    std::int32_t committed_blocks = 0;  ///< leading blocks whose KV is known written
-    std::int32_t first_block = 0;       ///< blocks before it left the sliding window (null entries)
-    std::uint8_t priority = 0;
-    bool active = false;
-    bool finished = false;
-    bool tail_may_be_shared = false;  ///< set by fork; cleared once append made the tail private
+  struct sequence_state : detail::sequence_record {
+    std::int32_t first_block = 0;  ///< blocks before it left the sliding window (null entries)
   };
 
   static allocator_config validated(const allocator_config& c) {
