@@ -1349,6 +1349,13 @@ entry_resources resources(const module& m, std::string_view entry) {
   return {f.static_shared, f.local_bytes, f.param_bytes};
 }
 
+variable_storage variable(const module& m, std::string_view name) {
+  for (const auto& v : m.variables) {
+    if (v.name == name) return {v.data.get(), v.size};
+  }
+  return {};
+}
+
 std::vector<std::string> entries(const module& m) {
   std::vector<std::string> out;
   for (const auto& f : m.functions) {

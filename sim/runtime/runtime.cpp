@@ -19,7 +19,13 @@
 //  - stream capture records kernel launches, memcpys and memsets into a graph instead of
 //    running them; synchronous or allocating calls during a global or thread-local capture fail
 //    with cudaErrorStreamCaptureUnsupported and invalidate the capture, as CUDA's do;
-//  - events carry no time: cudaEventElapsedTime is refused (cudaErrorNotSupported, named).
+//  - events carry no time: cudaEventElapsedTime is refused (cudaErrorNotSupported, named);
+//  - __device__ and __constant__ variables live in their PTX module's own storage, which the
+//    symbol calls (cudaMemcpyToSymbol, cudaGetSymbolAddress, ...) reach through nvcc's
+//    __cudaRegisterVar; an address from cudaGetSymbolAddress is device memory to the copy
+//    calls and to kernels of every module;
+//  - work that would run on another timeline (host functions, waits on events, on a capturing
+//    stream) is refused by name rather than reordered.
 // Environment: RUNGS_SIM_SEED (default 1) seeds the adversarial schedule of every launch;
 // RUNGS_SIM_TRAFFIC=<file> appends one line of memory traffic per launch;
 // RUNGS_SIM_CTA_LIMIT=<n> (default 2^27, 0: none) bounds each block's warp instructions, so
@@ -44,6 +50,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -97,6 +104,17 @@ struct module_record {
 struct kernel_record {
   module_record* mod = nullptr;
   std::string name;  // the mangled .entry name
+  // cudaFuncSetAttribute: the dynamic shared memory a launch may ask for (unset: 48 KiB less
+  // the kernel's static shared memory, CUDA's default) and the carveout preference (kept,
+  // reported, without effect: the executor has no L1).
+  std::optional<std::size_t> max_dynamic_shared;
+  int carveout = -1;
+};
+// A __device__ or __constant__ variable (nvcc's __cudaRegisterVar): its module and PTX name.
+struct symbol_record {
+  module_record* mod = nullptr;
+  std::string name;
+  std::size_t size = 0;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -146,6 +164,7 @@ namespace {
 struct allocation {
   std::size_t size = 0;
   bool device = true;  // false: page-locked host memory (cudaHostAlloc), also kernel-visible
+  bool symbol = false;  // a module variable's storage (cudaGetSymbolAddress): never freed
 };
 
 class registry final : public global_memory {
@@ -198,6 +217,16 @@ struct state {
   std::recursive_mutex mutex;
   std::deque<module_record> modules;
   std::map<const void*, kernel_record> kernels;  // host stub -> kernel
+  std::map<const void*, symbol_record> symbols;  // host shadow variable -> device variable
+  // cudaDeviceSetLimit's values (CUDA's defaults on an H100): kept and reported; the executor
+  // bounds none of them (a deep call chain or a long printf is not cut short).
+  std::map<cudaLimit, std::size_t> limits = {{cudaLimitStackSize, 1024},
+                                             {cudaLimitPrintfFifoSize, 1 << 20},
+                                             {cudaLimitMallocHeapSize, 8 << 20},
+                                             {cudaLimitDevRuntimeSyncDepth, 2},
+                                             {cudaLimitDevRuntimePendingLaunchCount, 2048},
+                                             {cudaLimitMaxL2FetchGranularity, 64},
+                                             {cudaLimitPersistingL2CacheSize, 0}};
   registry memory;
   std::set<CUstream_st*> streams;
   std::set<CUevent_st*> events;
@@ -240,6 +269,8 @@ struct call_config {
   void* stream;
 };
 thread_local std::vector<call_config> configs;
+// cudaThreadExchangeStreamCaptureMode: how this thread's unsafe calls meet ongoing captures.
+thread_local cudaStreamCaptureMode thread_capture_mode = cudaStreamCaptureModeGlobal;
 
 // Every failing call sets the thread's last error, as CUDA's do.
 cudaError_t fail(cudaError_t e) {
@@ -251,13 +282,16 @@ cudaError_t fail(cudaError_t e, const std::string& why) {
   return fail(e);
 }
 
-// The capture of the calling thread that forbids unsafe calls (global or thread-local mode;
-// a global capture of another thread counts too).
+// The capture that forbids the calling thread's unsafe calls. CUDA's rule: a capture begun in
+// relaxed mode forbids nothing; a thread in relaxed mode (cudaThreadExchangeStreamCaptureMode)
+// is never forbidden; in thread-local mode only its own captures forbid; in global mode (the
+// default) its own captures and every other thread's global-mode capture.
 capture_state* forbidding_capture() {
+  if (thread_capture_mode == cudaStreamCaptureModeRelaxed) return nullptr;
   for (capture_state* c : S().captures) {
-    if (c->invalidated != cudaSuccess) continue;
-    if (c->mode == cudaStreamCaptureModeGlobal) return c;
-    if (c->mode == cudaStreamCaptureModeThreadLocal && c->thread == std::this_thread::get_id()) return c;
+    if (c->invalidated != cudaSuccess || c->mode == cudaStreamCaptureModeRelaxed) continue;
+    if (c->thread == std::this_thread::get_id()) return c;
+    if (thread_capture_mode == cudaStreamCaptureModeGlobal && c->mode == cudaStreamCaptureModeGlobal) return c;
   }
   return nullptr;
 }
@@ -348,8 +382,9 @@ cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
 
 // ---------------------------------------------------------------------------------------
 // Kernels.
-cudaError_t load(kernel_record& k) {
-  module_record& m = *k.mod;
+// Parses a module at the first use of one of its kernels or variables; why it cannot run, or
+// empty.
+const std::string& load_module(module_record& m) {
   if (!m.loaded) {
     m.loaded = true;
     fatbin_ptx f = read_fatbin_ptx(m.wrapper);
@@ -363,7 +398,12 @@ cudaError_t load(kernel_record& k) {
       }
     }
   }
-  if (!m.error.empty()) return finding(cudaErrorNoKernelImageForDevice, "cannot load " + k.name + ": " + m.error);
+  return m.error;
+}
+
+cudaError_t load(kernel_record& k) {
+  module_record& m = *k.mod;
+  if (!load_module(m).empty()) return finding(cudaErrorNoKernelImageForDevice, "cannot load " + k.name + ": " + m.error);
   if (std::string why = refusal(*m.parsed, k.name); !why.empty()) return finding(cudaErrorNoKernelImageForDevice, why);
   return cudaSuccess;
 }
@@ -377,9 +417,12 @@ cudaError_t check_config(const kernel_record& k, dim3 grid, dim3 block, std::siz
                   k.name.c_str(), grid.x, grid.y, grid.z, block.x, block.y, block.z);
     return fail(cudaErrorInvalidConfiguration, buf);
   }
-  if (shared > kSharedPerBlock) {
-    return fail(cudaErrorInvalidValue, "launch of " + k.name + ": " + std::to_string(shared) +
-                                           " bytes of dynamic shared memory exceed the 48 KiB default");
+  if (k.max_dynamic_shared ? shared > *k.max_dynamic_shared : shared > kSharedPerBlock) {
+    return fail(cudaErrorInvalidValue,
+                "launch of " + k.name + ": " + std::to_string(shared) + " bytes of dynamic shared memory exceed " +
+                    (k.max_dynamic_shared ? "the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize, " +
+                                                std::to_string(*k.max_dynamic_shared)
+                                          : std::string("the 48 KiB default (cudaFuncSetAttribute raises it)")));
   }
   return cudaSuccess;
 }
@@ -480,6 +523,7 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInvalidPitchValue, "invalid pitch argument")                                                         \
   X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
   X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                    \
+  X(cudaErrorInvalidSymbol, "invalid device symbol")                                                              \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                      \
   X(cudaErrorInvalidDevice, "invalid device ordinal")                                                             \
   X(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device")                  \
@@ -549,6 +593,7 @@ void __cudaUnregisterFatBinary(void** handle) {
   std::lock_guard lock(S().mutex);
   auto* m = reinterpret_cast<module_record*>(handle);
   std::erase_if(S().kernels, [&](const auto& k) { return k.second.mod == m; });
+  std::erase_if(S().symbols, [&](const auto& v) { return v.second.mod == m; });
   m->parsed.reset();
 }
 
@@ -558,10 +603,13 @@ void __cudaRegisterFunction(void** handle, const char* hostFun, char*, const cha
   S().kernels[hostFun] = kernel_record{reinterpret_cast<module_record*>(handle), deviceName};
 }
 
-// Module-scope __device__ variables (CCCL declares a few). Their storage is the PTX module's
-// own .global declarations; nothing in rungs copies to or from a symbol, so the host side
-// needs no mapping and the registration records nothing.
-void __cudaRegisterVar(void**, char*, char*, const char*, int, size_t, int, int) {}
+// Module-scope __device__ and __constant__ variables: their storage is the PTX module's own
+// .global/.const declaration (parsed with the module); the host shadow variable's address is
+// the symbol the symbol calls take.
+void __cudaRegisterVar(void** handle, char* hostVar, char*, const char* deviceName, int, size_t size, int, int) {
+  std::lock_guard lock(S().mutex);
+  S().symbols[hostVar] = symbol_record{reinterpret_cast<module_record*>(handle), deviceName, size};
+}
 
 char __cudaInitModule(void**) { return 1; }
 
@@ -647,8 +695,9 @@ cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes* attr, const void* f
   attr->numRegs = 0;  // PTX's registers are virtual: no count (occupancy ignores registers)
   attr->ptxVersion = 80;
   attr->binaryVersion = 80;
-  attr->maxDynamicSharedSizeBytes = static_cast<int>(kSharedPerBlock - std::min(kSharedPerBlock, r.static_shared));
-  attr->preferredShmemCarveout = -1;
+  attr->maxDynamicSharedSizeBytes =
+      static_cast<int>(k->max_dynamic_shared.value_or(kSharedPerBlock - std::min(kSharedPerBlock, r.static_shared)));
+  attr->preferredShmemCarveout = k->carveout;
   return cudaSuccess;
 }
 
@@ -888,6 +937,9 @@ static cudaError_t release(void* ptr, bool device, const char* api) {
   if (cudaError_t e = unsafe_during_capture(api)) return e;
   auto& live = S().memory.live;
   auto it = live.find(reinterpret_cast<std::uint64_t>(ptr));
+  if (it != live.end() && it->second.symbol) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": a __device__ variable's storage (cudaGetSymbolAddress), not an allocation");
+  }
   if (it == live.end() || it->second.device != device) {
     return fail(cudaErrorInvalidValue, std::string(api) + ": " +
                                            (it == live.end() ? "not the start of a live allocation"
@@ -956,6 +1008,8 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpy2DAsync");
+  if (call.error != cudaSuccess) return injected(call);
   if (width == 0 || height == 0) return cudaSuccess;
   if (width > dpitch || width > spitch) {
     return fail(cudaErrorInvalidPitchValue, "cudaMemcpy2D: width " + std::to_string(width) + " exceeds dpitch " +
@@ -981,6 +1035,8 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                          enum cudaMemcpyKind kind) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpy2D");
+  if (call.error != cudaSuccess) return injected(call);
   if (cudaError_t e = unsafe_during_capture("cudaMemcpy2D")) return e;
   return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, nullptr);
 }
@@ -1195,6 +1251,8 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream) {
 // otherwise nothing changes and resultInfo says why (no node handles: errorNode is null).
 cudaError_t cudaGraphExecUpdate(cudaGraphExec_t hGraphExec, cudaGraph_t hGraph, cudaGraphExecUpdateResultInfo* resultInfo) {
   std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaGraphExecUpdate");
+  if (call.error != cudaSuccess) return injected(call);
   if (resultInfo == nullptr) return fail(cudaErrorInvalidValue);
   if (!S().execs.count(hGraphExec) || !S().graphs.count(hGraph)) return fail(cudaErrorInvalidResourceHandle);
   *resultInfo = {};
@@ -1320,13 +1378,284 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+
+// ---------------------------------------------------------------------------------------
+// Module variables: __device__ and __constant__ symbols (registered by __cudaRegisterVar).
+static cudaError_t symbol_storage(const void* symbol, const char* api, unsigned char*& data, std::size_t& size) {
+  const auto it = S().symbols.find(symbol);
+  if (it == S().symbols.end()) {
+    return fail(cudaErrorInvalidSymbol, std::string(api) + ": not a registered __device__ or __constant__ variable");
+  }
+  symbol_record& v = it->second;
+  if (!load_module(*v.mod).empty()) {
+    return finding(cudaErrorNoKernelImageForDevice, std::string(api) + ": cannot load the module of " + v.name + ": " + v.mod->error);
+  }
+  const rungs::sim::variable_storage st = rungs::sim::variable(*v.mod->parsed, v.name);
+  if (st.data == nullptr) {
+    return fail(cudaErrorInvalidSymbol, std::string(api) + ": the module's PTX declares no variable " + v.name);
+  }
+  data = st.data;
+  size = st.size;
+  return cudaSuccess;
+}
+
+// A copy into or out of a variable: [offset, offset + count) must lie inside it, the other side
+// inside one live allocation when it is device memory; issued like cudaMemcpyAsync.
+static cudaError_t symbol_copy(const void* symbol, void* other, std::size_t count, std::size_t offset,
+                               cudaMemcpyKind kind, bool to_symbol, cudaStream_t stream, const char* api) {
+  unsigned char* data = nullptr;
+  std::size_t size = 0;
+  if (cudaError_t e = symbol_storage(symbol, api, data, size)) return e;
+  if (offset > size || count > size - offset) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": bytes [" + std::to_string(offset) + ", " +
+                                           std::to_string(offset + count) + ") outside the variable's " +
+                                           std::to_string(size));
+  }
+  const cudaMemcpyKind host_side = to_symbol ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+  if (kind != host_side && kind != cudaMemcpyDeviceToDevice && kind != cudaMemcpyDefault) {
+    return fail(cudaErrorInvalidMemcpyDirection, std::string(api) + ": kind " + std::to_string(kind) + " is not " +
+                                                     (to_symbol ? "HostToDevice" : "DeviceToHost") +
+                                                     ", DeviceToDevice or Default");
+  }
+  if (count == 0) return cudaSuccess;
+  if (other == nullptr) return fail(cudaErrorInvalidValue, std::string(api) + ": a null pointer");
+  if (kind == cudaMemcpyDeviceToDevice && !inside_allocation(other, count)) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": the device range is not inside one live allocation");
+  }
+  node n;
+  n.kind = node::copy;
+  n.dst = to_symbol ? static_cast<void*>(data + offset) : other;
+  n.src = to_symbol ? static_cast<const void*>(other) : data + offset;
+  n.bytes = count;
+  return issue(std::move(n), stream);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src, size_t count, size_t offset,
+                                    enum cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpyToSymbolAsync");
+  if (call.error != cudaSuccess) return injected(call);
+  return symbol_copy(symbol, const_cast<void*>(src), count, offset, kind, true, stream, "cudaMemcpyToSymbolAsync");
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, size_t count, size_t offset,
+                                      enum cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpyFromSymbolAsync");
+  if (call.error != cudaSuccess) return injected(call);
+  return symbol_copy(symbol, dst, count, offset, kind, false, stream, "cudaMemcpyFromSymbolAsync");
+}
+
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, size_t count, size_t offset, enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpyToSymbol");
+  if (call.error != cudaSuccess) return injected(call);
+  if (cudaError_t e = unsafe_during_capture("cudaMemcpyToSymbol")) return e;
+  return symbol_copy(symbol, const_cast<void*>(src), count, offset, kind, true, nullptr, "cudaMemcpyToSymbol");
+}
+
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, size_t count, size_t offset, enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemcpyFromSymbol");
+  if (call.error != cudaSuccess) return injected(call);
+  if (cudaError_t e = unsafe_during_capture("cudaMemcpyFromSymbol")) return e;
+  return symbol_copy(symbol, dst, count, offset, kind, false, nullptr, "cudaMemcpyFromSymbol");
+}
+
+// The variable's device address: from then on it is device memory to the copy calls and to
+// kernels of every module (cudaFree refuses it).
+cudaError_t cudaGetSymbolAddress(void** devPtr, const void* symbol) {
+  std::lock_guard lock(S().mutex);
+  if (devPtr == nullptr) return fail(cudaErrorInvalidValue, "cudaGetSymbolAddress: a null result pointer");
+  unsigned char* data = nullptr;
+  std::size_t size = 0;
+  if (cudaError_t e = symbol_storage(symbol, "cudaGetSymbolAddress", data, size)) return e;
+  S().memory.live[reinterpret_cast<std::uint64_t>(data)] = allocation{size, true, true};
+  *devPtr = data;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetSymbolSize(size_t* size, const void* symbol) {
+  std::lock_guard lock(S().mutex);
+  if (size == nullptr) return fail(cudaErrorInvalidValue, "cudaGetSymbolSize: a null result pointer");
+  unsigned char* data = nullptr;
+  return symbol_storage(symbol, "cudaGetSymbolSize", data, *size);
+}
+
+// ---------------------------------------------------------------------------------------
+// Kernel attributes a program sets.
+cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, int value) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaFuncSetAttribute");
+  if (call.error != cudaSuccess) return injected(call);
+  kernel_record* k = loaded_kernel(func, "cudaFuncSetAttribute");
+  if (k == nullptr) return last_error;
+  switch (attr) {
+    case cudaFuncAttributeMaxDynamicSharedMemorySize: {
+      const std::size_t static_shared = rungs::sim::resources(*k->mod->parsed, k->name).static_shared;
+      if (value < 0 || static_shared + static_cast<std::size_t>(value) > kSharedPerBlockOptin) {
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(" + k->name + ", MaxDynamicSharedMemorySize, " +
+                                               std::to_string(value) + "): with its " + std::to_string(static_shared) +
+                                               " static bytes it must fit the " +
+                                               std::to_string(kSharedPerBlockOptin) + "-byte opt-in limit");
+      }
+      k->max_dynamic_shared = static_cast<std::size_t>(value);
+      return cudaSuccess;
+    }
+    case cudaFuncAttributePreferredSharedMemoryCarveout:
+      if (value < -1 || value > 100) {
+        return fail(cudaErrorInvalidValue, "cudaFuncSetAttribute(" + k->name + ", PreferredSharedMemoryCarveout, " +
+                                               std::to_string(value) + "): must be -1 or a percentage 0..100");
+      }
+      k->carveout = value;
+      return cudaSuccess;
+    default:
+      return fail(cudaErrorNotSupported, "cudaFuncSetAttribute(" + k->name + "): attribute " +
+                                             std::to_string(static_cast<int>(attr)) +
+                                             " is not simulated (thread-block clusters and scheduling policies)");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// More of streams: waits, queries, host functions, pitched memsets, capture modes, limits.
+
+// Every stream's work has run when it was issued, so a wait is met already; on a capturing
+// stream it would join another timeline into the graph (multi-stream capture), which is refused.
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamWaitEvent");
+  if (call.error != cudaSuccess) return injected(call);
+  if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent: not a live event");
+  if (flags != cudaEventWaitDefault) {
+    return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags " + std::to_string(flags) + " (only cudaEventWaitDefault is simulated)");
+  }
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_of(stream)) {
+    return fail(cudaErrorNotSupported, "cudaStreamWaitEvent on a capturing stream: multi-stream capture is not simulated");
+  }
+  return sticky();
+}
+
+// A stream's work has run when it was issued: ready, unless the device has faulted. Querying a
+// capturing stream is an unsafe call: it fails and invalidates the capture, as CUDA's does.
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamQuery");
+  if (call.error != cudaSuccess) return injected(call);
+  if (!is_legacy(stream) && !S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamQuery of a capturing stream (the capture is invalidated)");
+  }
+  return sticky();
+}
+
+// The host function runs when it is issued, after the stream's earlier work (which has run);
+// on a capturing stream it would be a graph host node, which is not simulated.
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaLaunchHostFunc");
+  if (call.error != cudaSuccess) return injected(call);
+  if (fn == nullptr) return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: a null function");
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                "cudaLaunchHostFunc on a capturing stream: graph host nodes are not simulated (the capture is invalidated)");
+  }
+  if (cudaError_t e = sticky()) return e;  // CUDA skips host functions after a device fault
+  fn(userData);
+  return cudaSuccess;
+}
+
+// Pitched memsets: `height` rows of `width` bytes, each row checked as cudaMemset checks its
+// range, all before any is set; each row is one memset node (captured as such).
+cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemset2DAsync");
+  if (call.error != cudaSuccess) return injected(call);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (width > pitch) {
+    return fail(cudaErrorInvalidPitchValue,
+                "cudaMemset2D: width " + std::to_string(width) + " exceeds pitch " + std::to_string(pitch));
+  }
+  auto* base = static_cast<char*>(devPtr);
+  for (std::size_t r = 0; r < height; ++r) {
+    if (!inside_allocation(base + r * pitch, width)) {
+      return fail(cudaErrorInvalidValue, "cudaMemset2D: row " + std::to_string(r) + " is not inside one live allocation");
+    }
+  }
+  for (std::size_t r = 0; r < height; ++r) {
+    node n;
+    n.kind = node::set;
+    n.dst = base + r * pitch;
+    n.bytes = width;
+    n.value = value;
+    if (cudaError_t e = issue(std::move(n), stream)) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width, size_t height) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaMemset2D");
+  if (call.error != cudaSuccess) return injected(call);
+  if (cudaError_t e = unsafe_during_capture("cudaMemset2D")) return e;
+  return cudaMemset2DAsync(devPtr, pitch, value, width, height, nullptr);
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode* mode) {
+  if (mode == nullptr) return fail(cudaErrorInvalidValue, "cudaThreadExchangeStreamCaptureMode: a null mode pointer");
+  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+      *mode != cudaStreamCaptureModeRelaxed) {
+    return fail(cudaErrorInvalidValue, "cudaThreadExchangeStreamCaptureMode: mode " + std::to_string(*mode));
+  }
+  std::swap(*mode, thread_capture_mode);
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSetLimit(enum cudaLimit limit, size_t value) {
+  std::lock_guard lock(S().mutex);
+  auto it = S().limits.find(limit);
+  if (it == S().limits.end()) return fail(cudaErrorNotSupported, "cudaDeviceSetLimit: limit " + std::to_string(limit) + " is not simulated");
+  it->second = value;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetLimit(size_t* pValue, enum cudaLimit limit) {
+  std::lock_guard lock(S().mutex);
+  if (pValue == nullptr) return fail(cudaErrorInvalidValue, "cudaDeviceGetLimit: a null result pointer");
+  auto it = S().limits.find(limit);
+  if (it == S().limits.end()) return fail(cudaErrorNotSupported, "cudaDeviceGetLimit: limit " + std::to_string(limit) + " is not simulated");
+  *pValue = it->second;
+  return cudaSuccess;
+}
+
+// What a pointer is: device memory (an allocation or a variable's storage), page-locked host
+// memory, or memory the runtime does not know (unregistered: CUDA 11's answer, not an error).
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, const void* ptr) {
+  std::lock_guard lock(S().mutex);
+  if (attributes == nullptr) return fail(cudaErrorInvalidValue, "cudaPointerGetAttributes: a null result pointer");
+  *attributes = {};
+  attributes->type = cudaMemoryTypeUnregistered;
+  attributes->device = 0;
+  if (const allocation* a = S().memory.find(reinterpret_cast<std::uint64_t>(ptr))) {
+    attributes->type = a->device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    attributes->devicePointer = const_cast<void*>(ptr);
+    attributes->hostPointer = a->device ? nullptr : const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
 }  // extern "C"
 
 // What the device holds now (rungs_sim/faults.hpp).
 rungs::sim::faults::live_objects rungs::sim::faults::live() {
   std::lock_guard lock(S().mutex);
   live_objects l;
-  for (const auto& [address, a] : S().memory.live) ++(a.device ? l.device_allocations : l.host_allocations);
+  for (const auto& [address, a] : S().memory.live) {
+    if (!a.symbol) ++(a.device ? l.device_allocations : l.host_allocations);
+  }
   l.device_bytes = S().memory.device_bytes;
   l.streams = S().streams.size();
   l.events = S().events.size();

@@ -68,6 +68,15 @@ struct entry_resources {
 };
 [[nodiscard]] entry_resources resources(const module& m, std::string_view entry);
 
+// A module-scope .global or .const variable's storage (the symbol calls: cudaMemcpyToSymbol,
+// cudaGetSymbolAddress): its bytes, owned by the module and read and written by its kernels
+// (initialised from the declaration). Null data when the module declares no such variable.
+struct variable_storage {
+  unsigned char* data = nullptr;
+  std::size_t size = 0;
+};
+[[nodiscard]] variable_storage variable(const module& m, std::string_view name);
+
 struct dim3s {
   unsigned x = 1, y = 1, z = 1;
 };

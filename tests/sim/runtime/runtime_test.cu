@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <cuda_runtime.h>
+#include <rungs_sim/faults.hpp>
 
 #include <unistd.h>
 
@@ -59,6 +60,26 @@ __global__ void with_printf(const int* data, float scale) {
 
 // Device assert: fails in block 1, thread 2 of a <<<2, 3>>> launch over data[i] = i.
 __global__ void with_assert(const int* data) { assert(data[blockIdx.x * blockDim.x + threadIdx.x] != 5); }
+
+// Module variables: a __constant__ table the host fills, a __device__ array with an
+// initializer, and one the kernels write.
+__constant__ float coeffs[4];
+__device__ int initialised[3] = {4, 5, 6};
+__device__ int written[8];
+
+__global__ void scale_by_coeffs(const float* in, float* out, int n) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) out[i] = in[i] * coeffs[i % 4];
+}
+__global__ void write_index_twice() { written[threadIdx.x] = 2 * static_cast<int>(threadIdx.x); }
+
+// Reverses n ints through dynamic shared memory (64 KiB at n = 16384: past the 48 KiB default).
+__global__ void reverse_through_shared(int* data, int n) {
+  extern __shared__ int buffer[];
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) buffer[i] = data[i];
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < n; i += static_cast<int>(blockDim.x)) data[i] = buffer[n - 1 - i];
+}
 
 // What `run` writes to stdout (file descriptor 1), as a string.
 template <class F>
@@ -518,4 +539,263 @@ TEST_CASE("a kernel fault is reported by the executor and is sticky", "[.fault]"
   CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
   CHECK(cudaMemset(p, 0, 4) == cudaErrorLaunchFailure);  // sticky
+}
+
+TEST_CASE("__constant__ and __device__ variables: the symbol calls reach the kernels' own storage") {
+  const std::vector<float> c = {0.5f, 2.0f, -1.0f, 4.0f};
+  REQUIRE(cudaMemcpyToSymbol(coeffs, c.data(), sizeof(float) * 4) == cudaSuccess);
+  const float third = 3.0f;
+  REQUIRE(cudaMemcpyToSymbol(coeffs, &third, sizeof(float), 2 * sizeof(float)) == cudaSuccess);  // coeffs[2] only
+  float *in = nullptr, *out = nullptr;
+  REQUIRE(cudaMalloc(&in, 8 * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&out, 8 * sizeof(float)) == cudaSuccess);
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  REQUIRE(cudaMemcpy(in, x.data(), 8 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  scale_by_coeffs<<<1, 8>>>(in, out, 8);
+  std::vector<float> y(8);
+  REQUIRE(cudaMemcpy(y.data(), out, 8 * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(y == std::vector<float>{0.5f, 4.0f, 9.0f, 16.0f, 2.5f, 12.0f, 21.0f, 32.0f});
+
+  // The initializer, read back; a kernel's writes, read back (to host and into device memory).
+  int init[3] = {};
+  REQUIRE(cudaMemcpyFromSymbol(init, initialised, sizeof init) == cudaSuccess);
+  CHECK((init[0] == 4 && init[1] == 5 && init[2] == 6));
+  write_index_twice<<<1, 8>>>();
+  int back[8] = {};
+  REQUIRE(cudaMemcpyFromSymbol(back, written, sizeof back) == cudaSuccess);
+  for (int i = 0; i < 8; ++i) CHECK(back[i] == 2 * i);
+  int* dev = nullptr;
+  REQUIRE(cudaMalloc(&dev, 4 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemcpyFromSymbol(dev, written, 4 * sizeof(int), 4 * sizeof(int), cudaMemcpyDeviceToDevice) == cudaSuccess);
+  CHECK(download(dev, 4) == std::vector<int>{8, 10, 12, 14});
+
+  std::size_t size = 0;
+  REQUIRE(cudaGetSymbolSize(&size, coeffs) == cudaSuccess);
+  CHECK(size == 16);
+
+  // Bad ranges, directions and symbols are refused, naming the rule; nothing is copied.
+  CHECK(cudaMemcpyToSymbol(coeffs, c.data(), 5 * sizeof(float)) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpyToSymbol(coeffs, c.data(), 2 * sizeof(float), 3 * sizeof(float)) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpyToSymbol(coeffs, c.data(), 4, 0, cudaMemcpyDeviceToHost) == cudaErrorInvalidMemcpyDirection);
+  static int not_a_symbol = 0;
+  CHECK(cudaMemcpyToSymbol(not_a_symbol, c.data(), 4) == cudaErrorInvalidSymbol);
+  CHECK(cudaMemcpyFromSymbol(back, written, 4, 0, cudaMemcpyHostToDevice) == cudaErrorInvalidMemcpyDirection);
+  CHECK(cudaGetLastError() == cudaErrorInvalidMemcpyDirection);
+  REQUIRE(cudaMemcpyFromSymbol(y.data(), coeffs, sizeof(float) * 4) == cudaSuccess);
+  CHECK(y[2] == 3.0f);
+
+  // Its address is device memory: to cudaMemcpy, to kernels, to cudaPointerGetAttributes; not
+  // something to free.
+  int* address = nullptr;
+  REQUIRE(cudaGetSymbolAddress(reinterpret_cast<void**>(&address), written) == cudaSuccess);
+  add_scalar<<<1, 8>>>(address, 8, 100);
+  CHECK(download(address, 8) == std::vector<int>{100, 102, 104, 106, 108, 110, 112, 114});
+  cudaPointerAttributes attributes{};
+  REQUIRE(cudaPointerGetAttributes(&attributes, address + 3) == cudaSuccess);
+  CHECK(attributes.type == cudaMemoryTypeDevice);
+  CHECK(cudaFree(address) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  REQUIRE(cudaFree(in) == cudaSuccess);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+  REQUIRE(cudaFree(dev) == cudaSuccess);
+}
+
+TEST_CASE("symbol copies on a stream are captured; a replay copies the host buffer as it is then") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  float *in = nullptr, *out = nullptr;
+  REQUIRE(cudaMalloc(&in, 4 * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&out, 4 * sizeof(float)) == cudaSuccess);
+  const std::vector<float> ones(4, 1.0f);
+  REQUIRE(cudaMemcpy(in, ones.data(), 4 * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  std::vector<float> c = {1, 2, 3, 4};
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemcpyToSymbolAsync(coeffs, c.data(), 4 * sizeof(float), 0, cudaMemcpyHostToDevice, s) == cudaSuccess);
+  scale_by_coeffs<<<1, 4, 0, s>>>(in, out, 4);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  c = {10, 20, 30, 40};
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  std::vector<float> y(4);
+  REQUIRE(cudaMemcpyAsync(y.data(), out, 4 * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(y == std::vector<float>{10, 20, 30, 40});
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaFree(in) == cudaSuccess);
+  REQUIRE(cudaFree(out) == cudaSuccess);
+}
+
+TEST_CASE("cudaFuncSetAttribute: more dynamic shared memory than the 48 KiB default, within the opt-in limit") {
+  constexpr int n = 16384;  // 64 KiB of ints
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, n * sizeof(int)) == cudaSuccess);
+  std::vector<int> host(n);
+  for (int i = 0; i < n; ++i) host[static_cast<std::size_t>(i)] = i * 7 - 3;
+  REQUIRE(cudaMemcpy(p, host.data(), n * sizeof(int), cudaMemcpyHostToDevice) == cudaSuccess);
+  reverse_through_shared<<<1, 256, n * sizeof(int)>>>(p, n);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);  // past the default: refused at the launch
+  REQUIRE(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, n * sizeof(int)) ==
+          cudaSuccess);
+  cudaFuncAttributes attr{};
+  REQUIRE(cudaFuncGetAttributes(&attr, reverse_through_shared) == cudaSuccess);
+  CHECK(attr.maxDynamicSharedSizeBytes == n * static_cast<int>(sizeof(int)));
+  reverse_through_shared<<<1, 256, n * sizeof(int)>>>(p, n);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  std::vector<int> want(host.rbegin(), host.rend());
+  CHECK(download(p, n) == want);
+  reverse_through_shared<<<1, 256, n * sizeof(int) + 4>>>(p, n);  // past the new limit
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  CHECK(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) ==
+        cudaErrorInvalidValue);  // past the 227 KiB opt-in limit
+  CHECK(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributeMaxDynamicSharedMemorySize, -1) ==
+        cudaErrorInvalidValue);
+  CHECK(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributePreferredSharedMemoryCarveout, 50) == cudaSuccess);
+  REQUIRE(cudaFuncGetAttributes(&attr, reverse_through_shared) == cudaSuccess);
+  CHECK(attr.preferredShmemCarveout == 50);
+  CHECK(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributePreferredSharedMemoryCarveout, 101) ==
+        cudaErrorInvalidValue);
+  CHECK(cudaFuncSetAttribute(reverse_through_shared, cudaFuncAttributeRequiredClusterWidth, 2) == cudaErrorNotSupported);
+  CHECK(cudaFuncSetAttribute(reinterpret_cast<const void*>(&host), cudaFuncAttributeMaxDynamicSharedMemorySize, 0) ==
+        cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+namespace {
+struct host_call {
+  const std::vector<int>* seen = nullptr;
+  int first = 0, calls = 0;
+};
+void record_first(void* user) {
+  auto* h = static_cast<host_call*>(user);
+  h->first = (*h->seen)[0];
+  ++h->calls;
+}
+}  // namespace
+
+TEST_CASE("waits, queries and host functions on streams; each refused on a capturing stream") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 4 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 4 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 4, 0, s>>>(p, 4, 9);
+  REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(nullptr, e, 0) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(nullptr, e, 7) == cudaErrorInvalidValue);
+  CHECK(cudaStreamQuery(s) == cudaSuccess);
+
+  // A host function runs after the stream's earlier work: it sees the copy that precedes it.
+  std::vector<int> host(4, -5);
+  host_call h{&host};
+  REQUIRE(cudaMemcpyAsync(host.data(), p, 4 * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  REQUIRE(cudaLaunchHostFunc(s, record_first, &h) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK((h.calls == 1 && h.first == 9));
+  CHECK(cudaLaunchHostFunc(s, nullptr, &h) == cudaErrorInvalidValue);
+
+  for (int which = 0; which < 3; ++which) {
+    INFO("call " << which);
+    REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const cudaError_t r = which == 0 ? cudaStreamWaitEvent(s, e, 0)
+                          : which == 1 ? cudaStreamQuery(s)
+                                       : cudaLaunchHostFunc(s, record_first, &h);
+    CHECK(r == (which == 0 ? cudaErrorNotSupported : cudaErrorStreamCaptureUnsupported));
+    cudaGraph_t graph = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(s, &graph);
+    CHECK(end == (which == 0 ? cudaSuccess : cudaErrorStreamCaptureInvalidated));
+    if (graph != nullptr) REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  }
+  CHECK(h.calls == 1);
+  cudaGetLastError();
+  REQUIRE(cudaEventDestroy(e) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("cudaMemset2D: rows of width bytes at a pitch; bad pitches and rows are refused before setting") {
+  unsigned char* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 24) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 1, 24) == cudaSuccess);
+  REQUIRE(cudaMemset2D(p, 8, 7, 5, 3) == cudaSuccess);
+  std::vector<unsigned char> host(24);
+  REQUIRE(cudaMemcpy(host.data(), p, 24, cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < 24; ++i) CHECK(host[static_cast<std::size_t>(i)] == (i % 8 < 5 ? 7 : 1));
+  CHECK(cudaMemset2D(p, 4, 0, 5, 2) == cudaErrorInvalidPitchValue);
+  CHECK(cudaMemset2D(p, 8, 0, 5, 4) == cudaErrorInvalidValue);  // row 3 starts past the 24 bytes
+  REQUIRE(cudaMemcpy(host.data(), p, 24, cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(host[0] == 7);  // nothing was set by the refused calls
+  cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+TEST_CASE("cudaThreadExchangeStreamCaptureMode: a relaxed thread may allocate during another capture") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+  CHECK(mode == cudaStreamCaptureModeGlobal);  // the previous mode comes back
+  int* q = nullptr;
+  CHECK(cudaMalloc(&q, 64) == cudaSuccess);
+  CHECK(cudaFree(q) == cudaSuccess);
+  REQUIRE(cudaThreadExchangeStreamCaptureMode(&mode) == cudaSuccess);
+  CHECK(mode == cudaStreamCaptureModeRelaxed);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);  // the capture was not invalidated
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  cudaStreamCaptureMode bad = static_cast<cudaStreamCaptureMode>(9);
+  CHECK(cudaThreadExchangeStreamCaptureMode(&bad) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+TEST_CASE("device limits are kept and reported; pointer attributes say what a pointer is") {
+  std::size_t v = 0;
+  REQUIRE(cudaDeviceGetLimit(&v, cudaLimitStackSize) == cudaSuccess);
+  CHECK(v == 1024);
+  REQUIRE(cudaDeviceSetLimit(cudaLimitPrintfFifoSize, 2 << 20) == cudaSuccess);
+  REQUIRE(cudaDeviceGetLimit(&v, cudaLimitPrintfFifoSize) == cudaSuccess);
+  CHECK(v == 2u << 20);
+  CHECK(cudaDeviceSetLimit(static_cast<cudaLimit>(99), 1) == cudaErrorNotSupported);
+
+  int *dev = nullptr, *pinned = nullptr, stack = 0;
+  REQUIRE(cudaMalloc(&dev, 16) == cudaSuccess);
+  REQUIRE(cudaMallocHost(&pinned, 16) == cudaSuccess);
+  cudaPointerAttributes a{};
+  REQUIRE(cudaPointerGetAttributes(&a, dev + 2) == cudaSuccess);
+  CHECK((a.type == cudaMemoryTypeDevice && a.devicePointer == dev + 2 && a.hostPointer == nullptr));
+  REQUIRE(cudaPointerGetAttributes(&a, pinned) == cudaSuccess);
+  CHECK((a.type == cudaMemoryTypeHost && a.hostPointer == pinned));
+  REQUIRE(cudaPointerGetAttributes(&a, &stack) == cudaSuccess);
+  CHECK((a.type == cudaMemoryTypeUnregistered && a.devicePointer == nullptr));
+  cudaGetLastError();
+  REQUIRE(cudaFree(dev) == cudaSuccess);
+  REQUIRE(cudaFreeHost(pinned) == cudaSuccess);
+}
+
+TEST_CASE("the calls a user's code makes are injectable too: a failed symbol copy copies nothing") {
+  namespace faults = rungs::sim::faults;
+  const float before[4] = {1, 1, 1, 1}, after[4] = {2, 2, 2, 2};
+  REQUIRE(cudaMemcpyToSymbol(coeffs, before, sizeof before) == cudaSuccess);
+  faults::fail_nth("cudaMemcpyToSymbol", 1, cudaErrorInvalidValue);
+  CHECK(cudaMemcpyToSymbol(coeffs, after, sizeof after) == cudaErrorInvalidValue);
+  float back[4] = {};
+  REQUIRE(cudaMemcpyFromSymbol(back, coeffs, sizeof back) == cudaSuccess);
+  CHECK(back[0] == 1.0f);
+  faults::fail_nth("cudaStreamWaitEvent", 1, cudaErrorInvalidResourceHandle);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(nullptr, e, 0) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamWaitEvent(nullptr, e, 0) == cudaSuccess);
+  faults::clear();
+  cudaGetLastError();
+  REQUIRE(cudaEventDestroy(e) == cudaSuccess);
 }
