@@ -68,6 +68,11 @@ struct CUstream_st {
 struct CUevent_st {
   unsigned flags = 0;
   bool recorded = false;
+  // Recorded on a capturing stream: the capture, the stream and how much of that stream's
+  // captured work it follows (a wait on it joins the stream's work so far; see capture_state).
+  rungs::sim::rt::capture_state* capture = nullptr;
+  CUstream_st* stream = nullptr;
+  std::size_t seq = 0;
 };
 
 namespace rungs::sim::rt {
@@ -133,12 +138,30 @@ struct node {
 
 }  // namespace
 
+// One capture sequence. Streams join it by waiting on an event recorded in it (a fork) and
+// record their work into the same node list, in issue order: one legal serialisation of the
+// graph's dependencies, since every stream issues its own work in order and a wait follows the
+// record it waits on. A forked stream must be joined back (a member stream waits on an event
+// recorded after that stream's last work or wait) before the origin ends the capture.
 struct capture_state {
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   std::thread::id thread;
   std::vector<node> nodes;
   cudaError_t invalidated = cudaSuccess;
   unsigned long long id = 0;
+  CUstream_st* origin = nullptr;
+  struct member {
+    std::size_t work = 0;  // nodes issued and waits made on the stream since it joined
+    bool joined = true;    // a member stream has waited on all of it
+  };
+  std::map<CUstream_st*, member> forked;
+  // Counts work on `s` (a forked stream's work must be joined back again).
+  void worked(CUstream_st* s) {
+    if (auto it = forked.find(s); it != forked.end()) {
+      ++it->second.work;
+      it->second.joined = false;
+    }
+  }
 };
 
 }  // namespace rungs::sim::rt
@@ -472,7 +495,10 @@ cudaError_t issue(node n, cudaStream_t stream) {
   if (cudaError_t e = sticky()) return e;
   if (cudaError_t e = check_stream(stream)) return e;
   if (capture_state* c = capture_of(stream)) {
-    if (c->invalidated == cudaSuccess) c->nodes.push_back(std::move(n));
+    if (c->invalidated == cudaSuccess) {
+      c->nodes.push_back(std::move(n));
+      c->worked(stream);
+    }
     return c->invalidated == cudaSuccess ? cudaSuccess : fail(cudaErrorStreamCaptureInvalidated);
   }
   run(n);
@@ -547,6 +573,9 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorStreamCaptureInvalidated, "operation failed due to a previous error during capture")                 \
   X(cudaErrorStreamCaptureUnmatched, "capture was not ended in the same stream as it began")                      \
   X(cudaErrorStreamCaptureImplicit, "operation would make the legacy stream depend on a capturing blocking stream") \
+  X(cudaErrorStreamCaptureMerge, "operation would have resulted in a merge of two independent capture sequences") \
+  X(cudaErrorStreamCaptureUnjoined, "capturing stream has unjoined work")                                           \
+  X(cudaErrorStreamCaptureIsolation, "dependency created on uncaptured work in another stream")                   \
   X(cudaErrorStreamCaptureWrongThread, "attempt to terminate a thread-local capture sequence from another thread")
 
 // Kernel attributes and occupancy (modelled on the H100's per-SM limits, constants above).
@@ -1130,9 +1159,13 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (call.error != cudaSuccess) return injected(call);
   if (!S().events.count(event)) return fail(cudaErrorInvalidResourceHandle);
   if (cudaError_t e = check_stream(stream)) return e;
-  if (capture_of(stream)) {
-    return fail(cudaErrorNotSupported, "cudaEventRecord on a capturing stream is not simulated");
+  if (capture_state* c = capture_of(stream)) {  // a record in the graph: what a wait on it joins
+    if (c->invalidated != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
+    const auto it = c->forked.find(stream);
+    *event = CUevent_st{event->flags, event->recorded, c, stream, it == c->forked.end() ? 0 : it->second.work};
+    return cudaSuccess;
   }
+  event->capture = nullptr;
   event->recorded = true;  // the stream's work has already run
   return sticky();
 }
@@ -1171,7 +1204,7 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
   if (is_legacy(stream)) return fail(cudaErrorStreamCaptureUnsupported, "capture of the legacy stream");
   if (!S().streams.count(stream)) return fail(cudaErrorInvalidResourceHandle);
   if (stream->capture) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: the stream is already capturing");
-  auto* c = new capture_state{mode, std::this_thread::get_id(), {}, cudaSuccess, ++S().capture_ids};
+  auto* c = new capture_state{mode, std::this_thread::get_id(), {}, cudaSuccess, ++S().capture_ids, stream, {}};
   stream->capture = c;
   S().captures.insert(c);
   return cudaSuccess;
@@ -1188,12 +1221,34 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* pGraph) {
   if (c->mode == cudaStreamCaptureModeThreadLocal && c->thread != std::this_thread::get_id()) {
     return fail(cudaErrorStreamCaptureWrongThread);
   }
+  if (stream != c->origin) {  // CUDA: the capture is invalidated, and ends only at its origin
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnmatched,
+                "cudaStreamEndCapture on a stream forked into the capture, not the stream that began it");
+  }
+  std::string unjoined;
+  for (auto& [forked, m] : c->forked) {
+    forked->capture = nullptr;
+    if (!m.joined) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%p", unjoined.empty() ? "" : ", ", static_cast<void*>(forked));
+      unjoined += buf;
+    }
+  }
+  for (CUevent_st* e : S().events) {
+    if (e->capture == c) e->capture = nullptr;  // recorded in a graph: nothing to wait on now
+  }
   stream->capture = nullptr;
   S().captures.erase(c);
   std::unique_ptr<capture_state> done(c);
   *pGraph = nullptr;
   if (call.error != cudaSuccess) return injected(call);
   if (c->invalidated != cudaSuccess) return fail(c->invalidated);
+  if (!unjoined.empty()) {
+    return fail(cudaErrorStreamCaptureUnjoined,
+                "cudaStreamEndCapture: forked stream(s) " + unjoined +
+                    " not joined back (no member stream waited on an event recorded after their last work)");
+  }
   *pGraph = new CUgraph_st{std::move(c->nodes)};
   S().graphs.insert(*pGraph);
   return cudaSuccess;
@@ -1519,8 +1574,9 @@ cudaError_t cudaFuncSetAttribute(const void* func, enum cudaFuncAttribute attr, 
 // ---------------------------------------------------------------------------------------
 // More of streams: waits, queries, host functions, pitched memsets, capture modes, limits.
 
-// Every stream's work has run when it was issued, so a wait is met already; on a capturing
-// stream it would join another timeline into the graph (multi-stream capture), which is refused.
+// Every stream's work has run when it was issued, so a wait outside capture is met already. A
+// wait on an event recorded in a capture forks the waiting stream into it, or joins a forked
+// stream's work back (capture_state); a capture cannot wait on work outside it.
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaStreamWaitEvent");
@@ -1530,8 +1586,33 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     return fail(cudaErrorInvalidValue, "cudaStreamWaitEvent: flags " + std::to_string(flags) + " (only cudaEventWaitDefault is simulated)");
   }
   if (cudaError_t e = check_stream(stream)) return e;
-  if (capture_of(stream)) {
-    return fail(cudaErrorNotSupported, "cudaStreamWaitEvent on a capturing stream: multi-stream capture is not simulated");
+  capture_state* waiter = capture_of(stream);
+  if (capture_state* c = event->capture) {  // an event recorded in a capture: fork or join
+    if (c->invalidated != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
+    if (waiter != nullptr && waiter != c) {
+      c->invalidated = waiter->invalidated = cudaErrorStreamCaptureInvalidated;
+      return fail(cudaErrorStreamCaptureMerge, "cudaStreamWaitEvent: joins two captures (both are invalidated)");
+    }
+    if (is_legacy(stream)) {
+      c->invalidated = cudaErrorStreamCaptureInvalidated;
+      return fail(cudaErrorStreamCaptureImplicit, "cudaStreamWaitEvent: the legacy stream cannot join a capture");
+    }
+    if (waiter == nullptr) {  // a fork: the stream joins the capture
+      stream->capture = c;
+      c->forked[stream] = {};
+      return cudaSuccess;
+    }
+    if (auto it = c->forked.find(event->stream); it != c->forked.end() && event->stream != stream &&
+                                                 it->second.work == event->seq) {
+      it->second.joined = true;  // all of that stream's work is behind this wait
+    }
+    c->worked(stream);  // the waiter's later work depends on more: it must be joined back again
+    return cudaSuccess;
+  }
+  if (waiter != nullptr) {  // CUDA: a capture cannot depend on work outside it
+    waiter->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureIsolation,
+                "cudaStreamWaitEvent: a capturing stream waits on an event recorded outside the capture (the capture is invalidated)");
   }
   return sticky();
 }

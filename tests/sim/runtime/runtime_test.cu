@@ -704,14 +704,15 @@ TEST_CASE("waits, queries and host functions on streams; each refused on a captu
   for (int which = 0; which < 3; ++which) {
     INFO("call " << which);
     REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    // A wait on an event recorded outside the capture would make the graph depend on work
+    // outside it: refused (isolation), as a query or a host function is (unsafe, not simulated).
     const cudaError_t r = which == 0 ? cudaStreamWaitEvent(s, e, 0)
                           : which == 1 ? cudaStreamQuery(s)
                                        : cudaLaunchHostFunc(s, record_first, &h);
-    CHECK(r == (which == 0 ? cudaErrorNotSupported : cudaErrorStreamCaptureUnsupported));
+    CHECK(r == (which == 0 ? cudaErrorStreamCaptureIsolation : cudaErrorStreamCaptureUnsupported));
     cudaGraph_t graph = nullptr;
-    const cudaError_t end = cudaStreamEndCapture(s, &graph);
-    CHECK(end == (which == 0 ? cudaSuccess : cudaErrorStreamCaptureInvalidated));
-    if (graph != nullptr) REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+    CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+    CHECK(graph == nullptr);
   }
   CHECK(h.calls == 1);
   cudaGetLastError();
@@ -798,4 +799,87 @@ TEST_CASE("the calls a user's code makes are injectable too: a failed symbol cop
   faults::clear();
   cudaGetLastError();
   REQUIRE(cudaEventDestroy(e) == cudaSuccess);
+}
+
+TEST_CASE("multi-stream capture: a fork and a join through events; unjoined work, isolation and merges are refused") {
+  cudaStream_t s1 = nullptr, s2 = nullptr, s3 = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking) == cudaSuccess);
+  cudaEvent_t fork = nullptr, join = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&join, cudaEventDisableTiming) == cudaSuccess);
+  int *p = nullptr, *q = nullptr;
+  REQUIRE(cudaMalloc(&p, 8 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&q, 8 * sizeof(int)) == cudaSuccess);
+  cudaStreamCaptureStatus status{};
+
+  // s1 forks s2, each works, s2 joins back, s1 works after the join.
+  REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 8 * sizeof(int), s1) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s1) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(s2, fork, 0) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(s2, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusActive);
+  add_scalar<<<1, 8, 0, s2>>>(p, 8, 5);
+  REQUIRE(cudaMemsetAsync(q, 0, 8 * sizeof(int), s1) == cudaSuccess);
+  add_scalar<<<1, 8, 0, s1>>>(q, 8, 2);
+  REQUIRE(cudaEventRecord(join, s2) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(s1, join, 0) == cudaSuccess);
+  add_scalar<<<1, 8, 0, s1>>>(p, 8, 1);
+  CHECK(cudaStreamEndCapture(s2, nullptr) == cudaErrorInvalidValue);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s1, &graph) == cudaSuccess);
+  REQUIRE(cudaStreamIsCapturing(s2, &status) == cudaSuccess);
+  CHECK(status == cudaStreamCaptureStatusNone);
+  CHECK(download(p, 8) == std::vector<int>(8, -1));  // nothing ran during capture
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s1) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s1) == cudaSuccess);
+  CHECK(download(p, 8) == std::vector<int>(8, 6));
+  CHECK(download(q, 8) == std::vector<int>(8, 2));
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+  // Work on the forked stream after the event the origin waited on: unjoined.
+  for (const bool record_before_last_work : {false, true}) {
+    INFO("join recorded before the last work: " << record_before_last_work);
+    REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    REQUIRE(cudaEventRecord(fork, s1) == cudaSuccess);
+    REQUIRE(cudaStreamWaitEvent(s2, fork, 0) == cudaSuccess);
+    add_scalar<<<1, 8, 0, s2>>>(p, 8, 5);
+    if (record_before_last_work) {
+      REQUIRE(cudaEventRecord(join, s2) == cudaSuccess);
+      add_scalar<<<1, 8, 0, s2>>>(p, 8, 5);
+      REQUIRE(cudaStreamWaitEvent(s1, join, 0) == cudaSuccess);
+    }
+    graph = reinterpret_cast<cudaGraph_t>(1);
+    CHECK(cudaStreamEndCapture(s1, &graph) == cudaErrorStreamCaptureUnjoined);
+    CHECK(graph == nullptr);
+    REQUIRE(cudaStreamIsCapturing(s2, &status) == cudaSuccess);
+    CHECK(status == cudaStreamCaptureStatusNone);
+  }
+
+  // Ending at the forked stream is unmatched and invalidates the capture.
+  REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s1) == cudaSuccess);
+  REQUIRE(cudaStreamWaitEvent(s2, fork, 0) == cudaSuccess);
+  CHECK(cudaStreamEndCapture(s2, &graph) == cudaErrorStreamCaptureUnmatched);
+  CHECK(cudaStreamEndCapture(s1, &graph) == cudaErrorStreamCaptureInvalidated);
+
+  // Two captures joined by a wait: a merge, both invalidated.
+  REQUIRE(cudaStreamBeginCapture(s1, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(s3, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(cudaEventRecord(fork, s1) == cudaSuccess);
+  CHECK(cudaStreamWaitEvent(s3, fork, 0) == cudaErrorStreamCaptureMerge);
+  CHECK(cudaStreamEndCapture(s3, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(cudaStreamEndCapture(s1, &graph) == cudaErrorStreamCaptureInvalidated);
+
+  cudaGetLastError();
+  REQUIRE(cudaEventDestroy(fork) == cudaSuccess);
+  REQUIRE(cudaEventDestroy(join) == cudaSuccess);
+  for (cudaStream_t s : {s1, s2, s3}) REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaFree(q) == cudaSuccess);
 }
