@@ -125,15 +125,21 @@ struct symbol_record {
 // ---------------------------------------------------------------------------------------
 // Work recorded by stream capture.
 struct node {
-  enum kind_t { kernel, copy, set } kind = kernel;
+  enum kind_t { kernel, copy, set, host } kind = kernel;
   kernel_record* k = nullptr;
   dim3s grid, block;
   std::size_t shared = 0;
   std::vector<std::vector<unsigned char>> params;  // each parameter's bytes, copied at capture
+  // copy and set: `rows` rows of `bytes` bytes, dst_pitch and src_pitch apart; a set writes
+  // `value` as elements of `element` bytes (1, 2 or 4).
   void* dst = nullptr;
   const void* src = nullptr;
   std::size_t bytes = 0;
-  int value = 0;
+  std::size_t rows = 1, dst_pitch = 0, src_pitch = 0;
+  unsigned value = 0;
+  unsigned element = 1;
+  cudaHostFn_t fn = nullptr;  // host: fn(user)
+  void* user = nullptr;
 };
 
 }  // namespace
@@ -403,6 +409,46 @@ cudaError_t check_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
   return fail(cudaErrorInvalidMemcpyDirection);
 }
 
+// Pitched copy and memset nodes (the 2D calls and graph nodes): `rows` rows of `width` bytes,
+// `pitch` apart, every row checked (as cudaMemcpy and cudaMemset check their ranges) before the
+// node exists. The caller has checked the pitches.
+cudaError_t pitched_copy(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                         std::size_t rows, cudaMemcpyKind kind, const char* api, node& n) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (cudaError_t e = check_copy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch,
+                                   width, kind, api)) {
+      return e;
+    }
+  }
+  n = node{};
+  n.kind = node::copy;
+  n.dst = dst;
+  n.src = src;
+  n.bytes = width;
+  n.rows = rows;
+  n.dst_pitch = dpitch;
+  n.src_pitch = spitch;
+  return cudaSuccess;
+}
+
+cudaError_t pitched_set(void* dst, std::size_t pitch, std::size_t width, std::size_t rows, unsigned value,
+                        unsigned element, const char* api, node& n) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (width > 0 && !inside_allocation(static_cast<char*>(dst) + r * pitch, width)) {
+      return fail(cudaErrorInvalidValue, std::string(api) + ": row " + std::to_string(r) + " is not inside one live allocation");
+    }
+  }
+  n = node{};
+  n.kind = node::set;
+  n.dst = dst;
+  n.bytes = width;
+  n.rows = rows;
+  n.dst_pitch = pitch;
+  n.value = value;
+  n.element = element;
+  return cudaSuccess;
+}
+
 // ---------------------------------------------------------------------------------------
 // Kernels.
 // Parses a module at the first use of one of its kernels or variables; why it cannot run, or
@@ -482,10 +528,22 @@ void run(const node& n) {
       run_kernel(n);
       break;
     case node::copy:
-      std::memmove(n.dst, n.src, n.bytes);
+      for (std::size_t r = 0; r < n.rows; ++r) {
+        std::memmove(static_cast<char*>(n.dst) + r * n.dst_pitch, static_cast<const char*>(n.src) + r * n.src_pitch, n.bytes);
+      }
       break;
     case node::set:
-      std::memset(n.dst, n.value, n.bytes);
+      for (std::size_t r = 0; r < n.rows; ++r) {
+        auto* row = static_cast<unsigned char*>(n.dst) + r * n.dst_pitch;
+        if (n.element == 1) {
+          std::memset(row, static_cast<int>(n.value & 0xffu), n.bytes);
+        } else {
+          for (std::size_t i = 0; i < n.bytes; i += n.element) std::memcpy(row + i, &n.value, n.element);  // little-endian
+        }
+      }
+      break;
+    case node::host:
+      n.fn(n.user);
       break;
   }
 }
@@ -505,16 +563,14 @@ cudaError_t issue(node n, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, cudaStream_t stream) {
-  std::lock_guard lock(S().mutex);
-  const faults::detail::call_scope call("cudaLaunchKernel");
-  if (call.error != cudaSuccess) return injected(call, true);
+// A kernel node: the kernel loaded, the shape checked, the arguments' bytes copied.
+cudaError_t kernel_node_for(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, node& n) {
   auto it = S().kernels.find(stub);
   if (it == S().kernels.end()) return fail(cudaErrorInvalidDeviceFunction, "launch of an unregistered kernel");
   kernel_record& k = it->second;
   if (cudaError_t e = load(k)) return e;
   if (cudaError_t e = check_config(k, grid, block, shared)) return e;
-  node n;
+  n = node{};
   n.kind = node::kernel;
   n.k = &k;
   n.grid = {grid.x, grid.y, grid.z};
@@ -529,6 +585,15 @@ cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, 
     const auto* p = static_cast<const unsigned char*>(args[i]);
     n.params.emplace_back(p, p + params[i].size);
   }
+  return cudaSuccess;
+}
+
+cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaLaunchKernel");
+  if (call.error != cudaSuccess) return injected(call, true);
+  node n;
+  if (cudaError_t e = kernel_node_for(stub, grid, block, args, shared, n)) return e;
   return issue(std::move(n), stream);
 }
 
@@ -1020,7 +1085,7 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
   n.kind = node::set;
   n.dst = devPtr;
   n.bytes = count;
-  n.value = value;
+  n.value = static_cast<unsigned char>(value);
   return issue(std::move(n), stream);
 }
 
@@ -1033,7 +1098,7 @@ cudaError_t cudaMemset(void* devPtr, int value, size_t count) {
 }
 
 // Pitched copies: `height` rows of `width` bytes, each row checked as cudaMemcpy checks its
-// range, all before any is copied; each row is one copy node (captured as such).
+// range, all before any is copied; one copy node (captured as such).
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               enum cudaMemcpyKind kind, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
@@ -1044,21 +1109,9 @@ cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t 
     return fail(cudaErrorInvalidPitchValue, "cudaMemcpy2D: width " + std::to_string(width) + " exceeds dpitch " +
                                                 std::to_string(dpitch) + " or spitch " + std::to_string(spitch));
   }
-  const auto row = [&](auto* base, std::size_t pitch, std::size_t r) {
-    return const_cast<char*>(reinterpret_cast<const char*>(base)) + r * pitch;
-  };
-  for (std::size_t r = 0; r < height; ++r) {
-    if (cudaError_t e = check_copy(row(dst, dpitch, r), row(src, spitch, r), width, kind, "cudaMemcpy2D")) return e;
-  }
-  for (std::size_t r = 0; r < height; ++r) {
-    node n;
-    n.kind = node::copy;
-    n.dst = row(dst, dpitch, r);
-    n.src = row(src, spitch, r);
-    n.bytes = width;
-    if (cudaError_t e = issue(std::move(n), stream)) return e;
-  }
-  return cudaSuccess;
+  node n;
+  if (cudaError_t e = pitched_copy(dst, dpitch, src, spitch, width, height, kind, "cudaMemcpy2D", n)) return e;
+  return issue(std::move(n), stream);
 }
 
 cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
@@ -1418,6 +1471,113 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGra
   return cudaSuccess;
 }
 
+// ---------------------------------------------------------------------------------------
+// Graphs built node by node. Dependencies must be nodes of the same graph, which exist before
+// the node that depends on them, so insertion order is a topological order: the graph runs its
+// nodes in it (one legal order of the dependencies).
+static cudaError_t add_node(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* deps,
+                            std::size_t num_deps, rungs::sim::rt::node n, const char* api) {
+  if (pGraphNode == nullptr) return fail(cudaErrorInvalidValue, std::string(api) + ": a null node pointer");
+  if (!S().graphs.count(graph)) return fail(cudaErrorInvalidResourceHandle, std::string(api) + ": not a live graph");
+  if (num_deps > 0 && deps == nullptr) return fail(cudaErrorInvalidValue, std::string(api) + ": dependencies missing");
+  for (std::size_t i = 0; i < num_deps; ++i) {
+    if (deps[i] == nullptr || deps[i]->graph != graph || deps[i]->index >= graph->nodes.size()) {
+      return fail(cudaErrorInvalidValue, std::string(api) + ": dependency " + std::to_string(i) + " is not a node of this graph");
+    }
+  }
+  graph->nodes.push_back(std::move(n));
+  *pGraphNode = node_handle(graph, graph->nodes.size() - 1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphCreate(cudaGraph_t* pGraph, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (pGraph == nullptr || flags != 0) return fail(cudaErrorInvalidValue, "cudaGraphCreate: a null pointer or flags other than 0");
+  *pGraph = new CUgraph_st{};
+  S().graphs.insert(*pGraph);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphClone(cudaGraph_t* pGraphClone, cudaGraph_t originalGraph) {
+  std::lock_guard lock(S().mutex);
+  if (pGraphClone == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphClone: a null result pointer");
+  if (!S().graphs.count(originalGraph)) return fail(cudaErrorInvalidResourceHandle, "cudaGraphClone: not a live graph");
+  *pGraphClone = new CUgraph_st{originalGraph->nodes};
+  S().graphs.insert(*pGraphClone);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphAddKernelNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                   size_t numDependencies, const struct cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  if (pNodeParams == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphAddKernelNode: null parameters");
+  if (pNodeParams->extra != nullptr) return fail(cudaErrorInvalidValue, "cudaGraphAddKernelNode: 'extra' is not simulated (use kernelParams)");
+  rungs::sim::rt::node n;
+  if (cudaError_t e = kernel_node_for(pNodeParams->func, pNodeParams->gridDim, pNodeParams->blockDim,
+                                      pNodeParams->kernelParams, pNodeParams->sharedMemBytes, n)) {
+    return e;
+  }
+  return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddKernelNode");
+}
+
+// Linear memory only: pitched pointers with a depth of 1 (a 3D extent and CUDA arrays are
+// refused by name); every row is checked as cudaMemcpy checks its range.
+cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                   size_t numDependencies, const struct cudaMemcpy3DParms* p) {
+  std::lock_guard lock(S().mutex);
+  if (p == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphAddMemcpyNode: null parameters");
+  if (p->srcArray != nullptr || p->dstArray != nullptr) {
+    return fail(cudaErrorNotSupported, "cudaGraphAddMemcpyNode: CUDA arrays are not simulated");
+  }
+  if (p->extent.depth != 1 || p->srcPos.z != 0 || p->dstPos.z != 0) {
+    return fail(cudaErrorNotSupported, "cudaGraphAddMemcpyNode: depth " + std::to_string(p->extent.depth) +
+                                           " (only 1D and 2D copies are simulated)");
+  }
+  const std::size_t width = p->extent.width, rows = p->extent.height;
+  const std::size_t spitch = p->srcPtr.pitch, dpitch = p->dstPtr.pitch;
+  if (rows > 1 && (width > spitch || width > dpitch)) {
+    return fail(cudaErrorInvalidPitchValue, "cudaGraphAddMemcpyNode: width " + std::to_string(width) +
+                                                " exceeds a pitch (" + std::to_string(spitch) + ", " + std::to_string(dpitch) + ")");
+  }
+  auto* dst = static_cast<char*>(p->dstPtr.ptr) + p->dstPos.y * dpitch + p->dstPos.x;
+  const auto* src = static_cast<const char*>(p->srcPtr.ptr) + p->srcPos.y * spitch + p->srcPos.x;
+  rungs::sim::rt::node n;
+  if (cudaError_t e = pitched_copy(dst, dpitch, src, spitch, width, rows, p->kind, "cudaGraphAddMemcpyNode", n)) return e;
+  return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddMemcpyNode");
+}
+
+cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                   size_t numDependencies, const struct cudaMemsetParams* p) {
+  std::lock_guard lock(S().mutex);
+  if (p == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphAddMemsetNode: null parameters");
+  if (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4) {
+    return fail(cudaErrorInvalidValue, "cudaGraphAddMemsetNode: element size " + std::to_string(p->elementSize) +
+                                           " (must be 1, 2 or 4)");
+  }
+  const std::size_t bytes = p->width * p->elementSize;
+  if (p->height > 1 && bytes > p->pitch) {
+    return fail(cudaErrorInvalidPitchValue, "cudaGraphAddMemsetNode: a row of " + std::to_string(bytes) +
+                                                " bytes exceeds the pitch " + std::to_string(p->pitch));
+  }
+  const unsigned value = p->elementSize == 4 ? p->value : p->value & ((1u << (8 * p->elementSize)) - 1);
+  rungs::sim::rt::node n;
+  if (cudaError_t e = pitched_set(p->dst, p->pitch, bytes, p->height, value, p->elementSize, "cudaGraphAddMemsetNode", n)) {
+    return e;
+  }
+  return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddMemsetNode");
+}
+
+cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                 size_t numDependencies, const struct cudaHostNodeParams* p) {
+  std::lock_guard lock(S().mutex);
+  if (p == nullptr || p->fn == nullptr) return fail(cudaErrorInvalidValue, "cudaGraphAddHostNode: a null function");
+  rungs::sim::rt::node n;
+  n.kind = rungs::sim::rt::node::host;
+  n.fn = p->fn;
+  n.user = p->userData;
+  return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddHostNode");
+}
+
 cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaGraphLaunch");
@@ -1632,25 +1792,21 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
 }
 
 // The host function runs when it is issued, after the stream's earlier work (which has run);
-// on a capturing stream it would be a graph host node, which is not simulated.
+// on a capturing stream it is recorded as a host node, run when the graph is.
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userData) {
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaLaunchHostFunc");
   if (call.error != cudaSuccess) return injected(call);
   if (fn == nullptr) return fail(cudaErrorInvalidValue, "cudaLaunchHostFunc: a null function");
-  if (cudaError_t e = check_stream(stream)) return e;
-  if (capture_state* c = capture_of(stream)) {
-    c->invalidated = cudaErrorStreamCaptureInvalidated;
-    return fail(cudaErrorStreamCaptureUnsupported,
-                "cudaLaunchHostFunc on a capturing stream: graph host nodes are not simulated (the capture is invalidated)");
-  }
-  if (cudaError_t e = sticky()) return e;  // CUDA skips host functions after a device fault
-  fn(userData);
-  return cudaSuccess;
+  node n;
+  n.kind = node::host;
+  n.fn = fn;
+  n.user = userData;
+  return issue(std::move(n), stream);  // after a device fault it is not run, as on CUDA
 }
 
 // Pitched memsets: `height` rows of `width` bytes, each row checked as cudaMemset checks its
-// range, all before any is set; each row is one memset node (captured as such).
+// range, all before any is set; one memset node (captured as such).
 cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaMemset2DAsync");
@@ -1660,21 +1816,11 @@ cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t widt
     return fail(cudaErrorInvalidPitchValue,
                 "cudaMemset2D: width " + std::to_string(width) + " exceeds pitch " + std::to_string(pitch));
   }
-  auto* base = static_cast<char*>(devPtr);
-  for (std::size_t r = 0; r < height; ++r) {
-    if (!inside_allocation(base + r * pitch, width)) {
-      return fail(cudaErrorInvalidValue, "cudaMemset2D: row " + std::to_string(r) + " is not inside one live allocation");
-    }
+  node n;
+  if (cudaError_t e = pitched_set(devPtr, pitch, width, height, static_cast<unsigned char>(value), 1, "cudaMemset2D", n)) {
+    return e;
   }
-  for (std::size_t r = 0; r < height; ++r) {
-    node n;
-    n.kind = node::set;
-    n.dst = base + r * pitch;
-    n.bytes = width;
-    n.value = value;
-    if (cudaError_t e = issue(std::move(n), stream)) return e;
-  }
-  return cudaSuccess;
+  return issue(std::move(n), stream);
 }
 
 cudaError_t cudaMemset2D(void* devPtr, size_t pitch, int value, size_t width, size_t height) {

@@ -678,7 +678,7 @@ void record_first(void* user) {
 }
 }  // namespace
 
-TEST_CASE("waits, queries and host functions on streams; each refused on a capturing stream") {
+TEST_CASE("waits, queries and host functions on streams; on a capturing stream a host function is a node") {
   cudaStream_t s = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   cudaEvent_t e = nullptr;
@@ -701,20 +701,33 @@ TEST_CASE("waits, queries and host functions on streams; each refused on a captu
   CHECK((h.calls == 1 && h.first == 9));
   CHECK(cudaLaunchHostFunc(s, nullptr, &h) == cudaErrorInvalidValue);
 
-  for (int which = 0; which < 3; ++which) {
+  for (int which = 0; which < 2; ++which) {
     INFO("call " << which);
     REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
     // A wait on an event recorded outside the capture would make the graph depend on work
-    // outside it: refused (isolation), as a query or a host function is (unsafe, not simulated).
-    const cudaError_t r = which == 0 ? cudaStreamWaitEvent(s, e, 0)
-                          : which == 1 ? cudaStreamQuery(s)
-                                       : cudaLaunchHostFunc(s, record_first, &h);
+    // outside it: refused (isolation); a query is an unsafe call during capture.
+    const cudaError_t r = which == 0 ? cudaStreamWaitEvent(s, e, 0) : cudaStreamQuery(s);
     CHECK(r == (which == 0 ? cudaErrorStreamCaptureIsolation : cudaErrorStreamCaptureUnsupported));
     cudaGraph_t graph = nullptr;
     CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
     CHECK(graph == nullptr);
   }
-  CHECK(h.calls == 1);
+  // A host function on a capturing stream is a host node: it runs with each replay, in order.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  add_scalar<<<1, 4, 0, s>>>(p, 4, 1);
+  REQUIRE(cudaMemcpyAsync(host.data(), p, 4 * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+  REQUIRE(cudaLaunchHostFunc(s, record_first, &h) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s, &graph) == cudaSuccess);
+  CHECK(h.calls == 1);  // not run at capture
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK((h.calls == 3 && h.first == 11));
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
   cudaGetLastError();
   REQUIRE(cudaEventDestroy(e) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
@@ -882,4 +895,85 @@ TEST_CASE("multi-stream capture: a fork and a join through events; unjoined work
   for (cudaStream_t s : {s1, s2, s3}) REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
   REQUIRE(cudaFree(p) == cudaSuccess);
   REQUIRE(cudaFree(q) == cudaSuccess);
+}
+
+namespace {
+void count_call(void* user) { ++*static_cast<int*>(user); }
+}  // namespace
+
+TEST_CASE("graphs built node by node: memset, 2D memcpy, kernel and host nodes; a clone; bad nodes refused") {
+  int* a = nullptr;  // 2 rows of 3 ints at a pitch of 16 bytes
+  int* b = nullptr;
+  REQUIRE(cudaMalloc(&a, 32) == cudaSuccess);
+  REQUIRE(cudaMalloc(&b, 32) == cudaSuccess);
+  REQUIRE(cudaMemset(a, 0, 32) == cudaSuccess);
+  REQUIRE(cudaMemset(b, 0, 32) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaGraphCreate(&graph, 0) == cudaSuccess);
+
+  cudaMemsetParams set{};
+  set.dst = a;
+  set.pitch = 16;
+  set.value = 7;
+  set.elementSize = 4;
+  set.width = 3;
+  set.height = 2;
+  cudaGraphNode_t set_node = nullptr, copy_node = nullptr, kernel_node = nullptr, host_node = nullptr;
+  REQUIRE(cudaGraphAddMemsetNode(&set_node, graph, nullptr, 0, &set) == cudaSuccess);
+
+  cudaMemcpy3DParms copy{};
+  copy.srcPtr = make_cudaPitchedPtr(a, 16, 3, 2);
+  copy.dstPtr = make_cudaPitchedPtr(b, 16, 3, 2);
+  copy.extent = make_cudaExtent(3 * sizeof(int), 2, 1);
+  copy.kind = cudaMemcpyDeviceToDevice;
+  REQUIRE(cudaGraphAddMemcpyNode(&copy_node, graph, &set_node, 1, &copy) == cudaSuccess);
+
+  int n = 8, value = 100;
+  void* args[] = {&b, &n, &value};
+  cudaKernelNodeParams k{};
+  k.func = reinterpret_cast<void*>(add_scalar);
+  k.gridDim = dim3(1);
+  k.blockDim = dim3(8);
+  k.kernelParams = args;
+  REQUIRE(cudaGraphAddKernelNode(&kernel_node, graph, &copy_node, 1, &k) == cudaSuccess);
+  int calls = 0;
+  cudaHostNodeParams hp{count_call, &calls};
+  REQUIRE(cudaGraphAddHostNode(&host_node, graph, &kernel_node, 1, &hp) == cudaSuccess);
+  std::size_t count = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  CHECK(count == 4);
+  CHECK(download(b, 8) == std::vector<int>(8, 0));  // building runs nothing
+
+  cudaGraph_t clone = nullptr;
+  REQUIRE(cudaGraphClone(&clone, graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, clone, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, nullptr) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  // Rows of 3 sevens at a pitch of 4 ints, copied, then 100 added to all 8.
+  CHECK(download(a, 8) == std::vector<int>{7, 7, 7, 0, 7, 7, 7, 0});
+  CHECK(download(b, 8) == std::vector<int>{107, 107, 107, 100, 107, 107, 107, 100});
+  CHECK(calls == 1);
+
+  // Bad nodes are refused, naming the rule; the graph is unchanged.
+  cudaGraph_t other = nullptr;
+  REQUIRE(cudaGraphCreate(&other, 0) == cudaSuccess);
+  cudaGraphNode_t bad = nullptr;
+  CHECK(cudaGraphAddHostNode(&bad, other, &kernel_node, 1, &hp) == cudaErrorInvalidValue);  // another graph's node
+  set.elementSize = 3;
+  CHECK(cudaGraphAddMemsetNode(&bad, graph, nullptr, 0, &set) == cudaErrorInvalidValue);
+  set.elementSize = 4;
+  set.pitch = 8;
+  CHECK(cudaGraphAddMemsetNode(&bad, graph, nullptr, 0, &set) == cudaErrorInvalidPitchValue);
+  copy.extent = make_cudaExtent(12, 2, 2);
+  CHECK(cudaGraphAddMemcpyNode(&bad, graph, nullptr, 0, &copy) == cudaErrorNotSupported);
+  copy.extent = make_cudaExtent(12, 3, 1);  // a third row past the 32 bytes
+  CHECK(cudaGraphAddMemcpyNode(&bad, graph, nullptr, 0, &copy) == cudaErrorInvalidValue);
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess);
+  CHECK(count == 4);
+  cudaGetLastError();
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  for (cudaGraph_t g : {graph, clone, other}) REQUIRE(cudaGraphDestroy(g) == cudaSuccess);
+  REQUIRE(cudaFree(a) == cudaSuccess);
+  REQUIRE(cudaFree(b) == cudaSuccess);
 }
