@@ -194,6 +194,7 @@ struct allocation {
   std::size_t size = 0;
   bool device = true;  // false: page-locked host memory (cudaHostAlloc), also kernel-visible
   bool symbol = false;  // a module variable's storage (cudaGetSymbolAddress): never freed
+  bool managed = false;  // cudaMallocManaged (device memory the host may touch too)
 };
 
 class registry final : public global_memory {
@@ -249,13 +250,16 @@ struct state {
   std::map<const void*, symbol_record> symbols;  // host shadow variable -> device variable
   // cudaDeviceSetLimit's values (CUDA's defaults on an H100): kept and reported; the executor
   // bounds none of them (a deep call chain or a long printf is not cut short).
-  std::map<cudaLimit, std::size_t> limits = {{cudaLimitStackSize, 1024},
-                                             {cudaLimitPrintfFifoSize, 1 << 20},
-                                             {cudaLimitMallocHeapSize, 8 << 20},
-                                             {cudaLimitDevRuntimeSyncDepth, 2},
-                                             {cudaLimitDevRuntimePendingLaunchCount, 2048},
-                                             {cudaLimitMaxL2FetchGranularity, 64},
-                                             {cudaLimitPersistingL2CacheSize, 0}};
+  static std::map<cudaLimit, std::size_t> default_limits() {
+    return {{cudaLimitStackSize, 1024},
+            {cudaLimitPrintfFifoSize, 1 << 20},
+            {cudaLimitMallocHeapSize, 8 << 20},
+            {cudaLimitDevRuntimeSyncDepth, 2},
+            {cudaLimitDevRuntimePendingLaunchCount, 2048},
+            {cudaLimitMaxL2FetchGranularity, 64},
+            {cudaLimitPersistingL2CacheSize, 0}};
+  }
+  std::map<cudaLimit, std::size_t> limits = default_limits();
   registry memory;
   std::set<CUstream_st*> streams;
   std::set<CUevent_st*> events;
@@ -938,9 +942,10 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrMaxGridDimZ: *value = 65535; return cudaSuccess;
     case cudaDevAttrConcurrentKernels:
     case cudaDevAttrUnifiedAddressing: *value = 1; return cudaSuccess;
+    case cudaDevAttrManagedMemory:
+    case cudaDevAttrConcurrentManagedAccess: *value = 1; return cudaSuccess;  // one memory: always coherent
     case cudaDevAttrCooperativeLaunch:   // grid-wide sync is not simulated
-    case cudaDevAttrMemoryPoolsSupported:  // nor stream-ordered allocation
-    case cudaDevAttrManagedMemory: *value = 0; return cudaSuccess;
+    case cudaDevAttrMemoryPoolsSupported: *value = 0; return cudaSuccess;  // nor pools (cudaMallocAsync allocates at the call)
     default:
       return fail(cudaErrorNotSupported, "cudaDeviceGetAttribute: attribute " + std::to_string(attr) + " is not simulated");
   }
@@ -978,6 +983,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->integrated = 0;
   prop->concurrentKernels = 1;
   prop->unifiedAddressing = 1;
+  prop->managedMemory = 1;
+  prop->concurrentManagedAccess = 1;
   return cudaSuccess;
 }
 
@@ -1867,10 +1874,111 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes* attributes, c
   attributes->type = cudaMemoryTypeUnregistered;
   attributes->device = 0;
   if (const allocation* a = S().memory.find(reinterpret_cast<std::uint64_t>(ptr))) {
-    attributes->type = a->device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
+    attributes->type = a->managed ? cudaMemoryTypeManaged : a->device ? cudaMemoryTypeDevice : cudaMemoryTypeHost;
     attributes->devicePointer = const_cast<void*>(ptr);
-    attributes->hostPointer = a->device ? nullptr : const_cast<void*>(ptr);
+    attributes->hostPointer = a->device && !a->managed ? nullptr : const_cast<void*>(ptr);
   }
+  return cudaSuccess;
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Managed memory: device memory the host may read and write too (the simulated device's memory
+// is host memory, so both sides always see the same bytes, as on a GPU with concurrent managed
+// access). Prefetches, advice and stream attachment are hints: checked, then nothing to do.
+cudaError_t cudaMallocManaged(void** devPtr, size_t size, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost) {
+    return fail(cudaErrorInvalidValue, "cudaMallocManaged: flags " + std::to_string(flags) +
+                                           " (cudaMemAttachGlobal or cudaMemAttachHost)");
+  }
+  if (cudaError_t e = allocate(devPtr, size, true, "cudaMallocManaged")) return e;
+  if (*devPtr != nullptr) S().memory.live[reinterpret_cast<std::uint64_t>(*devPtr)].managed = true;
+  return cudaSuccess;
+}
+
+static cudaError_t check_managed_range(const void* p, std::size_t count, const char* api) {
+  const allocation* a = S().memory.find(reinterpret_cast<std::uint64_t>(p));
+  if (a == nullptr || !a->managed || !inside_allocation(p, count)) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s: [%p, +%zu) is not inside one managed allocation", api, p, count);
+    return fail(cudaErrorInvalidValue, buf);
+  }
+  return cudaSuccess;
+}
+
+static cudaError_t check_location(const cudaMemLocation& l, const char* api) {
+  if (l.type == cudaMemLocationTypeHost || (l.type == cudaMemLocationTypeDevice && l.id == 0)) return cudaSuccess;
+  if (l.type == cudaMemLocationTypeDevice) return fail(cudaErrorInvalidDevice, std::string(api) + ": device " + std::to_string(l.id));
+  return fail(cudaErrorInvalidValue, std::string(api) + ": location type " + std::to_string(l.type) + " (device 0 or host)");
+}
+
+cudaError_t cudaMemPrefetchAsync(const void* devPtr, size_t count, struct cudaMemLocation location, unsigned int flags,
+                                 cudaStream_t stream) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = check_managed_range(devPtr, count, "cudaMemPrefetchAsync")) return e;
+  if (cudaError_t e = check_location(location, "cudaMemPrefetchAsync")) return e;
+  if (flags != 0) return fail(cudaErrorInvalidValue, "cudaMemPrefetchAsync: flags " + std::to_string(flags) + " (must be 0)");
+  if (cudaError_t e = check_stream(stream)) return e;
+  return sticky();
+}
+
+cudaError_t cudaMemAdvise(const void* devPtr, size_t count, enum cudaMemoryAdvise advice, struct cudaMemLocation location) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = check_managed_range(devPtr, count, "cudaMemAdvise")) return e;
+  if (advice < cudaMemAdviseSetReadMostly || advice > cudaMemAdviseUnsetAccessedBy) {
+    return fail(cudaErrorInvalidValue, "cudaMemAdvise: advice " + std::to_string(advice));
+  }
+  if (advice == cudaMemAdviseSetReadMostly || advice == cudaMemAdviseUnsetReadMostly) return cudaSuccess;  // no location
+  return check_location(location, "cudaMemAdvise");
+}
+
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void* devPtr, size_t length, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = check_stream(stream)) return e;
+  const allocation* a = S().memory.find(reinterpret_cast<std::uint64_t>(devPtr));
+  if (a == nullptr || !a->managed || (length != 0 && length != a->size)) {
+    return fail(cudaErrorInvalidValue, "cudaStreamAttachMemAsync: not a whole managed allocation");
+  }
+  if (flags != cudaMemAttachGlobal && flags != cudaMemAttachHost && flags != cudaMemAttachSingle) {
+    return fail(cudaErrorInvalidValue, "cudaStreamAttachMemAsync: flags " + std::to_string(flags));
+  }
+  return cudaSuccess;
+}
+
+// Everything the device holds is released (allocations, streams, events, graphs, captures), the
+// sticky error and the limits and kernel attributes are cleared, and every module is parsed
+// afresh at its next use, so __device__ variables start from their initialisers again.
+cudaError_t cudaDeviceReset(void) {
+  std::lock_guard lock(S().mutex);
+  state& st = S();
+  for (auto& [address, a] : st.memory.live) {
+    if (!a.symbol) std::free(reinterpret_cast<char*>(address) - kRedZone);
+  }
+  st.memory.live.clear();
+  st.memory.device_bytes = 0;
+  for (CUstream_st* s : st.streams) delete s;
+  for (CUevent_st* e : st.events) delete e;
+  for (CUgraph_st* g : st.graphs) delete g;
+  for (CUgraphExec_st* x : st.execs) delete x;
+  for (capture_state* c : st.captures) delete c;
+  st.streams.clear();
+  st.events.clear();
+  st.graphs.clear();
+  st.execs.clear();
+  st.captures.clear();
+  for (module_record& m : st.modules) {
+    m.loaded = false;
+    m.parsed.reset();
+    m.error.clear();
+  }
+  for (auto& [stub, k] : st.kernels) {
+    k.max_dynamic_shared.reset();
+    k.carveout = -1;
+  }
+  st.limits = state::default_limits();
+  st.sticky = cudaSuccess;
+  last_error = cudaSuccess;
   return cudaSuccess;
 }
 

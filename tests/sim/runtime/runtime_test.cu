@@ -977,3 +977,64 @@ TEST_CASE("graphs built node by node: memset, 2D memcpy, kernel and host nodes; 
   REQUIRE(cudaFree(a) == cudaSuccess);
   REQUIRE(cudaFree(b) == cudaSuccess);
 }
+
+TEST_CASE("managed memory: host and kernels share it; prefetch, advice and attachment are checked hints") {
+  int attr = 0;
+  REQUIRE(cudaDeviceGetAttribute(&attr, cudaDevAttrManagedMemory, 0) == cudaSuccess);
+  CHECK(attr == 1);
+  int* m = nullptr;
+  REQUIRE(cudaMallocManaged(&m, 16 * sizeof(int)) == cudaSuccess);
+  for (int i = 0; i < 16; ++i) m[i] = i;  // the host writes it directly
+  cudaMemLocation device{cudaMemLocationTypeDevice, 0}, host{cudaMemLocationTypeHost, 0};
+  REQUIRE(cudaMemPrefetchAsync(m, 16 * sizeof(int), device, 0, nullptr) == cudaSuccess);
+  add_scalar<<<1, 16>>>(m, 16, 3);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  for (int i = 0; i < 16; ++i) CHECK(m[i] == i + 3);  // and reads the kernel's result
+  REQUIRE(cudaMemAdvise(m, 8 * sizeof(int), cudaMemAdviseSetPreferredLocation, host) == cudaSuccess);
+  REQUIRE(cudaStreamAttachMemAsync(nullptr, m, 0, cudaMemAttachSingle) == cudaSuccess);
+  cudaPointerAttributes a{};
+  REQUIRE(cudaPointerGetAttributes(&a, m + 1) == cudaSuccess);
+  CHECK((a.type == cudaMemoryTypeManaged && a.hostPointer == m + 1));
+
+  int* plain = nullptr;
+  REQUIRE(cudaMalloc(&plain, 64) == cudaSuccess);
+  CHECK(cudaMemPrefetchAsync(plain, 64, device, 0, nullptr) == cudaErrorInvalidValue);  // not managed
+  CHECK(cudaMemPrefetchAsync(m, 17 * sizeof(int), device, 0, nullptr) == cudaErrorInvalidValue);  // past its end
+  CHECK(cudaMemPrefetchAsync(m, 4, cudaMemLocation{cudaMemLocationTypeDevice, 1}, 0, nullptr) == cudaErrorInvalidDevice);
+  CHECK(cudaMemAdvise(m, 4, static_cast<cudaMemoryAdvise>(9), device) == cudaErrorInvalidValue);
+  CHECK(cudaMallocManaged(&m, 4, 7) == cudaErrorInvalidValue);
+  cudaGetLastError();
+  REQUIRE(cudaFree(m) == cudaSuccess);
+  REQUIRE(cudaFree(plain) == cudaSuccess);
+}
+
+TEST_CASE("cudaDeviceReset releases everything, clears a sticky fault and re-initialises __device__ variables") {
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 4 * sizeof(int)) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  const int changed[3] = {-1, -2, -3};
+  REQUIRE(cudaMemcpyToSymbol(initialised, changed, sizeof changed) == cudaSuccess);
+  REQUIRE(cudaDeviceSetLimit(cudaLimitStackSize, 4096) == cudaSuccess);
+  write_past_end<<<1, 1>>>(p, 4);  // a kernel fault: sticky until the reset
+  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
+  CHECK(cudaMalloc(&p, 4) == cudaErrorLaunchFailure);
+
+  REQUIRE(cudaDeviceReset() == cudaSuccess);
+  const rungs::sim::faults::live_objects live = rungs::sim::faults::live();
+  CHECK((live.device_allocations == 0 && live.device_bytes == 0 && live.streams == 0));
+  CHECK(cudaStreamDestroy(s) == cudaErrorInvalidResourceHandle);  // gone with the reset
+  CHECK(cudaFree(p) == cudaErrorInvalidValue);
+  int back[3] = {};
+  REQUIRE(cudaMemcpyFromSymbol(back, initialised, sizeof back) == cudaSuccess);
+  CHECK((back[0] == 4 && back[1] == 5 && back[2] == 6));
+  std::size_t stack = 0;
+  REQUIRE(cudaDeviceGetLimit(&stack, cudaLimitStackSize) == cudaSuccess);
+  CHECK(stack == 1024);
+  REQUIRE(cudaMalloc(&p, 4 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 4 * sizeof(int)) == cudaSuccess);
+  add_scalar<<<1, 4>>>(p, 4, 2);
+  CHECK(download(p, 4) == std::vector<int>(4, 2));
+  cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
