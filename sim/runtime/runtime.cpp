@@ -19,7 +19,8 @@
 //  - stream capture records kernel launches, memcpys and memsets into a graph instead of
 //    running them; synchronous or allocating calls during a global or thread-local capture fail
 //    with cudaErrorStreamCaptureUnsupported and invalidate the capture, as CUDA's do;
-//  - events carry no time: cudaEventElapsedTime is refused (cudaErrorNotSupported, named);
+//  - events carry no device time: cudaEventElapsedTime is refused (cudaErrorNotSupported,
+//    named) unless RUNGS_SIM_EVENT_TIME=host asks for the simulator's own elapsed host time;
 //  - __device__ and __constant__ variables live in their PTX module's own storage, which the
 //    symbol calls (cudaMemcpyToSymbol, cudaGetSymbolAddress, ...) reach through nvcc's
 //    __cudaRegisterVar; an address from cudaGetSymbolAddress is device memory to the copy
@@ -32,7 +33,10 @@
 // that a block waiting for another (blocks run one at a time) is a finding, not a hang;
 // RUNGS_SIM_BLOCK_ORDER=launch runs blocks in launch order (default random: CUDA's model);
 // RUNGS_SIM_ABORT_ON_FINDING=1 aborts the process (SIGABRT) right after printing the first
-// finding or refused launch, for CI that must not miss one.
+// finding or refused launch, for CI that must not miss one; RUNGS_SIM_EVENT_TIME=host makes
+// cudaEventElapsedTime report the host time between the two records (how long the CPU took to
+// simulate the work, nothing about a GPU) instead of refusing.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <rungs_sim/executor.hpp>
@@ -41,6 +45,7 @@
 #include "fatbin.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +73,7 @@ struct CUstream_st {
 struct CUevent_st {
   unsigned flags = 0;
   bool recorded = false;
+  std::chrono::steady_clock::time_point at;  // host time of the record (RUNGS_SIM_EVENT_TIME=host)
   // Recorded on a capturing stream: the capture, the stream and how much of that stream's
   // captured work it follows (a wait on it joins the stream's work so far; see capture_state).
   rungs::sim::rt::capture_state* capture = nullptr;
@@ -269,6 +275,7 @@ struct state {
   cudaError_t sticky = cudaSuccess;
   std::uint64_t seed = 1;
   bool abort_on_finding = false;
+  bool event_host_time = false;  // RUNGS_SIM_EVENT_TIME=host
   std::uint64_t cta_limit = schedule{}.cta_instruction_limit;
   bool blocks_in_launch_order = false;
   std::uint64_t launches = 0;
@@ -279,6 +286,7 @@ struct state {
     seed = env_integer("RUNGS_SIM_SEED", seed);
     cta_limit = env_integer("RUNGS_SIM_CTA_LIMIT", cta_limit);
     abort_on_finding = env_choice("RUNGS_SIM_ABORT_ON_FINDING", {"0", "1"}, "0") == "1";
+    event_host_time = env_choice("RUNGS_SIM_EVENT_TIME", {"none", "host"}, "none") == "host";
     blocks_in_launch_order = env_choice("RUNGS_SIM_BLOCK_ORDER", {"random", "launch"}, "random") == "launch";
     if (const char* t = std::getenv("RUNGS_SIM_TRAFFIC")) {
       traffic = std::make_unique<std::ofstream>(t, std::ios::app);
@@ -1222,11 +1230,12 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (capture_state* c = capture_of(stream)) {  // a record in the graph: what a wait on it joins
     if (c->invalidated != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
     const auto it = c->forked.find(stream);
-    *event = CUevent_st{event->flags, event->recorded, c, stream, it == c->forked.end() ? 0 : it->second.work};
+    *event = CUevent_st{event->flags, event->recorded, event->at, c, stream, it == c->forked.end() ? 0 : it->second.work};
     return cudaSuccess;
   }
   event->capture = nullptr;
   event->recorded = true;  // the stream's work has already run
+  event->at = std::chrono::steady_clock::now();
   return sticky();
 }
 
@@ -1245,15 +1254,30 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   return sticky();
 }
 
-// Events carry no time on the simulated device: a clear refusal, never a made-up duration.
+// Events carry no device time on the simulated device: a clear refusal, never a made-up
+// duration, unless RUNGS_SIM_EVENT_TIME=host asks for the host time between the records (the
+// time the CPU took to simulate the work in between, which programs that only print a timing
+// need to run to their end).
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
   std::lock_guard lock(S().mutex);
   if (ms == nullptr) return fail(cudaErrorInvalidValue, "cudaEventElapsedTime: a null result pointer");
   if (!S().events.count(start) || !S().events.count(end)) return fail(cudaErrorInvalidResourceHandle);
-  return fail(cudaErrorNotSupported,
-              "cudaEventElapsedTime: events carry no time on the simulated device (the CPU runs the kernels; "
-              "a duration would be made up)");
+  if (!S().event_host_time) {
+    return fail(cudaErrorNotSupported,
+                "cudaEventElapsedTime: events carry no time on the simulated device (the CPU runs the kernels; "
+                "a duration would be made up; RUNGS_SIM_EVENT_TIME=host gives the simulator's own host time)");
+  }
+  if ((start->flags | end->flags) & cudaEventDisableTiming) {
+    return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event created with cudaEventDisableTiming");
+  }
+  if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle, "cudaEventElapsedTime: an event never recorded");
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return sticky();
 }
+
+// Profiler ranges have nothing to delimit here (no profiler attaches to the simulated device).
+cudaError_t cudaProfilerStart(void) { return cudaSuccess; }
+cudaError_t cudaProfilerStop(void) { return cudaSuccess; }
 
 // ---------------------------------------------------------------------------------------
 // Stream capture and graphs.

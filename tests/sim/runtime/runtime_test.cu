@@ -6,6 +6,7 @@
 #include <cassert>
 
 #include <catch2/catch.hpp>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <rungs_sim/faults.hpp>
 
@@ -1036,5 +1037,33 @@ TEST_CASE("cudaDeviceReset releases everything, clears a sticky fault and re-ini
   add_scalar<<<1, 4>>>(p, 4, 2);
   CHECK(download(p, 4) == std::vector<int>(4, 2));
   cudaGetLastError();
+  REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+// Run with RUNGS_SIM_EVENT_TIME=host (test cuda_sim_runtime_test.event_time): the host time
+// between two records, monotonic and never negative; untimed or unrecorded events are refused.
+TEST_CASE("RUNGS_SIM_EVENT_TIME=host: cudaEventElapsedTime gives the simulator's host time", "[.event_time]") {
+  cudaEvent_t a = nullptr, b = nullptr, c = nullptr, untimed = nullptr, never = nullptr;
+  for (cudaEvent_t* e : {&a, &b, &c, &never}) REQUIRE(cudaEventCreate(e) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaEventRecord(a, 0) == cudaSuccess);
+  add_scalar<<<1, 64>>>(p, 64, 1);
+  REQUIRE(cudaEventRecord(b, 0) == cudaSuccess);
+  add_scalar<<<1, 64>>>(p, 64, 1);
+  REQUIRE(cudaEventRecord(c, 0) == cudaSuccess);
+  REQUIRE(cudaEventRecord(untimed, 0) == cudaSuccess);
+  float ab = -1.0f, ac = -1.0f, ms = -1.0f;
+  REQUIRE(cudaEventElapsedTime(&ab, a, b) == cudaSuccess);
+  REQUIRE(cudaEventElapsedTime(&ac, a, c) == cudaSuccess);
+  CHECK(ab >= 0.0f);
+  CHECK(ac >= ab);
+  CHECK(cudaEventElapsedTime(&ms, a, untimed) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaEventElapsedTime(&ms, a, never) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaProfilerStart() == cudaSuccess);
+  CHECK(cudaProfilerStop() == cudaSuccess);
+  cudaGetLastError();
+  for (cudaEvent_t e : {a, b, c, untimed, never}) REQUIRE(cudaEventDestroy(e) == cudaSuccess);
   REQUIRE(cudaFree(p) == cudaSuccess);
 }
