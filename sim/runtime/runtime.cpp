@@ -201,6 +201,7 @@ struct allocation {
   bool device = true;  // false: page-locked host memory (cudaHostAlloc), also kernel-visible
   bool symbol = false;  // a module variable's storage (cudaGetSymbolAddress): never freed
   bool managed = false;  // cudaMallocManaged (device memory the host may touch too)
+  bool registered = false;  // cudaHostRegister: the caller's own memory, page-locked (never freed here)
 };
 
 class registry final : public global_memory {
@@ -276,6 +277,7 @@ struct state {
   std::uint64_t seed = 1;
   bool abort_on_finding = false;
   bool event_host_time = false;  // RUNGS_SIM_EVENT_TIME=host
+  unsigned device_flags = 0;     // cudaSetDeviceFlags: kept and reported
   std::uint64_t cta_limit = schedule{}.cta_instruction_limit;
   bool blocks_in_launch_order = false;
   std::uint64_t launches = 0;
@@ -627,6 +629,8 @@ cudaError_t destroy(T* h, Set& live) {
   X(cudaErrorInsufficientDriver, "CUDA driver version is insufficient for CUDA runtime version")                 \
   X(cudaErrorInvalidDeviceFunction, "invalid device function")                                                    \
   X(cudaErrorInvalidSymbol, "invalid device symbol")                                                              \
+  X(cudaErrorHostMemoryAlreadyRegistered, "part or all of the requested memory range is already mapped")        \
+  X(cudaErrorHostMemoryNotRegistered, "pointer does not correspond to a registered memory region")              \
   X(cudaErrorNoDevice, "no CUDA-capable device is detected")                                                      \
   X(cudaErrorInvalidDevice, "invalid device ordinal")                                                             \
   X(cudaErrorNoKernelImageForDevice, "no kernel image is available for execution on the device")                  \
@@ -1046,6 +1050,9 @@ static cudaError_t release(void* ptr, bool device, const char* api) {
   if (cudaError_t e = unsafe_during_capture(api)) return e;
   auto& live = S().memory.live;
   auto it = live.find(reinterpret_cast<std::uint64_t>(ptr));
+  if (it != live.end() && it->second.registered) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": memory registered with cudaHostRegister (cudaHostUnregister it)");
+  }
   if (it != live.end() && it->second.symbol) {
     return fail(cudaErrorInvalidValue, std::string(api) + ": a __device__ variable's storage (cudaGetSymbolAddress), not an allocation");
   }
@@ -1977,7 +1984,7 @@ cudaError_t cudaDeviceReset(void) {
   std::lock_guard lock(S().mutex);
   state& st = S();
   for (auto& [address, a] : st.memory.live) {
-    if (!a.symbol) std::free(reinterpret_cast<char*>(address) - kRedZone);
+    if (!a.symbol && !a.registered) std::free(reinterpret_cast<char*>(address) - kRedZone);
   }
   st.memory.live.clear();
   st.memory.device_bytes = 0;
@@ -2001,8 +2008,72 @@ cudaError_t cudaDeviceReset(void) {
     k.carveout = -1;
   }
   st.limits = state::default_limits();
+  st.device_flags = 0;
   st.sticky = cudaSuccess;
   last_error = cudaSuccess;
+  return cudaSuccess;
+}
+
+
+// ---------------------------------------------------------------------------------------
+// Page-locked registration of the caller's own memory: kernels and copies may use the range
+// as they use cudaHostAlloc's (the device pointer is the host pointer, as with unified
+// addressing); the memory stays the caller's (cudaFreeHost refuses it).
+cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (ptr == nullptr || size == 0) return fail(cudaErrorInvalidValue, "cudaHostRegister: a null pointer or no bytes");
+  if ((flags & ~(cudaHostRegisterPortable | cudaHostRegisterMapped | cudaHostRegisterReadOnly)) != 0) {
+    return fail(cudaErrorInvalidValue, "cudaHostRegister: flags " + std::to_string(flags) +
+                                           " (I/O memory is not simulated; Portable, Mapped and ReadOnly are)");
+  }
+  const auto start = reinterpret_cast<std::uint64_t>(ptr);
+  auto& live = S().memory.live;
+  const auto next = live.lower_bound(start);
+  const bool overlaps_next = next != live.end() && next->first < start + size;
+  const bool overlaps_prev = next != live.begin() && std::prev(next)->first + std::prev(next)->second.size > start;
+  if (overlaps_next || overlaps_prev) {
+    return fail(cudaErrorHostMemoryAlreadyRegistered, "cudaHostRegister: the range overlaps memory the runtime already knows");
+  }
+  live[start] = allocation{size, false, false, false, true};
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostUnregister(void* ptr) {
+  std::lock_guard lock(S().mutex);
+  auto& live = S().memory.live;
+  const auto it = live.find(reinterpret_cast<std::uint64_t>(ptr));
+  if (it == live.end() || !it->second.registered) {
+    return fail(cudaErrorHostMemoryNotRegistered, "cudaHostUnregister: not the start of a range registered with cudaHostRegister");
+  }
+  live.erase(it);
+  return cudaSuccess;
+}
+
+cudaError_t cudaHostGetDevicePointer(void** pDevice, void* pHost, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  if (pDevice == nullptr || flags != 0) return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: a null result pointer or flags other than 0");
+  const allocation* a = S().memory.find(reinterpret_cast<std::uint64_t>(pHost));
+  if (a == nullptr || a->device) {
+    return fail(cudaErrorInvalidValue, "cudaHostGetDevicePointer: not page-locked host memory (cudaHostAlloc, cudaHostRegister)");
+  }
+  *pDevice = pHost;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  const unsigned schedule = flags & cudaDeviceScheduleMask;
+  if ((flags & ~static_cast<unsigned>(cudaDeviceMask)) != 0 || schedule == 3 || schedule > cudaDeviceScheduleBlockingSync) {
+    return fail(cudaErrorInvalidValue, "cudaSetDeviceFlags: flags " + std::to_string(flags));
+  }
+  S().device_flags = flags;  // scheduling hints and mapped host memory (always on here): kept, reported
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceFlags(unsigned int* flags) {
+  std::lock_guard lock(S().mutex);
+  if (flags == nullptr) return fail(cudaErrorInvalidValue, "cudaGetDeviceFlags: a null result pointer");
+  *flags = S().device_flags | cudaDeviceMapHost;
   return cudaSuccess;
 }
 
@@ -2013,7 +2084,7 @@ rungs::sim::faults::live_objects rungs::sim::faults::live() {
   std::lock_guard lock(S().mutex);
   live_objects l;
   for (const auto& [address, a] : S().memory.live) {
-    if (!a.symbol) ++(a.device ? l.device_allocations : l.host_allocations);
+    if (!a.symbol && !a.registered) ++(a.device ? l.device_allocations : l.host_allocations);
   }
   l.device_bytes = S().memory.device_bytes;
   l.streams = S().streams.size();

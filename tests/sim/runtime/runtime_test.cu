@@ -1040,6 +1040,31 @@ TEST_CASE("cudaDeviceReset releases everything, clears a sticky fault and re-ini
   REQUIRE(cudaFree(p) == cudaSuccess);
 }
 
+TEST_CASE("cudaHostRegister: the caller's memory, page-locked and mapped; device flags kept") {
+  std::vector<int> mine(64, 1);
+  REQUIRE(cudaHostRegister(mine.data(), mine.size() * sizeof(int), cudaHostRegisterMapped) == cudaSuccess);
+  int* device = nullptr;
+  REQUIRE(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device), mine.data(), 0) == cudaSuccess);
+  add_scalar<<<1, 64>>>(device, 64, 4);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(mine == std::vector<int>(64, 5));
+  CHECK(cudaHostRegister(mine.data() + 8, 8, 0) == cudaErrorHostMemoryAlreadyRegistered);  // overlaps
+  CHECK(cudaFreeHost(mine.data()) == cudaErrorInvalidValue);  // still the caller's
+  CHECK(cudaHostRegister(mine.data(), 4, cudaHostRegisterIoMemory) == cudaErrorInvalidValue);
+  REQUIRE(cudaHostUnregister(mine.data()) == cudaSuccess);
+  CHECK(cudaHostUnregister(mine.data()) == cudaErrorHostMemoryNotRegistered);
+  int on_stack = 0;
+  CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device), &on_stack, 0) == cudaErrorInvalidValue);
+
+  REQUIRE(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync) == cudaSuccess);
+  unsigned flags = 0;
+  REQUIRE(cudaGetDeviceFlags(&flags) == cudaSuccess);
+  CHECK(flags == (cudaDeviceScheduleBlockingSync | cudaDeviceMapHost));
+  CHECK(cudaSetDeviceFlags(0x100) == cudaErrorInvalidValue);
+  REQUIRE(cudaSetDeviceFlags(cudaDeviceScheduleAuto) == cudaSuccess);
+  cudaGetLastError();
+}
+
 // Run with RUNGS_SIM_EVENT_TIME=host (test cuda_sim_runtime_test.event_time): the host time
 // between two records, monotonic and never negative; untimed or unrecorded events are refused.
 TEST_CASE("RUNGS_SIM_EVENT_TIME=host: cudaEventElapsedTime gives the simulator's host time", "[.event_time]") {
