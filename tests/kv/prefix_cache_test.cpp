@@ -1,5 +1,6 @@
 // Prefix caching through the allocator: exact hit blocks, the one-token cap, lazy LRU
-// eviction tail first, tenant isolation by salt and adapter, both hashers.
+// eviction tail first, a digest computed twice, tenant isolation by salt and adapter, both
+// hashers.
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/kv/sha256.hpp>
 
@@ -34,11 +35,11 @@ TEST_CASE("prefix hits, the one-token cap, duplicates, and lazy LRU eviction tai
   CHECK(table(a, s1.id) == ids{0, 1, 2});
 
   // An 8-token prompt may hit only 7 tokens' worth: one block. Its second block repeats
-  // block 1's contents; the digest is indexed already, so block 3 stays unregistered.
+  // block 1's contents: block 3 is indexed under that digest too, beside block 1.
   const sequence_start s2 = admit(a, tokens(8));
   CHECK(s2.cached_tokens == 4);
   CHECK(table(a, s2.id) == ids{0, 3});
-  CHECK_FALSE(a.pool().cached(3));
+  CHECK(a.pool().cached(3));
   CHECK(a.pool().ref_count(0) == 2);
 
   const std::vector<token_id> other = tokens(16, 200);
@@ -76,6 +77,71 @@ TEST_CASE("prefix hits, the one-token cap, duplicates, and lazy LRU eviction tai
   CHECK(m.prefix_hit_tokens == 8 + 4 + 4);
   CHECK(m.evictions == 4);  // block 1 was evicted for s5's second block
   CHECK(a.check_consistency().empty());
+}
+
+// Two sequences admitted before either appended compute the same blocks: vLLM's
+// BlockHashToBlockMap keeps both under the digest, and so does rungs' index. A lookup takes
+// the older block; losing one (evicted, or dropped before its commit) leaves the other a hit.
+TEST_CASE("a digest computed twice indexes both blocks, and losing one leaves the other a hit") {
+  prefix_caching_allocator<> a({.num_blocks = 8, .block_size = 4, .max_sequences = 8,
+                                .max_model_len = 32});
+  const std::vector<token_id> prompt = tokens(9);  // 2 full blocks and one token
+  const sequence_start p = a.create(prompt).value();
+  const sequence_start q = a.create(prompt).value();  // nothing is registered before an append
+  CHECK(p.cached_tokens == 0);
+  CHECK(q.cached_tokens == 0);
+  CHECK(a.append(p.id, prompt) == errc::ok);
+  CHECK(a.append(q.id, prompt) == errc::ok);
+  CHECK(table(a, p.id) == ids{0, 1, 2});
+  CHECK(table(a, q.id) == ids{3, 4, 5});
+  for (block_id b : {0, 1, 3, 4}) CHECK(a.pool().cached(b));
+  CHECK(a.check_consistency().empty());  // the index holds 4 blocks for 2 digests
+
+  SECTION("both committed: a lookup takes the older block; evicting it leaves the younger") {
+    CHECK(a.commit(p.id, 9) == errc::ok);
+    CHECK(a.commit(q.id, 9) == errc::ok);
+    const sequence_start r = admit(a, prompt);
+    CHECK(r.cached_tokens == 8);
+    CHECK(table(a, r.id) == ids{0, 1, 6});  // p's copies, registered first
+    CHECK(a.free(r.id) == errc::ok);         // 6 goes to the front of the free list
+    CHECK(a.free(p.id) == errc::ok);         // 2 to the front, then 1 and 0 (cached) to the back
+    CHECK(a.metrics().cached_blocks == 2);
+    // Unused, front to back: 2, 6, 7, 1, 0. Four blocks evict block 1 and keep block 0.
+    const sequence_start u = admit(a, tokens(13, 100));
+    CHECK(table(a, u.id) == ids{2, 6, 7, 1});
+    CHECK(a.metrics().evictions == 1);
+    CHECK_FALSE(a.pool().cached(1));
+    CHECK(a.pool().cached(4));
+    CHECK(a.cached_prefix_tokens(prompt) == 8);  // block 1's digest is still block 4
+    CHECK(a.free(u.id) == errc::ok);             // unused: 1, 0, 7, 6, 2
+    const sequence_start r2 = admit(a, prompt);
+    CHECK(r2.cached_tokens == 8);
+    CHECK(table(a, r2.id) == ids{0, 4, 1});  // p's evictable 0, q's live 4, then the free 1
+    CHECK(a.pool().ref_count(4) == 2);
+    CHECK(a.check_consistency().empty());
+  }
+  SECTION("the younger copy dropped before its commit: the older stays a hit") {
+    CHECK(a.commit(p.id, 9) == errc::ok);
+    CHECK(a.free(q.id) == errc::ok);  // q's step never ran: 3 and 4 leave the index, 0 and 1 stay
+    CHECK_FALSE(a.pool().cached(3));
+    CHECK_FALSE(a.pool().cached(4));
+    CHECK(a.pool().cached(0));
+    CHECK(a.pool().cached(1));
+    CHECK(a.check_consistency().empty());
+    const sequence_start r = admit(a, prompt);
+    CHECK(r.cached_tokens == 8);
+    CHECK(table(a, r.id) == ids{0, 1, 3});
+  }
+  SECTION("the older copy dropped before its commit: the younger stays a hit") {
+    CHECK(a.commit(q.id, 9) == errc::ok);
+    CHECK(a.free(p.id) == errc::ok);  // unused, front to back: 0, 1, 2, 6, 7
+    CHECK_FALSE(a.pool().cached(0));
+    CHECK_FALSE(a.pool().cached(1));
+    CHECK(a.check_consistency().empty());
+    const sequence_start r = admit(a, prompt);
+    CHECK(r.cached_tokens == 8);
+    CHECK(table(a, r.id) == ids{3, 4, 0});
+  }
 }
 
 TEST_CASE("a preempted sequence hits its own prefix when readmitted") {

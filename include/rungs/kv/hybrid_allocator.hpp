@@ -413,7 +413,7 @@ class hybrid_allocator {
     if constexpr (Cache::enabled) {
       for (const Cache& c : caches_) indexed += c.size();
       if (indexed != cached)
-        return "the groups' indexes hold " + std::to_string(indexed) + " digests for " + std::to_string(cached) +
+        return "the groups' indexes hold " + std::to_string(indexed) + " entries (blocks) for " + std::to_string(cached) +
                " cached blocks";
     }
     return {};

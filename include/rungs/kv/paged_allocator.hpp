@@ -392,7 +392,7 @@ class paged_allocator {
     }
     if constexpr (Cache::enabled) {
       if (cached != cache_.size())
-        return "prefix index holds " + std::to_string(cache_.size()) + " digests for " +
+        return "prefix index holds " + std::to_string(cache_.size()) + " entries (blocks) for " +
                std::to_string(cached) + " cached blocks";
     }
     return {};

@@ -11,10 +11,12 @@
 // same step may hit them, since within one forward pass each layer's KV write precedes that
 // layer's attention. Until the engine commits that step (paged_allocator::commit) a registered
 // block is *pending*: if its sequence is freed first, the step never wrote it, so the block is
-// dropped from the index instead of staying hittable with slots nobody wrote. If a digest is
-// already indexed (two sequences computed the same block concurrently), the second block is
-// left unregistered and returns to the free list when released. The index is a fixed-capacity
-// table: registering and evicting allocate nothing.
+// dropped from the index instead of staying hittable with slots nobody wrote. A digest
+// computed twice (two sequences computed the same block, neither hitting the other's) is
+// indexed under both blocks, as vLLM's BlockHashToBlockMap keeps them: a lookup takes the
+// oldest one still indexed, and evicting or dropping one block removes only its own entry,
+// so the digest stays a hit while any copy is cached. The index is a fixed-capacity table:
+// registering and evicting allocate nothing.
 #pragma once
 
 #include <algorithm>
@@ -125,7 +127,7 @@ class prefix_cache {
 
   /// Feeds `tokens`, positions [num_tokens, num_tokens + size) of the sequence in `slot`
   /// whose block ids are `row`. Each block completed gets its digest and is registered
-  /// (`pool.mark_cached`), pending until settled, unless the digest is indexed already.
+  /// (`pool.mark_cached`), pending until settled, beside any other block of that digest.
   template <class Pool>
   void append(std::uint32_t slot, std::int32_t num_tokens, std::span<const token_id> tokens,
               const block_id* row, Pool& pool) {
@@ -147,12 +149,10 @@ class prefix_cache {
       if (fill < block_size_) break;
       chain_[slot] = hasher_.chain(chain_[slot], full);
       const block_id b = row[block];
-      if (index_.find(chain_[slot]) == null_block) {
-        index_.insert(chain_[slot], b);
-        digest_[b] = chain_[slot];
-        pending_[static_cast<std::size_t>(b)] = 1;
-        (void)pool.mark_cached(b);
-      }
+      index_.insert(chain_[slot], b);
+      digest_[b] = chain_[slot];
+      pending_[static_cast<std::size_t>(b)] = 1;
+      (void)pool.mark_cached(b);
       fill = 0;
       ++block;
     }
@@ -165,8 +165,8 @@ class prefix_cache {
     std::copy_n(tail_.data() + parent * bs, div_.rem(num_tokens), tail_.data() + child * bs);
   }
 
-  /// Block b is being reused, or dropped before its KV was written: its digest leaves the
-  /// index.
+  /// Block b is being reused, or dropped before its KV was written: its entry leaves the
+  /// index (other blocks of its digest stay).
   void forget(block_id b) {
     index_.erase(digest_[b], b);
     pending_[static_cast<std::size_t>(b)] = 0;
@@ -177,8 +177,9 @@ class prefix_cache {
   /// Whether b is registered and its KV not yet known to be written.
   bool pending(block_id b) const { return pending_[static_cast<std::size_t>(b)] != 0; }
 
-  /// Whether b is the block indexed under its digest (consistency checks).
-  bool indexed(block_id b) const { return index_.find(digest_[b]) == b; }
+  /// Whether b is indexed under its digest (consistency checks).
+  bool indexed(block_id b) const { return index_.contains(digest_[b], b); }
+  /// Blocks indexed (a digest computed twice counts twice).
   std::int32_t size() const { return index_.size(); }
 
  private:
