@@ -20,7 +20,7 @@
 // addresses too. The engine hands them over before each step (stage_groups); a step uploads
 // only the entries that differ from what the device copy holds (the pinned buffer mirrors it):
 // an appended block, an entry that left the window; the whole of a group's tables only after
-// the device copy was lost (new buffers, recover()).
+// the device copy was lost (new buffers, recover()) or the width changed.
 //
 // Capture. Each capture first runs the forward once eagerly on a batch of padding (warm-up:
 // lazy initialisation, autotuning), then captures it on the backend's stream in
@@ -518,8 +518,9 @@ class cuda_backend {
   }
 
   // The further groups' tables of `s` into the pinned buffer, each changed run of entries
-  // handed to `add` (offset, bytes): the entries that differ from the pinned copy, or every
-  // entry of the buffer's capacity when the device copy is unknown. A step without tables
+  // handed to `add` (offset, bytes) in increasing order: the entries that differ from the
+  // pinned copy, or every entry of the buffer's capacity when the device copy is unknown or the
+  // width changed. A step without tables
   // (a capture's dummy, a dummy step) must have no real rows: its tables are all padding.
   template <class Add>
   void write_groups(buffers& b, const padded_batch& s, const std::optional<group_tables>& t, Add& add) {
@@ -541,7 +542,9 @@ class cuda_backend {
       auto row_size = [&](std::int64_t r) {
         return r < real ? std::min<std::int64_t>(width, static_cast<std::int64_t>(t->table(g, r).size())) : 0;
       };
-      if (!b.groups_known) {  // the whole capacity: nothing of the device copy is known
+      // The whole capacity when nothing of the device copy is known, or its rows moved (another
+      // width: as padded_batch rewrites every row).
+      if (!b.groups_known || width != b.group_width) {
         std::memset(table, 0, b.at.group_bytes);
         for (std::int64_t r = 0; r < b.seqs; ++r) {
           held[r] = row_size(r);
@@ -565,11 +568,6 @@ class cuda_backend {
           }
         }
       };
-      if (width != b.group_width)  // the rows moved: clear the old layout
-        for (std::int64_t r = 0; r < b.seqs; ++r) {
-          put(r * b.group_width, held[r], [](std::int64_t) { return 0; });
-          held[r] = 0;
-        }
       for (std::int64_t r = 0; r < b.seqs; ++r) {
         const std::int64_t n = row_size(r);
         if (n == 0 && held[r] == 0) continue;
