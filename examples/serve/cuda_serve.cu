@@ -306,10 +306,10 @@ class gpu_decoder {
  public:
   using dims = decoder_dims<gpu_model>;
 
-  /// `num_layers`: gpu_model's, or up to kMaxLayers in the cuda-sim build; `bucket_shapes`: every graph shape a graph is captured at; `max_seqs`: the most sequences
-  /// a step samples (the scheduler's max_num_seqs); `decode_options`, `prefill_options`: those
-  /// of every decode and prefill plan (a forced kernel); `attention`: a hybrid model's window
-  /// and group per layer (empty: every layer full attention over the staged table).
+  /// `num_layers`: gpu_model's (1 to kMaxLayers in cuda-sim); `bucket_shapes`: every graph shape
+  /// captured; `max_seqs`: the most sequences a step samples (max_num_seqs); `decode_options`,
+  /// `prefill_options`: every decode and prefill plan's (a forced kernel); `attention`: a hybrid
+  /// model's window and group per layer (empty: every layer full attention, the staged table).
   gpu_decoder(const model_config& c, int num_layers, std::int64_t num_blocks, std::set<shape_key> bucket_shapes,
               std::int64_t max_seqs, const ra::plan_options& decode_options, const ra::plan_options& prefill_options,
               const layer_attention& attention = {})
