@@ -712,22 +712,18 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
 }
 
 bool verify_cuda(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log) {
-  // The longest conversation the chats verified can reach: every group gets that many blocks
-  // of its own, in order (groups share the pools by rank, so their blocks must differ).
+  // The plain loop's model: every layer its own pool and the staged contiguous table, its window
+  // applied by the kernel (as the host's plain_generate), so nothing of the group tables, the
+  // group slots or the shared pools that the engine's steps go through is shared with it.
   const std::int64_t blocks = std::max<std::int64_t>(eng::blocks_for(longest_conversation(trace_rows(s.requests)), gpu_model.block_size), 1);
-  const auto groups = std::max<std::int64_t>(static_cast<std::int64_t>(s.groups.size()), 1);
-  gpu_decoder model(s.model, model_layers(s), blocks * groups, {}, 1, ra::plan_options{}, ra::plan_options{}, s.attention);
+  const layer_attention plain{.window = s.attention.window, .group = std::vector<int>(s.attention.window.size(), 0)};
+  gpu_decoder model(s.model, model_layers(s), blocks, {}, 1, ra::plan_options{}, ra::plan_options{}, plain);
   eng::cuda_backend::options o;
   o.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
-  o.groups = model.groups();
   eng::cuda_backend backend([&model](const eng::cuda_step& st) { model.forward(st); }, o, model.stream());
   backend.setup({.slots = 0, .seqs = 1, .tokens = 1, .width = 1, .row_width = kHidden});
-  std::vector<std::vector<std::int32_t>> tables(static_cast<std::size_t>(model.groups()));
-  for (std::size_t g = 0; g < tables.size(); ++g) {
-    tables[g].resize(static_cast<std::size_t>(blocks));
-    std::iota(tables[g].begin(), tables[g].end(), static_cast<std::int32_t>(g * static_cast<std::size_t>(blocks)));
-  }
-  const std::vector<std::span<const std::int32_t>> spans(tables.begin(), tables.end());
+  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);  // contiguous: token p lives in slot p
   eng::padded_batch staged;
   // The first forward takes the whole context, later ones the last sampled token.
   const plain_loop generate = [&](std::span<const token_id> context, std::int32_t max_output) {
@@ -736,10 +732,9 @@ bool verify_cuda(const run_setup& s, const serve_result& r, std::int32_t chats, 
     while (static_cast<std::int32_t>(output.size()) < max_output) {
       const auto q = static_cast<std::int64_t>(tokens.size()) - cached;
       const eng::sequence seq{.tokens = std::span<const std::int32_t>(tokens).subspan(static_cast<std::size_t>(cached)),
-                              .context = cached, .block_table = tables[0]};
+                              .context = cached, .block_table = table};
       staged.stage(std::span<const eng::sequence>(&seq, 1), 1, q, eng::blocks_for(cached + q, gpu_model.block_size),
                    gpu_model.block_size);
-      if (model.groups() > 1) backend.stage_groups({.groups = model.groups(), .rows = 1, .tables = spans});
       backend.eager(staged);
       token_id next = 0;
       model.sample(backend.rows(1), 1, std::span<token_id>(&next, 1));

@@ -190,8 +190,8 @@ backend_info cuda_backend_info(std::uint64_t seed, std::int64_t layers = 0);
 /// Serves the run on the GPU: the CUDA model, the engine's CUDA backend (graphs).
 serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal);
 /// verify on the CUDA model: each chat recomputed alone by eager steps of cuda_backend over a
-/// contiguous cache (every group's blocks in order, no block left out of a window: the
-/// kernels' window masks the keys), no scheduler, batching, padding or prefix cache.
+/// contiguous cache, every layer with a pool of its own and its window applied by the kernels
+/// (no group tables, group slots or shared pools), no scheduler, batching, padding or prefix cache.
 bool verify_cuda(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log);
 #endif
 
