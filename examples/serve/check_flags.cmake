@@ -46,7 +46,10 @@ file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/huge_prompt.csv" "arrival,prompt_tokens,
 if(CUDA)
   set(cases
     "--kv-cache-dtype = fp16 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp16"
-    "--kv-cache-dtype = fp32 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp32")
+    "--kv-cache-dtype = fp32 is not supported by the cuda backend|--backend,cuda,--kv-cache-dtype,fp32"
+    # a hybrid model on the CUDA backend: windows, not chunks; at most 4 layers in the cuda-sim model
+    "the cuda model's attention has sliding windows, not chunked local attention|--backend,cuda,--layers,chunked32:1"
+    "--layers: the pattern has 5 layers|--backend,cuda,--layers,5")
 endif()
 
 foreach(case IN LISTS cases)

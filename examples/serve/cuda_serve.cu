@@ -26,6 +26,15 @@
 // sized at setup from every bucket; an unsplit prefill plan (no workspace) for the live shapes
 // of eager steps.
 //
+// A hybrid model (--layers with a pattern, e.g. full:4,sliding128:4): each layer's attention
+// reads its group's block tables (cuda_backend options::groups, cuda_step::block_tables(g):
+// the engine stages every group's tables, kv::hybrid_allocator) and runs the kernels' sliding
+// window instance at its window; its cache write goes to the slots its group's table gives
+// (group_slots, once per group and step, on the device). The groups share the KV pools as
+// vLLM's do: a layer uses the pool of its rank within its group, so the pools are as many as
+// the largest group's layers (a block belongs to one group at a time), the pages resolve()
+// counts.
+//
 // Sampling happens outside the graph, as in vLLM: the engine's rows (final hidden states) go
 // through the LM head and an argmax on the device; the tokens come back with one copy.
 #include <cuda_bf16.h>
@@ -39,6 +48,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <numeric>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -57,14 +67,15 @@ using bf16 = __nv_bfloat16;
 #ifdef RUNGS_DEMO_TINY_MODEL
 // The cuda-sim build runs this file's kernels on the CPU (rungs' PTX executor, docs/kernels.md):
 // the same architecture at a size it executes in seconds. Hidden 128 (2 query heads / 1 KV head
-// of 64), 1 layer, MLP 256, vocabulary 512.
+// of 64), 1 layer, MLP 256, vocabulary 512. --layers may give it up to kMaxLayers layers (a
+// hybrid pattern needs two), which the CPU executes proportionally slower.
 constexpr eng::model_shape gpu_model{.dtype = rungs::dtype::bf16, .num_qo_heads = 2, .num_kv_heads = 1,
                                      .head_dim = 64, .block_size = 16, .num_layers = 1};
-constexpr int kVocab = 512, kFfn = 256;
+constexpr int kVocab = 512, kFfn = 256, kMaxLayers = 4;
 #else
 constexpr eng::model_shape gpu_model{.dtype = rungs::dtype::bf16, .num_qo_heads = 16, .num_kv_heads = 4,
                                      .head_dim = 128, .block_size = 16, .num_layers = 8};
-constexpr int kVocab = 32000, kFfn = 5632;
+constexpr int kVocab = 32000, kFfn = 5632, kMaxLayers = gpu_model.num_layers;
 #endif
 constexpr int kHidden = gpu_model.num_qo_heads * gpu_model.head_dim;
 constexpr int kHead = gpu_model.head_dim;
@@ -84,6 +95,8 @@ using attention_instances =
                                                ra::values<kHead>, ra::values<kGroup>>,
                           ra::tensor_core_decode_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>, ra::values<kGroup>>,
                           ra::tensor_core_prefill_instances<ra::dtypes<gpu_model.dtype>, ra::values<kHead>>>;
+// The instances of a sliding-window layer: the same set, the window compiled in.
+constexpr ra::score_mod sliding{.sliding_window = true};
 
 // A graph shape as the forward plans it: sequences, tokens, block-table width, uniform query
 // length (graph_shape::query).
@@ -214,6 +227,18 @@ __global__ void rope_split(const float* qkv, const std::int32_t* positions, cons
   for (int j = threadIdx.x; j < kKvCols; j += blockDim.x) v[t * kKvCols + j] = __float2bfloat16(row[kQCols + kKvCols + j]);
 }
 
+// A further attention group's slots: each real token's position through its sequence's row of
+// the group's table (a new token's block never left the window); padded tokens keep slot -1,
+// which the caller has written. One block of threads per sequence row.
+__global__ void group_slots(const std::int32_t* query_start, const std::int32_t* positions, const std::int64_t* slots,
+                            const std::int32_t* table, std::int64_t width, std::int64_t* out) {
+  const std::int64_t s = blockIdx.x;
+  constexpr int bs = gpu_model.block_size;
+  for (std::int32_t i = query_start[s] + static_cast<std::int32_t>(threadIdx.x); i < query_start[s + 1];
+       i += static_cast<std::int32_t>(blockDim.x))
+    if (slots[i] >= 0) out[i] = std::int64_t{table[s * width + positions[i] / bs]} * bs + positions[i] % bs;
+}
+
 // act[t][j] = silu(gate[t][j]) * up[t][j], gate and up side by side in mlp[t].
 __global__ void silu_mul(const float* mlp, float* act, int ffn) {
   const std::int64_t t = blockIdx.x;
@@ -281,12 +306,15 @@ class gpu_decoder {
  public:
   using dims = decoder_dims<gpu_model>;
 
-  /// `bucket_shapes`: every graph shape a graph is captured at; `max_seqs`: the most sequences
-  /// a step samples (the scheduler's max_num_seqs); `decode_options`, `prefill_options`: those
-  /// of every decode and prefill plan (a forced kernel).
-  gpu_decoder(const model_config& c, std::int64_t num_blocks, std::set<shape_key> bucket_shapes, std::int64_t max_seqs,
-              const ra::plan_options& decode_options, const ra::plan_options& prefill_options)
+  /// `num_layers`: gpu_model's (1 to kMaxLayers in cuda-sim); `bucket_shapes`: every graph shape
+  /// captured; `max_seqs`: the most sequences a step samples (max_num_seqs); `decode_options`,
+  /// `prefill_options`: every decode and prefill plan's (a forced kernel); `attention`: a hybrid
+  /// model's window and group per layer (empty: every layer full attention, the staged table).
+  gpu_decoder(const model_config& c, int num_layers, std::int64_t num_blocks, std::set<shape_key> bucket_shapes,
+              std::int64_t max_seqs, const ra::plan_options& decode_options, const ra::plan_options& prefill_options,
+              const layer_attention& attention = {})
       : c_(c),
+        attention_(attention),
         config_{gpu_model.dtype, ra::attention_shape::of(gpu_model, num_blocks), 0.0f, {},
                 {.type = c.kv_cache == gpu_model.dtype ? std::nullopt : std::optional<rungs::dtype>(c.kv_cache)}},
         device_(ra::query_device()),
@@ -314,21 +342,40 @@ class gpu_decoder {
     };
     const std::int64_t H = kHidden, F = c_.ffn;
     embed_ = weights(std::int64_t{c_.vocab} * H, 1);
-    for (int l = 0; l < gpu_model.num_layers; ++l) {
+    if (attention_.group.empty())
+      for (int l = 0; l < num_layers; ++l) attention_.group.push_back(l), attention_.window.push_back(0);
+    else
+      groups_ = *std::max_element(attention_.group.begin(), attention_.group.end()) + 1;
+    if (static_cast<int>(attention_.group.size()) != num_layers)
+      throw std::logic_error("gpu model: " + std::to_string(attention_.group.size()) + " layers' attention for " +
+                             std::to_string(num_layers) + " layers");
+    // Layer l's pool: its rank within its group (without groups, each layer is a group of one).
+    std::vector<int> rank(static_cast<std::size_t>(num_layers)), seen(static_cast<std::size_t>(num_layers));
+    for (int l = 0; l < num_layers; ++l) rank[static_cast<std::size_t>(l)] = seen[static_cast<std::size_t>(attention_.group[static_cast<std::size_t>(l)])]++;
+    if (groups_ == 1) std::iota(rank.begin(), rank.end(), 0);
+    for (int l = 0; l < num_layers; ++l) {
       layer ly;
+      ly.window = attention_.window[static_cast<std::size_t>(l)];
+      ly.group = groups_ > 1 ? attention_.group[static_cast<std::size_t>(l)] : 0;
       ly.attn_norm = ones(H);
       ly.mlp_norm = ones(H);
       ly.wqkv = weights(H * kQkvCols, H);
       ly.wo = weights(H * H, H);
       ly.w_gate_up = weights(H * 2 * F, H);
       ly.w_down = weights(F * H, F);
-      const std::int64_t pool_bytes = config_.shape.pool_elements() * rungs::bytes_per_element(c.kv_cache);
-      ly.k_cache = device_alloc<std::byte>(pool_bytes);
-      ly.v_cache = device_alloc<std::byte>(pool_bytes);
-      owned_.push_back(ly.k_cache);
-      owned_.push_back(ly.v_cache);
-      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.k_cache, 0, static_cast<std::size_t>(pool_bytes), stream_));
-      RUNGS_CUDA_CHECK(cudaMemsetAsync(ly.v_cache, 0, static_cast<std::size_t>(pool_bytes), stream_));
+      const std::size_t r = static_cast<std::size_t>(rank[static_cast<std::size_t>(l)]);
+      if (r == pools_.size()) {
+        const std::int64_t pool_bytes = config_.shape.pool_elements() * rungs::bytes_per_element(c.kv_cache);
+        std::byte* k = device_alloc<std::byte>(pool_bytes);
+        std::byte* v = device_alloc<std::byte>(pool_bytes);
+        owned_.push_back(k);
+        owned_.push_back(v);
+        RUNGS_CUDA_CHECK(cudaMemsetAsync(k, 0, static_cast<std::size_t>(pool_bytes), stream_));
+        RUNGS_CUDA_CHECK(cudaMemsetAsync(v, 0, static_cast<std::size_t>(pool_bytes), stream_));
+        pools_.push_back({k, v});
+      }
+      ly.k_cache = pools_[r].first;
+      ly.v_cache = pools_[r].second;
       layers_.push_back(ly);
     }
     final_norm_ = ones(H);
@@ -341,11 +388,14 @@ class gpu_decoder {
     logits_ = device_alloc<float>(max_seqs_ * c_.vocab);
     sampled_ = device_alloc<std::int32_t>(max_seqs_);
     RUNGS_CUDA_CHECK(cudaMallocHost(&sampled_host_, static_cast<std::size_t>(max_seqs_) * sizeof(std::int32_t)));
-    // The attention workspace every bucket's plan needs (eager live shapes plan no split).
-    for (const auto& [seqs, tokens, width, query] : bucket_shapes_) {
-      const std::size_t bytes = query == 1 ? decode_plan(seqs, width).workspace.bytes : plan(seqs, tokens, width, true).workspace.bytes;
-      attention_workspace_ = std::max<std::int64_t>(attention_workspace_, static_cast<std::int64_t>(bytes));
-    }
+    // The attention workspace every bucket's plan needs, at every window the layers use (eager
+    // live shapes plan no split).
+    for (const int window : windows())
+      for (const auto& [seqs, tokens, width, query] : bucket_shapes_) {
+        const std::size_t bytes = query == 1 ? decode_plan(seqs, width, window).workspace.bytes
+                                             : plan(seqs, tokens, width, true, window).workspace.bytes;
+        attention_workspace_ = std::max<std::int64_t>(attention_workspace_, static_cast<std::int64_t>(bytes));
+      }
     RUNGS_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
@@ -366,6 +416,9 @@ class gpu_decoder {
   /// Workspace of a step of `tokens` token rows: its activations, then room for the largest
   /// bucket's attention plan (cuda_backend sizes it once for the largest bucket and grows a
   /// separate one for eager steps above every bucket).
+  /// Attention groups whose block tables the layers read (cuda_backend options::groups).
+  std::int32_t groups() const { return groups_; }
+
   std::int64_t workspace_bytes(std::int64_t /*seqs*/, std::int64_t tokens) const {
     return activations(tokens).end + attention_workspace_;
   }
@@ -396,13 +449,29 @@ class gpu_decoder {
     // length 0 and gets a zero row).
     const bool decode = b.query == 1;
     if (decode && !bucket) throw std::logic_error("gpu model: a uniform-decode step outside every graph shape");
-    const ra::prefill_plan p = decode ? ra::prefill_plan{} : plan(S, T, b.width, bucket);
-    const ra::decode_plan dp = decode ? decode_plan(S, b.width) : ra::decode_plan{};
-    const std::size_t plan_ws = decode ? dp.workspace.bytes : p.workspace.bytes;
-    if (plan_ws > attn_ws_bytes)
-      throw std::runtime_error("gpu model: the attention plan needs " + std::to_string(plan_ws) +
-                               " bytes of workspace, " + std::to_string(attn_ws_bytes) + " are left");
+    // One plan per window the layers use (the window is part of the plan's configuration).
+    std::vector<std::tuple<int, ra::prefill_plan, ra::decode_plan>> plans;
+    for (const int window : windows()) {
+      plans.emplace_back(window, decode ? ra::prefill_plan{} : plan(S, T, b.width, bucket, window),
+                         decode ? decode_plan(S, b.width, window) : ra::decode_plan{});
+      const std::size_t plan_ws = decode ? std::get<2>(plans.back()).workspace.bytes : std::get<1>(plans.back()).workspace.bytes;
+      if (plan_ws > attn_ws_bytes)
+        throw std::runtime_error("gpu model: the attention plan needs " + std::to_string(plan_ws) +
+                                 " bytes of workspace, " + std::to_string(attn_ws_bytes) + " are left");
+    }
+    if (st.groups != groups_)
+      throw std::logic_error("gpu model: the step carries " + std::to_string(st.groups) + " groups' block tables; the layers read " +
+                             std::to_string(groups_));
     const cudaStream_t s = st.stream;
+    // Every further group's slots: padding -1 (all bytes 0xff), then the real tokens'.
+    std::int64_t* group_slot_rows = reinterpret_cast<std::int64_t*>(ws + a.slots);  // [groups - 1][T]
+    auto slots_of = [&](int g) -> const std::int64_t* { return g == 0 ? b.slot_mapping : group_slot_rows + (g - 1) * T; };
+    for (int g = 1; g < groups_; ++g) {
+      std::int64_t* out = group_slot_rows + (g - 1) * T;
+      RUNGS_CUDA_CHECK(cudaMemsetAsync(out, 0xff, static_cast<std::size_t>(T) * sizeof(std::int64_t), s));
+      group_slots<<<static_cast<unsigned>(S), 128, 0, s>>>(b.query_start, b.positions, b.slot_mapping, st.block_tables(g),
+                                                          b.width, out);
+    }
     const unsigned rows = static_cast<unsigned>(T);
     auto product = [&](auto* A, const bf16* W, float* C, std::int64_t N, std::int64_t K, bool accumulate) {
       const dim3 grid(static_cast<unsigned>((N + 63) / 64), static_cast<unsigned>((T + 63) / 64));
@@ -415,24 +484,25 @@ class gpu_decoder {
       product(h, ly.wqkv, qkv, kQkvCols, H, false);
       rope_split<<<rows, 256, 0, s>>>(qkv, b.positions, inv_freq_, q, k, v);
       ra::cache_write<attention_instances>(
-          config_, {.k = k, .v = v, .slot_mapping = b.slot_mapping, .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
+          config_, {.k = k, .v = v, .slot_mapping = slots_of(ly.group), .num_tokens = T, .k_cache = ly.k_cache, .v_cache = ly.v_cache},
           s);
+      const auto& [window, p, dp] = *std::find_if(plans.begin(), plans.end(), [&](const auto& x) { return std::get<0>(x) == ly.window; });
+      const std::int32_t* tables = st.block_tables(ly.group);
       if (decode) {  // every row written, zeros for padded sequences
-        ra::decode<attention_instances>(
-            dp,
-            {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
-             .block_table_stride = b.width, .seq_lens = b.seq_lens, .out = attn,
-             .workspace = dp.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
-            s);
+        const ra::decode_args args{.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = tables,
+                                   .block_table_stride = b.width, .seq_lens = b.seq_lens, .out = attn,
+                                   .workspace = dp.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes};
+        if (window > 0) ra::decode<attention_instances, sliding>(dp, args, s);
+        else ra::decode<attention_instances>(dp, args, s);
       } else {
         // Rows of padded tokens are not written by prefill: clear them so the products read zeros.
         RUNGS_CUDA_CHECK(cudaMemsetAsync(attn, 0, static_cast<std::size_t>(T * H) * sizeof(bf16), s));
-        ra::prefill<attention_instances>(
-            p,
-            {.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = b.block_tables,
-             .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens, .out = attn,
-             .workspace = p.workspace.bytes ? attn_ws : nullptr, .workspace_bytes = attn_ws_bytes},
-            s);
+        const ra::prefill_args args{.q = q, .k_cache = ly.k_cache, .v_cache = ly.v_cache, .block_tables = tables,
+                                    .block_table_stride = b.width, .q_indptr = b.query_start, .kv_lens = b.seq_lens,
+                                    .out = attn, .workspace = p.workspace.bytes ? attn_ws : nullptr,
+                                    .workspace_bytes = attn_ws_bytes};
+        if (window > 0) ra::prefill<attention_instances, sliding>(p, args, s);
+        else ra::prefill<attention_instances>(p, args, s);
       }
       product(attn, ly.wo, x, H, H, true);
       rms_norm<<<rows, 256, 0, s>>>(x, ly.mlp_norm, h, c_.norm_eps);
@@ -457,20 +527,20 @@ class gpu_decoder {
     std::copy_n(sampled_host_, n, out.begin());
   }
 
-  /// The kernel of every decode plan (it depends on the shape, the device and the options,
-  /// not on the batch).
-  ra::decode_kernel decode_kernel() const { return decode_plan(1, 1).kernel; }
-  /// The kernel of every prefill plan (likewise).
-  ra::attention_kernel prefill_kernel() const { return plan(1, 1, 1, true).kernel; }
+  /// The kernel of every full-attention decode plan (it depends on the shape, the device and
+  /// the options, not on the batch).
+  ra::decode_kernel decode_kernel() const { return decode_plan(1, 1, 0).kernel; }
+  /// The kernel of every full-attention prefill plan (likewise).
+  ra::attention_kernel prefill_kernel() const { return plan(1, 1, 1, true, 0).kernel; }
   /// The cache type the attention kernels are instantiated for and dispatched on.
   rungs::dtype cache_type() const { return config_.cache_type(); }
 
-  /// Copy-on-write: whole blocks, every layer, on the model's stream (before the step's writes).
+  /// Copy-on-write: whole blocks, every pool, on the model's stream (before the step's writes).
   void copy_blocks(std::span<const rungs::kv::block_copy> copies) {
     const std::size_t block = static_cast<std::size_t>(gpu_model.num_kv_heads) * gpu_model.block_size * kHead *
                               rungs::bytes_per_element(c_.kv_cache);
-    for (const layer& ly : layers_)
-      for (std::byte* pool : {ly.k_cache, ly.v_cache})
+    for (const auto& [k_pool, v_pool] : pools_)
+      for (std::byte* pool : {k_pool, v_pool})
         for (const rungs::kv::block_copy& c : copies)
           RUNGS_CUDA_CHECK(cudaMemcpyAsync(pool + c.dst * block, pool + c.src * block, block, cudaMemcpyDeviceToDevice,
                                            stream_));
@@ -479,11 +549,26 @@ class gpu_decoder {
  private:
   struct layer {
     bf16 *attn_norm, *mlp_norm, *wqkv, *wo, *w_gate_up, *w_down;
-    std::byte *k_cache, *v_cache;  // the cache's type: bf16, or fp8 (--kv-cache-dtype)
+    std::byte *k_cache, *v_cache;  // the cache's type: bf16, or fp8 (--kv-cache-dtype); its group's rank's pool
+    int window = 0;                // sliding window in keys; 0: full attention
+    int group = 0;                 // the attention group whose tables and slots it reads
   };
   struct layout {
-    std::int64_t x, h, qkv, q, k, v, attn, mlp, act, end;
+    std::int64_t x, h, qkv, q, k, v, attn, mlp, act, slots, end;
   };
+
+  // The distinct windows of the layers (0: full attention), in first-use order.
+  std::vector<int> windows() const {
+    std::vector<int> w;
+    for (const int x : attention_.window)
+      if (std::find(w.begin(), w.end(), x) == w.end()) w.push_back(x);
+    return w;
+  }
+  ra::attention_config config_at(int window) const {
+    ra::attention_config c = config_;
+    c.scores.window = window;
+    return c;
+  }
 
   layout activations(std::int64_t T) const {
     const std::int64_t H = kHidden, F = c_.ffn;
@@ -497,14 +582,15 @@ class gpu_decoder {
     l.attn = l.v + align256(T * kKvCols * 2);
     l.mlp = l.attn + align256(T * H * 2);
     l.act = l.mlp + align256(T * 2 * F * 4);
-    l.end = l.act + align256(T * F * 4);
+    l.slots = l.act + align256(T * F * 4);
+    l.end = l.slots + align256((groups_ - 1) * T * 8);
     return l;
   }
 
   // The attention plan of a padded shape: a sequence's new tokens fit its context, which is
   // the shape's block-table width. Bucket shapes get the split-KV heuristic; live shapes of
   // eager steps an unsplit plan, which needs no workspace.
-  ra::prefill_plan plan(std::int64_t seqs, std::int64_t tokens, std::int64_t width, bool heuristic) const {
+  ra::prefill_plan plan(std::int64_t seqs, std::int64_t tokens, std::int64_t width, bool heuristic, int window) const {
     const auto context = static_cast<int>(width * gpu_model.block_size);
     const ra::prefill_bucket bucket{.max_batch = static_cast<int>(seqs),
                                     .max_q_len = static_cast<int>(std::min<std::int64_t>(tokens, context)),
@@ -512,18 +598,20 @@ class gpu_decoder {
                                     .max_context = context};
     ra::plan_options o = prefill_options_;
     if (!heuristic) o.split_tokens = std::max(context, 1);
-    return ra::plan_prefill<attention_instances>(config_, bucket, device_, o);
+    return ra::plan_prefill<attention_instances>(config_at(window), bucket, device_, o);
   }
 
   // The decode plan of a uniform-decode graph shape (only graphs declare one token per
   // sequence): the split-KV heuristic over the shape's context.
-  ra::decode_plan decode_plan(std::int64_t seqs, std::int64_t width) const {
+  ra::decode_plan decode_plan(std::int64_t seqs, std::int64_t width, int window) const {
     const auto context = static_cast<int>(std::max<std::int64_t>(width * gpu_model.block_size, 1));
-    return ra::plan_decode<attention_instances>(config_, {.max_batch = static_cast<int>(seqs), .max_context = context},
+    return ra::plan_decode<attention_instances>(config_at(window), {.max_batch = static_cast<int>(seqs), .max_context = context},
                                                 device_, decode_options_);
   }
 
   model_config c_;
+  layer_attention attention_;
+  std::int32_t groups_ = 1;
   ra::attention_config config_;
   ra::device_info device_;
   ra::plan_options decode_options_, prefill_options_;
@@ -534,11 +622,18 @@ class gpu_decoder {
   std::vector<void*> owned_;
   bf16 *embed_ = nullptr, *final_norm_ = nullptr, *lm_head_ = nullptr;
   std::vector<layer> layers_;
+  std::vector<std::pair<std::byte*, std::byte*>> pools_;  // K and V pools, one pair per rank within a group
   float* inv_freq_ = nullptr;
   float* logits_ = nullptr;
   std::int32_t* sampled_ = nullptr;
   std::int32_t* sampled_host_ = nullptr;
 };
+
+// The model's layers: --layers' count in the cuda-sim build (resolve() checked it against
+// cuda_backend_info's), else gpu_model's.
+int model_layers(const run_setup& s) {
+  return s.opts.layers && s.opts.layers->layers <= kMaxLayers ? static_cast<int>(s.opts.layers->layers) : gpu_model.num_layers;
+}
 
 }  // namespace
 
@@ -547,7 +642,7 @@ bool cuda_device_present() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-backend_info cuda_backend_info(std::uint64_t seed) {
+backend_info cuda_backend_info(std::uint64_t seed, std::int64_t layers) {
   backend_info b;
   int device = 0;
   cudaDeviceProp prop{};
@@ -558,9 +653,12 @@ backend_info cuda_backend_info(std::uint64_t seed) {
   b.device = std::string("cuda (") + prop.name + ", sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
              "; rungs' paged-attention kernels, one CUDA graph per bucket)";
   b.shape = gpu_model;
+  if (layers >= 1 && layers <= kMaxLayers) b.shape.num_layers = static_cast<int>(layers);  // else resolve() names the model's
   b.kv_cache_dtypes = {gpu_model.dtype, rungs::dtype::fp8_e4m3, rungs::dtype::fp8_e5m2};
   b.model = gpu_config(seed);
-  b.weight_bytes = decoder_dims<gpu_model>::params(b.model) * static_cast<std::int64_t>(sizeof(bf16));
+  using dims = decoder_dims<gpu_model>;
+  b.weight_bytes = (dims::params(b.model) + (b.shape.num_layers - gpu_model.num_layers) * dims::layer_params(b.model)) *
+                   static_cast<std::int64_t>(sizeof(bf16));
   b.default_memory = static_cast<std::int64_t>(static_cast<double>(free) * 0.9);
   b.memory_source = "0.9 of the device's free memory";
   // The paged-KV blog's pool (7 GiB of 2 MiB blocks = 3584 blocks, 11 chats of 5000 tokens at
@@ -589,8 +687,8 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
       if (k == kernel_choice::tensor_cores) o.kernel = ra::attention_kernel::tensor_cores;
       return o;
     };
-    gpu_decoder& m = model.emplace(s.model, s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs,
-                                   options(s.opts.decode_kernel), options(s.opts.prefill_kernel));
+    gpu_decoder& m = model.emplace(s.model, model_layers(s), s.kv.num_blocks, std::move(shapes), s.scheduler.max_num_seqs,
+                                   options(s.opts.decode_kernel), options(s.opts.prefill_kernel), s.attention);
     if (s.opts.dispatch) {
       log << "Decode kernel of uniform-decode graphs: " << ra::name(m.decode_kernel())
           << (s.opts.decode_kernel == decode_kernel_kind::automatic ? " (the planner's)" : " (--decode-kernel)") << "\n";
@@ -601,6 +699,7 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
     }
     eng::cuda_backend::options o;
     o.workspace_bytes = [&m](std::int64_t seqs, std::int64_t tokens) { return m.workspace_bytes(seqs, tokens); };
+    o.groups = m.groups();
     return eng::cuda_backend([&m](const eng::cuda_step& st) { m.forward(st); }, o, m.stream());
   };
   // The serving loop samples and copies blocks through the model, which exists by then.
@@ -610,6 +709,42 @@ serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal) {
     void copy_blocks(std::span<const rungs::kv::block_copy> copies) { model->copy_blocks(copies); }
   } rt{model};
   return serve_engine<gpu_model>(s, make_backend, rt, log, terminal);
+}
+
+bool verify_cuda(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log) {
+  // The plain loop's model: every layer its own pool and the staged contiguous table, its window
+  // applied by the kernel (as the host's plain_generate), so nothing of the group tables, the
+  // group slots or the shared pools that the engine's steps go through is shared with it.
+  const std::int64_t blocks = std::max<std::int64_t>(eng::blocks_for(longest_conversation(trace_rows(s.requests)), gpu_model.block_size), 1);
+  const layer_attention plain{.window = s.attention.window, .group = std::vector<int>(s.attention.window.size(), 0)};
+  gpu_decoder model(s.model, model_layers(s), blocks, {}, 1, ra::plan_options{}, ra::plan_options{}, plain);
+  eng::cuda_backend::options o;
+  o.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
+  eng::cuda_backend backend([&model](const eng::cuda_step& st) { model.forward(st); }, o, model.stream());
+  backend.setup({.slots = 0, .seqs = 1, .tokens = 1, .width = 1, .row_width = kHidden});
+  std::vector<std::int32_t> table(static_cast<std::size_t>(blocks));
+  std::iota(table.begin(), table.end(), 0);  // contiguous: token p lives in slot p
+  eng::padded_batch staged;
+  // The first forward takes the whole context, later ones the last sampled token.
+  const plain_loop generate = [&](std::span<const token_id> context, std::int32_t max_output) {
+    std::vector<token_id> tokens(context.begin(), context.end()), output;
+    std::int64_t cached = 0;
+    while (static_cast<std::int32_t>(output.size()) < max_output) {
+      const auto q = static_cast<std::int64_t>(tokens.size()) - cached;
+      const eng::sequence seq{.tokens = std::span<const std::int32_t>(tokens).subspan(static_cast<std::size_t>(cached)),
+                              .context = cached, .block_table = table};
+      staged.stage(std::span<const eng::sequence>(&seq, 1), 1, q, eng::blocks_for(cached + q, gpu_model.block_size),
+                   gpu_model.block_size);
+      backend.eager(staged);
+      token_id next = 0;
+      model.sample(backend.rows(1), 1, std::span<token_id>(&next, 1));
+      cached += q;
+      output.push_back(next);
+      tokens.push_back(next);
+    }
+    return output;
+  };
+  return verify_with(s, r, chats, log, generate);
 }
 
 }  // namespace demo

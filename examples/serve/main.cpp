@@ -52,10 +52,8 @@ int serve(const demo_options& o) {
   const std::string python = o.plot.empty() ? std::string() : python_with_matplotlib();
   if (!o.plot.empty() && python.empty())
     throw usage_error("--plot needs python3 with matplotlib (Debian: apt-get install python3-matplotlib)");
-  if (o.verify.value_or(0) > 0 && backend != backend_kind::host)
-    throw usage_error("--verify recomputes with the host model; it needs --backend host");
 #ifdef RUNGS_DEMO_CUDA
-  const backend_info info = backend == backend_kind::host ? host_backend_info(o.seed) : cuda_backend_info(o.seed);
+  const backend_info info = backend == backend_kind::host ? host_backend_info(o.seed) : cuda_backend_info(o.seed, o.layers ? o.layers->layers : 0);
 #else
   const backend_info info = host_backend_info(o.seed);
 #endif
@@ -75,6 +73,10 @@ int serve(const demo_options& o) {
                backend == backend_kind::host ? " (host backend: prepared steps share one workspace, no graph memory)" : "");
   bool ok = true;
   const std::int32_t n = o.verify.value_or(backend == backend_kind::host ? 2 : 0);
+#ifdef RUNGS_DEMO_CUDA
+  if (n > 0 && backend == backend_kind::cuda) ok = verify_cuda(s, result, n, log);
+  else
+#endif
   if (n > 0) ok = verify(s, result, n, log);
 
   std::string json_path = o.json;

@@ -111,7 +111,8 @@ inline void define_options(CLI::App& app, demo_options& o) {
   option(app, "--kv-blocks N", o.kv_blocks, count, "KV blocks in the pool (host: what --memory holds; cuda: the blog's 3584)");
   option(app, "--layers N|PATTERN|PRESET", o.layers, rungs::cli::parse_layers,
          "the model's attention per layer, as rungs-plan kv spells it (host: 2 layers, e.g. full:1,sliding16:1, gpt-oss "
-         "style); a pattern serves a hybrid model from one pool (kv::hybrid_allocator)");
+         "style; cuda: 8, e.g. full:4,sliding128:4; cuda-sim: 1 to 4); a pattern serves a hybrid model from one pool "
+         "(kv::hybrid_allocator)");
   option(app, "--graph-memory F", o.graph_memory, real(0, 0.9),
          "share of memory after weights kept for graphs (VLLM_GRAPH_RESERVED_MEM, 0.1)");
   option(app, "--prompt-graph-ratio F", o.prompt_graph_ratio, real(0, 1),
@@ -189,7 +190,7 @@ inline void define_options(CLI::App& app, demo_options& o) {
   text(app, "--plot FILE.png", o.plot, "draw KV usage, running and waiting over time (python3 with matplotlib)");
   option(app, "--verify N", o.verify, [](std::string_view f, std::string_view v) {
     return static_cast<std::int32_t>(integer_in(f, v, 0, 2147483647));
-  }, "recompute N chats with a plain unbatched loop and compare tokens (host: 2)");
+  }, "recompute N chats with a plain unbatched loop of the backend's model and compare tokens (host: 2, cuda: 0)");
 }
 
 /// Calls f(app) with the demo's parser bound to `o` (a CLI::App is neither copied nor moved).

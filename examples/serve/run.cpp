@@ -63,23 +63,25 @@ std::int64_t page_layers(const rungs::cli::layer_pattern& p) {
   return most;
 }
 
-// --layers: a count must be the model's; a pattern (host backend) assigns the model's layers to
-// attention groups in the pattern's order (full:1,sliding16:1: layer 0 full, layer 1 a window
-// of 16 keys) and lists the groups full attention first (group 0's table is the staged one).
+// --layers: a count must be the model's; a pattern assigns the model's layers to attention
+// groups in the pattern's order (full:1,sliding16:1: layer 0 full, layer 1 a window of 16 keys)
+// and lists the groups full attention first (group 0's table is the staged one). Both backends'
+// models read every group's tables (host_step::groups, cuda_step::block_tables).
 void resolve_layers(const rungs::cli::layer_pattern& p, const backend_info& info, run_setup& s) {
   const std::int64_t layers = info.shape.num_layers;
-  if (p.layers != layers)
+  if (p.layers != layers) {
+    const std::int64_t full = layers / 2;  // an example pattern of the model's layers, when it has two
     throw usage_error("--layers: the pattern has " + std::to_string(p.layers) + " layers; the " +
                       (s.backend == backend_kind::host ? "host" : "cuda") + " model has " + std::to_string(layers) +
-                      " (e.g. full:1,sliding16:1)");
+                      (layers >= 2 ? " (e.g. full:" + std::to_string(full) + ",sliding16:" + std::to_string(layers - full) + ")" : ""));
+  }
   if (p.groups.empty()) return;  // a count: every layer full attention, as without --layers
-  if (s.backend != backend_kind::host)
-    throw usage_error("--layers with a pattern needs --backend host (the CUDA model reads one block table)");
   bool full = false;
   for (const rungs::kv::layer_group& g : p.groups) {
     if (g.attention.kind == rungs::kv::attention_kind::chunked_local)
-      throw usage_error("--layers: '" + rungs::cli::describe(g) + "': the host model's attention has sliding windows, "
-                        "not chunked local attention");
+      throw usage_error("--layers: '" + rungs::cli::describe(g) + "': the " +
+                        (s.backend == backend_kind::host ? "host" : "cuda") +
+                        " model's attention has sliding windows, not chunked local attention");
     full = full || g.attention.kind == rungs::kv::attention_kind::full;
   }
   if (!full) throw usage_error("--layers: the pattern has no full-attention layer; the saving is measured against it");
@@ -306,6 +308,12 @@ rank_share share_of(const run_setup& all, int rank, int ranks) {
 
 bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostream& log) {
   const host_decoder<tiny_model> model(s.model);
+  return verify_with(s, r, n, log, [&](std::span<const token_id> context, std::int32_t max_output) {
+    return plain_generate(model, context, max_output, s.groups.empty() ? nullptr : &s.attention);
+  });
+}
+
+bool verify_with(const run_setup& s, const serve_result& r, std::int32_t n, std::ostream& log, const plain_loop& generate) {
   std::vector<std::vector<std::size_t>> groups;  // request indices per chat, in turn order
   std::map<serving::session_id, std::size_t> group_of;
   for (std::size_t i = 0; i < s.requests.size(); ++i) {
@@ -324,8 +332,7 @@ bool verify(const run_setup& s, const serve_result& r, std::int32_t n, std::ostr
     for (std::size_t i : groups[g]) {
       const demo_request& d = s.requests[i];
       conversation.insert(conversation.end(), d.prompt.begin(), d.prompt.end());
-      const std::vector<token_id> expected =
-          plain_generate(model, conversation, d.row.output_tokens, s.groups.empty() ? nullptr : &s.attention);
+      const std::vector<token_id> expected = generate(conversation, d.row.output_tokens);
       const std::vector<token_id>& got = r.requests[i].output;
       if (got != expected) {
         std::size_t k = 0;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <span>
@@ -174,13 +175,24 @@ rank_share share_of(const run_setup& all, int rank, int ranks);
 /// tokens; returns false (and says where) on the first difference.
 bool verify(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log);
 
+/// A plain loop: the greedy continuation of a context by max_output tokens, computed alone.
+using plain_loop = std::function<std::vector<token_id>(std::span<const token_id> context, std::int32_t max_output)>;
+/// verify's comparison with another backend's plain loop (the CUDA model's: verify_cuda).
+bool verify_with(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log, const plain_loop& generate);
+
 #ifdef RUNGS_DEMO_CUDA
 /// True when a CUDA device is visible.
 bool cuda_device_present();
 /// The CUDA model and the device's free memory (x 0.9, vLLM's gpu_memory_utilization).
-backend_info cuda_backend_info(std::uint64_t seed);
+/// `layers` (--layers' count; 0: none given): the cuda-sim build's tiny model takes 1 to 4
+/// layers; the full model has 8, and resolve() refuses another count.
+backend_info cuda_backend_info(std::uint64_t seed, std::int64_t layers = 0);
 /// Serves the run on the GPU: the CUDA model, the engine's CUDA backend (graphs).
 serve_result serve_cuda(const run_setup& s, std::ostream& log, bool terminal);
+/// verify on the CUDA model: each chat recomputed alone by eager steps of cuda_backend over a
+/// contiguous cache, every layer with a pool of its own and its window applied by the kernels
+/// (no group tables, group slots or shared pools), no scheduler, batching, padding or prefix cache.
+bool verify_cuda(const run_setup& s, const serve_result& r, std::int32_t chats, std::ostream& log);
 #endif
 
 }  // namespace demo

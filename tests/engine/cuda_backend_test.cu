@@ -14,6 +14,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "cuda_support.cuh"
@@ -315,6 +316,84 @@ TEST_CASE("a steady decode step uploads only what the persistent staging changed
       CHECK(u.copies == 5);
     }
   }
+}
+
+// A hybrid model's second attention group (options::groups = 2): its tables live beside the
+// staged one, and a steady step uploads only the entries that differ from the device copy.
+namespace {
+// Group 1's table of sequence i at a step: i + 1 blocks 1000 + 16 i + k; from step 2 on,
+// sequence 12's first entry has left the window (null); at step 3 sequence 3 has a fifth block.
+std::vector<std::int32_t> group1_table(std::size_t i, std::int64_t step) {
+  std::vector<std::int32_t> t(i + 1 + (step == 3 && i == 3 ? 1 : 0));
+  for (std::size_t k = 0; k < t.size(); ++k) t[k] = static_cast<std::int32_t>(1000 + 16 * i + k);
+  if (step >= 2 && i == 12) t[0] = rungs::kv::null_block;
+  return t;
+}
+}  // namespace
+
+TEST_CASE("a hybrid model's group tables: uploaded once, then only the entries that changed") {
+  gpu_toy model(pool_blocks);
+  cuda_backend::options o = toy_options();
+  o.upload_gap_bytes = 0;
+  o.groups = 2;
+  // What the captures' forwards were given (a replay runs the graph, not the forward): every
+  // bucket's graph reads group 1's tables at one address.
+  std::set<const std::int32_t*> device_groups;
+  std::int64_t stride = 0;
+  auto forward = [&](const cuda_step& st) {
+    model(st);
+    REQUIRE(st.groups == 2);
+    device_groups.insert(st.block_tables(1));
+    stride = st.group_table_stride;
+  };
+  gpu_engine<startup> graphs(ladder, cuda_backend(forward, o), {.max_model_len = max_len, .shape = run_shape::of(gpu_model, pool_blocks)});
+  graphs.start();
+  REQUIRE(device_groups.size() == 1);
+  CHECK(stride == 32 * blocks_per_seq);  // the largest bucket's rows x width
+  random_batches gen;
+  const std::span<const sequence> made = gen.make(13, pool_blocks);
+  std::vector<sequence> seqs(made.begin(), made.end());
+  for (std::size_t i = 0; i < seqs.size(); ++i) seqs[i].id = i + 1;
+  const std::int64_t plan = (plan_bytes(16, 16, blocks_per_seq) + 15) / 16 * 16;
+  std::vector<std::vector<std::int32_t>> tables(2 * seqs.size());
+  std::vector<std::span<const std::int32_t>> spans(2 * seqs.size());
+  for (std::int64_t step = 0; step < 4; ++step) {
+    for (std::size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].context = 4 * static_cast<std::int64_t>(i) + step;  // no new block in group 0
+      spans[i] = seqs[i].block_table;
+      tables[seqs.size() + i] = group1_table(i, step);
+      spans[seqs.size() + i] = tables[seqs.size() + i];
+    }
+    graphs.backend().stage_groups(group_tables{.groups = 2, .rows = 13, .tables = spans});
+    auto a = graphs.step(seqs);
+    REQUIRE(a.run == run_kind::replay);
+    const upload_stats u = graphs.backend().last_upload();
+    const std::int64_t staged = 13 * (4 + 4 + 8 + 4) + plan;  // group 0's steady step: five copies
+    if (step == 0) {  // the captures' dummies left group 1 all padding: 13 runs of i + 1 entries
+      CHECK(u.bytes == 16 * (4 + 4 + 8) + 17 * 4 + 16 * 4 + 16 * blocks_per_seq * 4 + 91 * 4 + plan);
+    } else if (step == 1) {  // group 1 unchanged: nothing of it
+      CHECK(u.bytes == staged);
+      CHECK(u.copies == 5);
+    } else {  // one entry: sequence 12's first (null: block 0), then sequence 3's fifth
+      CHECK(u.bytes == staged + 4);
+      CHECK(u.copies == 6);
+    }
+    // The device copy is group 1's tables in the staged layout, block 0 for null and padding.
+    RUNGS_CUDA_CHECK(cudaStreamSynchronize(graphs.backend().stream()));
+    std::vector<std::int32_t> got(16 * blocks_per_seq), want(got.size(), 0);
+    RUNGS_CUDA_CHECK(cudaMemcpy(got.data(), *device_groups.begin(), got.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < seqs.size(); ++i)
+      for (std::size_t k = 0; k < tables[seqs.size() + i].size(); ++k)
+        want[i * blocks_per_seq + k] = std::max(tables[seqs.size() + i][k], 0);
+    CHECK(got == want);
+  }
+  // A step whose sequences come without their group tables is refused; so is another count of groups.
+  CHECK_THROWS_WITH(graphs.step(seqs), Catch::Contains("a step of 13 sequences was given no group tables"));
+  CHECK_THROWS_WITH(graphs.backend().stage_groups(group_tables{.groups = 3, .rows = 0, .tables = {}}),
+                    "cuda_backend: the allocator stages 3 attention groups; options::groups = 2 (the forward reads that "
+                    "many block tables)");
+  CHECK_THROWS_WITH(cuda_backend(std::cref(model), cuda_backend::options{.groups = 0}),
+                    "cuda_backend: options::groups = 0 must be at least 1");
 }
 
 // ---- Device faults (docs/engine.md, "Device faults"): the CPU device fails calls on purpose --

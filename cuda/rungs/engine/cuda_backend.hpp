@@ -13,6 +13,15 @@
 // staging per phase; eager steps use a third set, grown on demand. Padded tokens carry slot -1 and padded sequences length 0 (batch.hpp), so a
 // replay never writes the KV cache for rows that are not real.
 //
+// Hybrid models (options::groups > 1: kv::hybrid_allocator's attention groups). Each buffer set
+// also holds one block table per further group, in the staged table's layout (rows `width`
+// apart, the staged batch's row order, entries that left a window as block 0), at offsets
+// fixed by the buffer's capacity like every other array, so graphs read them at fixed
+// addresses too. The engine hands them over before each step (stage_groups); a step uploads
+// only the entries that differ from what the device copy holds (the pinned buffer mirrors it):
+// an appended block, an entry that left the window; the whole of a group's tables only after
+// the device copy was lost (new buffers, recover()) or the width changed.
+//
 // Capture. Each capture first runs the forward once eagerly on a batch of padding (warm-up:
 // lazy initialisation, autotuning), then captures it on the backend's stream in
 // thread-local mode, instantiates and uploads the graph. Its cost is the drop in free device
@@ -61,6 +70,16 @@ struct cuda_step {
   std::byte* workspace;         // shared by every graph, sized for the largest bucket
   std::size_t workspace_bytes;
   cudaStream_t stream;
+  /// A hybrid model's further attention groups (options::groups > 1): group g >= 1's block
+  /// tables start at group_tables + (g - 1) * group_table_stride, in batch.block_tables' layout.
+  std::int32_t groups = 1;
+  const std::int32_t* group_tables = nullptr;
+  std::int64_t group_table_stride = 0;
+
+  /// Group g's block tables ([batch.seqs][batch.width]; group 0's is batch.block_tables).
+  const std::int32_t* block_tables(std::int32_t g) const {
+    return g == 0 ? batch.block_tables : group_tables + (g - 1) * group_table_stride;
+  }
 };
 
 using cuda_forward = std::function<void(const cuda_step&)>;
@@ -93,6 +112,10 @@ struct cuda_backend_options {
   std::size_t upload_gap_bytes = 4096;
   /// Injected capture failure (tests): an error message for a capture that must fail.
   std::function<std::optional<std::string>(std::size_t index, const bucket&)> fail{};
+  /// Attention groups whose block tables the forward reads (kv::hybrid_allocator's
+  /// num_groups()): group 0's is the staged batch's; the others come through stage_groups and
+  /// reach the forward as cuda_step::block_tables(g).
+  std::int32_t groups = 1;
 };
 
 class cuda_backend {
@@ -104,6 +127,8 @@ class cuda_backend {
   explicit cuda_backend(cuda_forward forward, options opts = {}, cudaStream_t stream = nullptr)
       : forward_(std::move(forward)), opts_(std::move(opts)), stream_(stream) {
     if (!forward_) throw std::invalid_argument("cuda_backend: the forward function is empty");
+    if (opts_.groups < 1)
+      throw std::invalid_argument("cuda_backend: options::groups = " + std::to_string(opts_.groups) + " must be at least 1");
     try {
       if (!stream_) {
         RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -208,7 +233,7 @@ class cuda_backend {
     if (shapes_.at(slot) != staged.shape())
       throw std::logic_error("cuda_backend: slot " + std::to_string(slot) + " replayed with a shape it was not captured at");
     buffers& b = static_[static_cast<std::size_t>(slot_phase_[slot])];
-    upload(b, staged);
+    upload(b, staged, std::exchange(pending_, std::nullopt));
     RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
     last_ = &b;
   }
@@ -217,7 +242,7 @@ class cuda_backend {
     // Eager steps have buffers of their own, so the graphs' device copies keep following the
     // persistent staging (an eager step between two replays would make the next upload whole).
     buffers& b = grow(eager_, staged);
-    cuda_step step = upload(b, staged);
+    cuda_step step = upload(b, staged, std::exchange(pending_, std::nullopt));
     // A batch above every bucket may need more workspace than the largest graph: only eager
     // steps get it, from a separate buffer, so graphs keep their addresses. Within the largest
     // graph shape the shared workspace suffices (workspace_bytes never shrinks as steps grow).
@@ -248,6 +273,18 @@ class cuda_backend {
     }
   }
 
+  /// The next replay's or eager step's tables of every attention group (the engine calls it
+  /// before each runner step that has sequences, when its allocator has several groups;
+  /// backend.hpp, group_tables). A capture in between runs on padding and leaves them staged.
+  /// Throws std::invalid_argument when `t` has another number of groups than options::groups.
+  void stage_groups(const group_tables& t) {
+    if (t.groups != opts_.groups)
+      throw std::invalid_argument("cuda_backend: the allocator stages " + std::to_string(t.groups) +
+                                  " attention groups; options::groups = " + std::to_string(opts_.groups) +
+                                  " (the forward reads that many block tables)");
+    pending_ = t;
+  }
+
   device_rows rows(std::int64_t n) const { return {last_ ? last_->out : nullptr, n, setup_.row_width}; }
 
   bool has_graph(std::size_t slot) const { return slot < graphs_.size() && graphs_[slot] != nullptr; }
@@ -264,8 +301,10 @@ class cuda_backend {
   /// The failed step may have copied part of its inputs, or none: every device copy of the
   /// persistent staging is forgotten, so the next step uploads its view whole.
   bool recover() {
-    for (buffers& b : static_) b.copy.forget();
+    for (buffers& b : static_) b.copy.forget(), b.groups_known = false;
     eager_.copy.forget();
+    eager_.groups_known = false;
+    pending_.reset();
     cudaStreamSynchronize(stream_);
     cudaGetLastError();
     return cudaPeekAtLastError() == cudaSuccess;
@@ -278,7 +317,8 @@ class cuda_backend {
   // prefixes; block-table rows are `width` apart): every graph captured over the buffer stays
   // valid while the persistent staging is updated in place.
   struct layout {
-    std::size_t token_ids, positions, slot_mapping, query_start, seq_lens, block_tables, plan, end;
+    std::size_t token_ids, positions, slot_mapping, query_start, seq_lens, block_tables, group_tables, plan, end;
+    std::size_t group_bytes;  // one further group's tables (capacity seqs x width)
     std::size_t offset(upload_tracker::array a) const {
       switch (a) {
         case upload_tracker::array::token_ids: return token_ids;
@@ -302,7 +342,9 @@ class cuda_backend {
     l.query_start = l.slot_mapping + i64(tokens);
     l.seq_lens = l.query_start + i32(seqs + 1);
     l.block_tables = l.seq_lens + i32(seqs);
-    l.plan = l.block_tables + i32(seqs * width);
+    l.group_tables = l.block_tables + i32(seqs * width);
+    l.group_bytes = i32(seqs * width);
+    l.plan = l.group_tables + static_cast<std::size_t>(opts_.groups - 1) * l.group_bytes;
     l.end = l.plan + align16(static_cast<std::size_t>(plan_size(seqs, tokens, width)));
     return l;
   }
@@ -321,6 +363,12 @@ class cuda_backend {
     std::size_t bytes = 0;
     float* out = nullptr;
     upload_tracker copy{};
+    // The further groups' tables in the pinned copy (which the device copy equals when
+    // groups_known): per group and row, the entries [0, held) that may be non-zero, in rows
+    // group_width apart; every other entry is 0.
+    bool groups_known = false;
+    std::int64_t group_width = 0;
+    std::vector<std::int64_t> group_held;  // [groups - 1][seqs]
   };
 
   bool fits(const buffers& b, const padded_batch& s) const {
@@ -332,6 +380,7 @@ class cuda_backend {
     free_buffers(b);
     buffers n{.seqs = seqs, .tokens = tokens, .width = width};
     n.at = layout_of(seqs, tokens, width);
+    n.group_held.assign(static_cast<std::size_t>((opts_.groups - 1) * seqs), 0);
     n.bytes = std::max<std::size_t>(n.at.end, 16);
     // A failed allocation leaves `b` empty (not sized for buffers it lacks): the next step
     // that needs it tries again.
@@ -416,7 +465,7 @@ class cuda_backend {
   // changes, or the whole view) and the step's plan into the pinned buffer at the buffer's
   // fixed offsets, then to the device, ranges closer than upload_gap_bytes as one copy.
   // Returns the forward's view of it.
-  cuda_step upload(buffers& b, const padded_batch& s) {
+  cuda_step upload(buffers& b, const padded_batch& s, const std::optional<group_tables>& groups = std::nullopt) {
     if (!fits(b, s)) throw std::logic_error("cuda_backend: a staged batch outgrew its buffers");
     const layout& l = b.at;
     // The pinned buffer is rewritten below: the previous upload from it must be done.
@@ -436,6 +485,7 @@ class cuda_backend {
       std::memcpy(b.pinned + l.offset(c.what) + from, host_array(s, c.what) + from, n);
       add(l.offset(c.what) + from, n);
     }
+    if (opts_.groups > 1) write_groups(b, s, groups, add);
     const std::size_t plan = align16(static_cast<std::size_t>(plan_size(s.seqs(), s.tokens(), s.width())));
     if (opts_.plan) {
       opts_.plan(s, std::span<std::byte>(b.pinned + l.plan, plan));
@@ -455,7 +505,78 @@ class cuda_backend {
                  at(l.query_start), at(l.seq_lens),
                  at(l.block_tables),
                  s.query()};
-    return cuda_step{v, b.device + l.plan, b.out, setup_.row_width, workspace_, workspace_bytes_, stream_};
+    return cuda_step{v,
+                     b.device + l.plan,
+                     b.out,
+                     setup_.row_width,
+                     workspace_,
+                     workspace_bytes_,
+                     stream_,
+                     opts_.groups,
+                     at(l.group_tables),
+                     static_cast<std::int64_t>(l.group_bytes / sizeof(std::int32_t))};
+  }
+
+  // The further groups' tables of `s` into the pinned buffer, each changed run of entries
+  // handed to `add` (offset, bytes) in increasing order: the entries that differ from the
+  // pinned copy, or every entry of the buffer's capacity when the device copy is unknown or the
+  // width changed. A step without tables
+  // (a capture's dummy, a dummy step) must have no real rows: its tables are all padding.
+  template <class Add>
+  void write_groups(buffers& b, const padded_batch& s, const std::optional<group_tables>& t, Add& add) {
+    const std::int64_t real = t ? t->rows : 0;
+    if (real != s.real_seqs())
+      throw std::logic_error("cuda_backend: a step of " + std::to_string(s.real_seqs()) + " sequences was given " +
+                             (t ? std::to_string(real) + " rows of group tables" : std::string("no group tables")) +
+                             " (options::groups = " + std::to_string(opts_.groups) + "; the engine stages them through stage_groups)");
+    const std::int64_t width = s.width();
+    for (std::int32_t g = 1; g < opts_.groups; ++g) {
+      const std::size_t base = b.at.group_tables + static_cast<std::size_t>(g - 1) * b.at.group_bytes;
+      auto* table = reinterpret_cast<std::int32_t*>(b.pinned + base);
+      std::int64_t* held = b.group_held.data() + (g - 1) * b.seqs;
+      auto entry = [&](std::int64_t r, std::int64_t k) -> std::int32_t {
+        if (r >= real) return 0;
+        const std::span<const std::int32_t> row = t->table(g, r);
+        return k < static_cast<std::int64_t>(row.size()) ? std::max(row[static_cast<std::size_t>(k)], 0) : 0;
+      };
+      auto row_size = [&](std::int64_t r) {
+        return r < real ? std::min<std::int64_t>(width, static_cast<std::int64_t>(t->table(g, r).size())) : 0;
+      };
+      // The whole capacity when nothing of the device copy is known, or its rows moved (another
+      // width: as padded_batch rewrites every row).
+      if (!b.groups_known || width != b.group_width) {
+        std::memset(table, 0, b.at.group_bytes);
+        for (std::int64_t r = 0; r < b.seqs; ++r) {
+          held[r] = row_size(r);
+          for (std::int64_t k = 0; k < held[r]; ++k) table[r * width + k] = entry(r, k);
+        }
+        add(base, b.at.group_bytes);
+        continue;
+      }
+      // Writes entries [from, to) of the row at `at` that differ, one add per changed run.
+      auto put = [&](std::int64_t at, std::int64_t n, auto value) {
+        std::int64_t run = -1;
+        for (std::int64_t k = 0; k <= n; ++k) {
+          const bool differs = k < n && table[at + k] != value(k);
+          if (differs) {
+            table[at + k] = value(k);
+            if (run < 0) run = k;
+          } else if (run >= 0) {
+            add(base + static_cast<std::size_t>(at + run) * sizeof(std::int32_t),
+                static_cast<std::size_t>(k - run) * sizeof(std::int32_t));
+            run = -1;
+          }
+        }
+      };
+      for (std::int64_t r = 0; r < b.seqs; ++r) {
+        const std::int64_t n = row_size(r);
+        if (n == 0 && held[r] == 0) continue;
+        put(r * width, std::max(n, held[r]), [&](std::int64_t k) { return k < n ? entry(r, k) : 0; });
+        held[r] = n;
+      }
+    }
+    b.group_width = width;
+    b.groups_known = true;
   }
 
   void swap(cuda_backend& o) noexcept {
@@ -474,6 +595,7 @@ class cuda_backend {
     std::swap(eager_workspace_, o.eager_workspace_);
     std::swap(eager_workspace_bytes_, o.eager_workspace_bytes_);
     std::swap(last_upload_, o.last_upload_);
+    std::swap(pending_, o.pending_);
     last_ = nullptr;
     o.last_ = nullptr;
   }
@@ -496,6 +618,7 @@ class cuda_backend {
   std::size_t eager_workspace_bytes_ = 0;
   std::vector<std::pair<std::size_t, std::size_t>> spans_;  // (offset, bytes) of one upload's copies
   upload_stats last_upload_{};
+  std::optional<group_tables> pending_;  // stage_groups' tables for the next replay or eager step
 };
 
 static_assert(engine_backend<cuda_backend>);
