@@ -435,16 +435,16 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 // Whether plan_decode wants the tensor-core decode for head dim `head_dim` and GQA group `group`
 // on architecture `sm` (where the set has its instance).
 //  * sm_90: wherever scripts/sass-check's issue margin (modelled memory time over modelled issue
-//    time at full issue, bf16, H200; benchmarks/RESULTS.md, "Issue margins of every default
-//    decode") is the tensor-core decode's: every group but one at head dim 128, 2.57-2.66 at
-//    groups 2-8 against the SIMT decode's 0.75-1.92, and head dim 64, 3.65-3.77 against
-//    0.79-2.65; at head dim 128, group 1, the SIMT decode's 2.64 against 2.57, so it keeps the
-//    SIMT decode. Measured on an H100 80GB HBM3 (RESULTS.md, "The first GPU measurement",
-//    2026-11-27; bf16, head dim 128, batch 64 x context 4096, graph-replayed), with the kernels
-//    of that day: group 8 (64q/8kv) 0.855x the SIMT decode's time (394-430 against 497-503 us),
-//    group 4 (32q/8kv) a tie (0.985-0.990x in one process). The group-4 choice on sm_90 (tensor
-//    cores since issue 26, the SIMT decode before) and every head-dim-64 and group-1, 2 and 16
-//    choice follow the model only: not measured.
+//    time at full issue; bf16, H200, batch 64 x 4096, 32 query heads; benchmarks/RESULTS.md,
+//    "Issue margins of every default decode") is the tensor-core decode's: head dim 128, groups
+//    2, 4, 8, 16: 2.60, 2.56, 2.59, 3.06 against the SIMT decode's 1.92, 1.26, 0.75, 0.40; head
+//    dim 64, groups 1-16: 3.39-3.68 against 0.42-2.64. At head dim 128, group 1 the SIMT decode's
+//    2.64 beats 2.57, so it keeps the SIMT decode. Measured on an H100 80GB HBM3 (RESULTS.md,
+//    "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64 x context 4096,
+//    graph-replayed), with the kernels of that day: group 8 (64q/8kv) 0.855x the SIMT decode's
+//    time (394-430 against 497-503 us), group 4 (32q/8kv) a tie (0.985-0.990x in one process).
+//    The group-4 choice on sm_90 (tensor cores since issue 26, the SIMT decode before) and every
+//    head-dim-64 and group-1, 2 and 16 choice follow the model only: not measured.
 //  * Other architectures (no SASS model): groups of 4 and more, where the SIMT decode's
 //    per-score shuffles bound it.
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
