@@ -132,11 +132,13 @@ struct kv_pipeline {
 
   /// Whether every thread copies the same chunk of a row in each of its copies, rows
   /// kTokenStride apart (Threads a multiple of the row's vectors: head dims 64, 128, 256 of
-  /// 16-bit caches, and of fp8): then a thread's shared-memory places are one place plus
-  /// constant steps (the swizzle repeats every 8 rows), and its global offsets share their
-  /// chunk, so a copy costs a token's block-table entry and one wide multiply-add; the other
-  /// head dims take the general path (a vector's token and chunk per copy).
-  static constexpr bool kFixedChunk = Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
+  /// 16-bit caches): then a thread's shared-memory places are one place plus constant steps
+  /// (the swizzle repeats every 8 rows), and its global offsets share their chunk, so a copy
+  /// costs a token's block-table entry and one wide multiply-add. The other head dims, and fp8
+  /// caches (whose tensor-core decode, at its register budget, came out 33 instructions a tile
+  /// longer this way on sm_90: ptxas re-materialised more zero registers), take the general
+  /// path (a vector's token and chunk per copy).
+  static constexpr bool kFixedChunk = sizeof(KV) == 2 && Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
   static constexpr int kTokenStride = Threads / kCopyVecs;
   static_assert(!kFixedChunk || !Swizzle || kTokenStride % 8 == 0);
 
