@@ -158,8 +158,8 @@ void check_every_bucket(const ra::plan_options& options, ra::decode_kernel kerne
 }
 }  // namespace
 
-// The tensor-core decode, forced: on sm_90 the planner runs group 4 (these shapes) on the SIMT
-// decode (plan.hpp, decode_wants_tensor_cores).
+// The tensor-core decode, forced: the planner's kernel for group 4 (these shapes) depends on
+// the GPU (plan.hpp, decode_wants_tensor_cores).
 const ra::plan_options on_tensor_cores{.kernel = ra::decode_kernel::tensor_cores};
 
 TEST_CASE("paged-attention forward: replay equals eager and the CPU reference, every bucket, both decode kernels") {

@@ -229,11 +229,15 @@ struct instantiation_set {
 /// cache-write kernel (the merge is the bf16 one). Other fp8 shapes need a set of their own.
 using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dtype::fp8_e4m3>, values<128>, values<4>>;
 
-/// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dim
-/// 128, groups 4 (Llama-3-8B's 32/8 heads) and 8 (Llama-3-70B's 64/8), where the planner
-/// picks tensor cores; other shapes run the SIMT decode. With default_fp8_kv_instances they
-/// also give the tensor-core decode over the E4M3 cache (bf16, head dim 128, group 4).
-using default_tensor_core_decode_instances = tensor_core_decode_instances<supported_dtypes, values<128>, values<4, 8>>;
+/// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dims
+/// 64 and 128, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8 heads), 8
+/// (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin is above
+/// the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode"; the
+/// planner's choice: plan.hpp, decode_wants_tensor_cores); groups 3, 5-7 and head dims 80, 96,
+/// 256 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core
+/// decode over the E4M3 cache (bf16, head dim 128, group 4).
+using default_tensor_core_decode_instances =
+    tensor_core_decode_instances<supported_dtypes, values<64, 128>, values<1, 2, 4, 8, 16>>;
 
 /// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
 /// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT
@@ -244,7 +248,7 @@ using default_tensor_core_prefill_instances = tensor_core_prefill_instances<supp
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// the fp8 instances, the 5 tensor-core decode kernels above (4 16-bit, 1 over E4M3) and the 3
+/// the fp8 instances, the 21 tensor-core decode kernels above (20 16-bit, 1 over E4M3) and the 3
 /// tensor-core prefill kernels (2 16-bit, 1 over E4M3).
 using default_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims, values<dynamic_block_size>, supported_decode_groups,

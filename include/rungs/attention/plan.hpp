@@ -432,16 +432,25 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
   return os.str();
 }
 
-// Whether plan_decode wants the tensor-core decode for GQA group `group` on architecture `sm`
-// (where the set has its instance): groups of 4 and more, where the SIMT decode's per-score
-// shuffles bound it; on sm_90 groups of 8 and more, as measured on an H100 80GB HBM3
-// (benchmarks/RESULTS.md, "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64
-// x context 4096, graph-replayed): at group 8 (64q/8kv) the tensor-core decode took 394-430 us
-// against the SIMT decode's 497-503 (0.855x: the SIMT decode's 252 registers leave it
-// issue-bound); at group 4 (32q/8kv) a tie (0.985-0.990x in one process, 423-424 against
-// 420-432 us in one-shape runs), so group 4 keeps the SIMT decode, whose margin was measured. Groups 5-7 were not
-// measured and keep group 4's choice on sm_90; other architectures keep the groups-of-4 rule.
-constexpr bool decode_wants_tensor_cores(int group, int sm) { return group >= (sm == 90 ? 8 : 4); }
+// Whether plan_decode wants the tensor-core decode for head dim `head_dim` and GQA group `group`
+// on architecture `sm` (where the set has its instance).
+//  * sm_90: wherever scripts/sass-check's issue margin (modelled memory time over modelled issue
+//    time at full issue; bf16, H200, batch 64 x 4096, 32 query heads; benchmarks/RESULTS.md,
+//    "Issue margins of every default decode") is the tensor-core decode's: head dim 128, groups
+//    2, 4, 8, 16: 2.60, 2.56, 2.59, 3.06 against the SIMT decode's 1.92, 1.26, 0.75, 0.40; head
+//    dim 64, groups 1-16: 3.39-3.68 against 0.42-2.64. At head dim 128, group 1 the SIMT decode's
+//    2.64 beats 2.57, so it keeps the SIMT decode. Measured on an H100 80GB HBM3 (RESULTS.md,
+//    "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64 x context 4096,
+//    graph-replayed), with the kernels of that day: group 8 (64q/8kv) 0.855x the SIMT decode's
+//    time (394-430 against 497-503 us), group 4 (32q/8kv) a tie (0.985-0.990x in one process).
+//    The group-4 choice on sm_90 (tensor cores since issue 26, the SIMT decode before) and every
+//    head-dim-64 and group-1, 2 and 16 choice follow the model only: not measured.
+//  * Other architectures (no SASS model): groups of 4 and more, where the SIMT decode's
+//    per-score shuffles bound it.
+constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
+  if (sm == 90) return !(head_dim == 128 && group == 1);
+  return group >= 4;
+}
 
 // The planner's kernel, among those decode<Set, Mod> (prefill<Set, Mod>) compiles:
 // plan_options::kernel when given (refused, naming why, where the tensor cores cannot run the
@@ -495,7 +504,7 @@ decode_plan plan_decode(const attention_config& config, decode_bucket bucket, co
   p.bucket = bucket;
   p.max_blocks_per_seq = static_cast<int>(blocks_for(bucket.max_context, config.shape.block_size));
   p.kernel = detail::choose_kernel<Set>(config, dev, options, false,
-                                       detail::decode_wants_tensor_cores(config.shape.group_size(), dev.sm));
+                                       detail::decode_wants_tensor_cores(config.shape.head_dim, config.shape.group_size(), dev.sm));
   detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
                         options, p.split_tokens, p.num_splits);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,

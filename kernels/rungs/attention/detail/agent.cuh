@@ -130,31 +130,101 @@ struct kv_pipeline {
     }
   }
 
+  /// Whether every thread copies the same chunk of a row in each of its copies, rows
+  /// kTokenStride apart (Threads a multiple of the row's vectors: head dims 64, 128, 256 of
+  /// 16-bit caches): then a thread's shared-memory places are one place plus constant steps
+  /// (the swizzle repeats every 8 rows), and its global offsets share their chunk, so a copy
+  /// costs a token's block-table entry and one wide multiply-add. The other head dims, and fp8
+  /// caches (whose tensor-core decode, at its register budget, came out 33 instructions a tile
+  /// longer this way on sm_90: ptxas re-materialised more zero registers), take the general
+  /// path (a vector's token and chunk per copy).
+  static constexpr bool kFixedChunk = sizeof(KV) == 2 && Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
+  static constexpr int kTokenStride = Threads / kCopyVecs;
+  static_assert(!kFixedChunk || !Swizzle || kTokenStride % 8 == 0);
+
+  /// Fixed chunk: the tokens a warp's copy k covers, and the warp's tokens in all (at most 32:
+  /// one block-table entry per lane, shared by shuffles).
+  static constexpr int kWarpTokens = 32 / kCopyVecs;
+  static constexpr int kWarpTableLoads = kLoadsPerThread * kWarpTokens;
+  static_assert(!kFixedChunk || (32 % kCopyVecs == 0 && kWarpTableLoads <= 32));
+
+  /// The block ids of tile `tile`'s copies (past kv_end: 0, a block of the pool whose copy
+  /// reads nothing). Fixed chunk: lane j of a warp loads the entry of its warp's token j (copy
+  /// j / kWarpTokens), once per tile where each of a thread's copies would load its own: the
+  /// copies take them by shuffles (issue).
   __device__ __forceinline__ void fetch_ids(int tile) {
     const int start = kv_begin + tile * Tile;
+    if constexpr (kFixedChunk) {
+      const int lane = tid % 32;
+      const int t = start + (tid / 32) * kWarpTokens + lane % kWarpTokens + lane / kWarpTokens * kTokenStride;
+      ids[0] = lane < kWarpTableLoads && t < kv_end ? __ldg(src.table + (t >> src.log2_block)) : 0;
+    } else {
 #pragma unroll
-    for (int k = 0; k < kLoadsPerThread; ++k) {
-      const int v = tid + k * Threads;
-      const int t = start + v / kCopyVecs;
-      ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        const int v = tid + k * Threads;
+        const int t = start + (tid + k * Threads) / kCopyVecs;
+        ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
+      }
     }
   }
 
+  /// Fixed chunk: hands each copy of the thread the block id its warp's lanes loaded
+  /// (fetch_ids), ids[k] for copy k. Called by every thread of the CTA at once, outside the
+  /// branches on the tile count (a shuffle the compiler cannot prove converged gets a slow
+  /// path).
+  __device__ __forceinline__ void spread_ids() {
+    if constexpr (kFixedChunk) {
+      const int token0 = tid / kCopyVecs;
+      std::int32_t spread[kLoadsPerThread];
+#pragma unroll
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        spread[k] = __shfl_sync(0xffffffffu, ids[0], k * kWarpTokens + token0 % kWarpTokens);
+      }
+#pragma unroll
+      for (int k = 0; k < kLoadsPerThread; ++k) ids[k] = spread[k];
+    }
+  }
+
+  /// Issues the copies of tile `tile` into its stage (spread_ids first).
   __device__ __forceinline__ void issue(int tile) {
     const int start = kv_begin + tile * Tile;
     const int stage = tile % Stages;
+    if constexpr (kFixedChunk) {
+      // One chunk c for every copy: its place in stage 0 and its element within the head's
+      // rows of a block are computed once; copy k adds k kTokenStride whole rows.
+      const int token0 = tid / kCopyVecs;
+      const int c = tid - token0 * kCopyVecs;
+      const int dst0 = stage * kStageElems + place(tid, token0, c);
+      // Byte offsets, unsigned: a block's bytes (H B D sizeof(KV)) are far below 2^32, so
+      // the offset is one IMAD.WIDE.U32 of the id with its 32-bit rest as the addend.
+      constexpr unsigned kRowBytes = HeadDim * sizeof(KV);
+      const unsigned row_bytes = ((src.kv_head << src.log2_block) * HeadDim + c * kCopyElems) * sizeof(KV);
+      const unsigned block_bytes = (src.num_kv_heads << src.log2_block) * kRowBytes;
+      const char* k_cache = reinterpret_cast<const char*>(src.k_cache);
+      const char* v_cache = reinterpret_cast<const char*>(src.v_cache);
 #pragma unroll
-    for (int k = 0; k < kLoadsPerThread; ++k) {
-      const int v = tid + k * Threads;
-      if (kTileVecs % Threads == 0 || v < kTileVecs) {
-        const int token = v / kCopyVecs;
-        const int c = v - token * kCopyVecs;
-        const int t = start + token;
-        const bool in = t < kv_end;
-        const std::int64_t offset = src.offset(ids[k], t, position_mask, HeadDim, c * kCopyElems);
-        const int dst = stage * kStageElems + place(v, token, c);
-        cp_async_16(smem_k + dst, src.k_cache + offset, in);
-        cp_async_16(smem_v + dst, src.v_cache + offset, in);
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        const int t = start + token0 + k * kTokenStride;
+        const std::uint64_t offset = static_cast<std::uint64_t>(static_cast<unsigned>(ids[k])) * block_bytes +
+                                     (static_cast<unsigned>(t & position_mask) * kRowBytes + row_bytes);
+        const int dst = dst0 + k * kTokenStride * HeadDim;
+        cp_async_16(smem_k + dst, k_cache + offset, t < kv_end);
+        cp_async_16(smem_v + dst, v_cache + offset, t < kv_end);
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kLoadsPerThread; ++k) {
+        const int v = tid + k * Threads;
+        if (kTileVecs % Threads == 0 || v < kTileVecs) {
+          const int token = v / kCopyVecs;
+          const int c = v - token * kCopyVecs;
+          const int t = start + token;
+          const bool in = t < kv_end;
+          const std::int64_t offset = src.offset(ids[k], t, position_mask, HeadDim, c * kCopyElems);
+          const int dst = stage * kStageElems + place(v, token, c);
+          cp_async_16(smem_k + dst, src.k_cache + offset, in);
+          cp_async_16(smem_v + dst, src.v_cache + offset, in);
+        }
       }
     }
   }
@@ -163,10 +233,9 @@ struct kv_pipeline {
   __device__ __forceinline__ void start() {
 #pragma unroll
     for (int s = 0; s < Stages - 1; ++s) {
-      if (s < num_tiles) {
-        fetch_ids(s);
-        issue(s);
-      }
+      if (s < num_tiles) fetch_ids(s);
+      spread_ids();
+      if (s < num_tiles) issue(s);
       cp_async_commit();
     }
     if (Stages - 1 < num_tiles) fetch_ids(Stages - 1);
@@ -178,6 +247,7 @@ struct kv_pipeline {
     cp_async_wait<Stages - 2>();  // this thread's copies of `tile` have landed
     __syncthreads();              // everyone's have, and everyone is done with tile - 1
     const int next = tile + Stages - 1;
+    spread_ids();
     if (next < num_tiles) {
       issue(next);
       if (next + 1 < num_tiles) fetch_ids(next + 1);

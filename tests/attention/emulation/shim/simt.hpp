@@ -302,6 +302,10 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
   simt::arrive(simt::warp_key(mask), std::popcount(mask));
 }
 inline float __shfl_sync(unsigned mask, float v, int source) { return simt::shuffle(v, mask, source); }
+// Integers (the KV pipeline's block ids) travel as the float exchange's bits, unconverted.
+inline int __shfl_sync(unsigned mask, int v, int source) {
+  return std::bit_cast<int>(simt::shuffle(std::bit_cast<float>(v), mask, source));
+}
 inline float __shfl_xor_sync(unsigned mask, float v, int lane_mask) {
   return simt::shuffle(v, mask, static_cast<int>(simt::lane()) ^ lane_mask);
 }

@@ -755,9 +755,9 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
   CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1);  // the default set's one fp8 shape, on both decodes and prefills
   check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 1 * 2 * 2);  // 2 types x D 128 x groups 4, 8: decode, merge
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 2 * 5 * 2);  // 2 types x D 64, 128 x groups 1, 2, 4, 8, 16: decode, merge
   check_tensor_core_prefill_set(table, ra::default_instantiations::tensor_core_prefill::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 1 * 2 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 2 * 5 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
