@@ -179,6 +179,8 @@ class prefix_cache {
 
   /// Whether b is the block indexed under its digest (consistency checks).
   bool indexed(block_id b) const { return index_.find(digest_[b]) == b; }
+  /// Block b's digest while it is registered (what a lower tier keys it by: prefix_tier.hpp).
+  const digest_type& digest(block_id b) const { return digest_[static_cast<std::size_t>(b)]; }
   std::int32_t size() const { return index_.size(); }
 
  private:
