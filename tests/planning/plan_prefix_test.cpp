@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../plan_support.hpp"
 #include "command.hpp"
@@ -117,7 +119,12 @@ TEST_CASE("rungs-plan simulate --tiers: hits per tier, their load, TTFT percenti
     a.insert(a.end(), more.begin(), more.end());
     return a;
   };
-  const result j = plan(args("hbm,dram:64:51200", {"--json"}));
+  auto plan_with = [](const std::vector<std::string_view>& a) {
+    std::ostringstream out, err;
+    const int status = rungs::plan::run(a, out, err);
+    return result{status, out.str(), err.str()};
+  };
+  const result j = plan_with(args("hbm,dram:64:51200", {"--json"}));
   REQUIRE(j.status == 0);
   const auto doc = rungs::cli::json::parse(j.out);
   const auto& run = doc["runs"][0];
@@ -131,7 +138,7 @@ TEST_CASE("rungs-plan simulate --tiers: hits per tier, their load, TTFT percenti
   CHECK(run["tier_load_seconds"].get<double>() == Approx(0.01));
   CHECK(run["ttft_p50_seconds"].get<double>() == Approx(0.071));  // of 0.071, 0.071, 0.020
   CHECK(run["prefix_hit_tokens"] == 32);
-  const result t = plan(args("hbm,dram:64:51200"));
+  const result t = plan_with(args("hbm,dram:64:51200"));
   REQUIRE(t.status == 0);
   CHECK(t.out.find("; tiers hbm 64 tokens (the KV pool) dram 64 tokens at 5.12e-05 GB/s\n") != std::string::npos);
   CHECK(t.out.find("\ntier (startup)    capacity tokens  hit rate   hit tokens    load s\n"
@@ -139,16 +146,16 @@ TEST_CASE("rungs-plan simulate --tiers: hits per tier, their load, TTFT percenti
                    "dram                             64    16.67%           16     0.010\n"
                    "all tiers: hit rate 33.33% of 6 looked-up blocks (every admission's)\n") != std::string::npos);
   // Without --tiers the report has none of it.
-  const result plain = plan(args(""));
+  const result plain = plan_with(args(""));
   REQUIRE(plain.status == 0);
   CHECK(plain.out.find("tier") == std::string::npos);
-  CHECK(plan(args("", {"--json"})).out.find("tiers") == std::string::npos);
+  CHECK(plan_with(args("", {"--json"})).out.find("tiers") == std::string::npos);
 
-  check_usage(plan(args("hbm:100")), "cache tier hbm: capacity = 100 tokens; the first tier is the replica's KV pool, which "
+  check_usage(plan_with(args("hbm:100")), "cache tier hbm: capacity = 100 tokens; the first tier is the replica's KV pool, which "
                                      "holds 64 tokens: give it without a capacity, or exactly that");
-  check_usage(plan(args("hbm:64:5")), "--tiers: 'hbm:64:5' must be NAME or NAME:TOKENS (the top tier's hits need no load)");
-  check_usage(plan(args("hbm,dram:64")), "--tiers: 'dram:64' must be NAME:TOKENS:BYTES_PER_S");
-  check_usage(plan(args("hbm", {"--replicas", "2"})),
+  check_usage(plan_with(args("hbm:64:5")), "--tiers: 'hbm:64:5' must be NAME or NAME:TOKENS (the top tier's hits need no load)");
+  check_usage(plan_with(args("hbm,dram:64")), "--tiers: 'dram:64' must be NAME:TOKENS:BYTES_PER_S");
+  check_usage(plan_with(args("hbm", {"--replicas", "2"})),
               "--tiers models one replica's cache: leave out --replicas, --dp and --disaggregate");
   check_usage(plan({"simulate", "--chat", "2", "--tiers", "hbm"}),
               "--tiers keeps the blocks the prefix cache evicts: add --prefix-caching");

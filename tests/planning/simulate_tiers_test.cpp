@@ -108,10 +108,15 @@ TEST_CASE("simulate --tiers at low load finds what the tiered study finds, tier 
   // One request at a time (100 s apart), one output token, no watermark: the replica's pool
   // is the study's top tier. Prompts of whole 512-token id blocks, each ending in an id of its
   // own (so the study's extra token and simulate's cap one token short of the prompt look up
-  // the same shared blocks), leading ids from four families.
+  // the same shared blocks), leading ids from four families; every third request shares the
+  // previous one's family and length (its prefix still in the pool).
   std::vector<serving::trace_request> trace;
+  int family = 0, shared = 1;
   for (int i = 0; i < 60; ++i) {
-    const int family = (i * 5 + i / 7) % 4, shared = 1 + (i * 7) % 3;
+    if (i % 3 != 2) {
+      family = (i * 5 + i / 7) % 4;
+      shared = 1 + (i * 7) % 3;
+    }
     serving::trace_request q{.arrival = 100.0 * i, .prompt_tokens = 512 * (shared + 1), .output_tokens = 1};
     for (int j = 0; j < shared; ++j) q.hash_ids.push_back(static_cast<std::uint64_t>(10 * family + j));
     q.hash_ids.push_back(static_cast<std::uint64_t>(1000 + i));
