@@ -46,3 +46,86 @@ TEST_CASE("cache tiers: a hit pushed out of the top tier is served by the next, 
   CHECK_THROWS_WITH(tiered_prefix_study(trace, {{.name = "hbm", .capacity_tokens = 100}}, 512, 1000, 2e-3),
                     "cache tier hbm: capacity = 100 tokens holds no block of 512");
 }
+
+// ---- tier_store: the tiers below HBM as the allocator's lower tier (kv::prefix_tier) --------
+
+TEST_CASE("tier_store: demotion fills each tier in LRU order and spills to the next; promotion takes a block out") {
+  tier_store t({{.name = "hbm"}, {.name = "dram", .capacity_tokens = 32, .bandwidth = 1600},
+                {.name = "ssd", .capacity_tokens = 16, .bandwidth = 800}},
+               64, 16, 100);
+  t.demote(1);
+  t.demote(2);
+  CHECK(t.size(1) == 2);
+  t.demote(3);  // dram holds 2 blocks: 1, the least recently demoted, goes to ssd
+  CHECK(t.size(1) == 2);
+  CHECK(t.size(2) == 1);
+  t.demote(4);  // 2 goes to ssd, which holds 1 block: 1 is gone
+  CHECK(!t.holds(1));
+  CHECK((t.holds(2) && t.holds(3) && t.holds(4)));
+  t.looked_up(5, 1);
+  t.promote(2);  // from ssd: 16 tokens x 100 bytes / 800 bytes/s = 2 s
+  t.promote(4);  // from dram: 1 s
+  CHECK(t.take_load_seconds() == Approx(3.0));
+  CHECK(t.take_load_seconds() == 0);
+  CHECK(!t.holds(2));
+  const std::vector<simulated_tier> r = t.results();
+  REQUIRE(r.size() == 3);
+  CHECK(r[0].tier.capacity_tokens == 64);  // the pool's
+  CHECK(r[0].hit_blocks == 1);
+  CHECK(r[1].hit_tokens == 16);
+  CHECK(r[1].load_seconds == Approx(1.0));
+  CHECK(r[2].hit_rate == Approx(0.2));
+  CHECK(r[2].load_seconds == Approx(2.0));
+  CHECK_THROWS_WITH(t.promote(99), "tier_store: promote of a block no tier holds");
+
+  CHECK_THROWS_WITH(tier_store({{.name = "hbm", .capacity_tokens = 100}}, 64, 16, 100),
+                    "cache tier hbm: capacity = 100 tokens; the first tier is the replica's KV pool, which holds 64 "
+                    "tokens: give it without a capacity, or exactly that");
+  CHECK_NOTHROW(tier_store({{.name = "hbm", .capacity_tokens = 64}}, 64, 16, 100));
+  CHECK_THROWS_WITH(tier_store({{.name = "hbm"}, {.name = "ssd", .capacity_tokens = 8, .bandwidth = 1}}, 64, 16, 100),
+                    "cache tier ssd: capacity = 8 tokens holds no block of 16");
+}
+
+TEST_CASE("tier_store under a prefix-caching allocator: evicted blocks go down, a lookup continues there") {
+  // A pool of 4 blocks of 16. Prompts of 33 tokens: blocks 0 and 1 are looked up (at most the
+  // prompt minus one token), block 2 holds the last token.
+  kv::prefix_caching_allocator<> a({.num_blocks = 4, .block_size = 16, .max_sequences = 2, .max_model_len = 64});
+  tier_store t({{.name = "hbm"}, {.name = "dram", .capacity_tokens = 64, .bandwidth = 1600}}, 64, 16, 100);
+  a.set_lower_tier(&t);
+  auto prompt = [](kv::token_id base) {
+    std::vector<kv::token_id> p(33);
+    for (std::size_t i = 0; i < p.size(); ++i) p[i] = base + static_cast<kv::token_id>(i);
+    return p;
+  };
+  auto run = [&a](const std::vector<kv::token_id>& p) {
+    const auto s = a.create(p);
+    REQUIRE(s.has_value());
+    const std::int32_t hit = s->cached_tokens;
+    REQUIRE(a.append(s->id, std::span<const kv::token_id>(p).subspan(static_cast<std::size_t>(hit))) == kv::errc::ok);
+    REQUIRE(a.commit(s->id, 33) == kv::errc::ok);
+    REQUIRE(a.free(s->id) == kv::errc::ok);
+    REQUIRE(a.check_consistency().empty());
+    return hit;
+  };
+  CHECK(run(prompt(1000)) == 0);  // A: blocks a0 a1 cached, a2 (partial) free
+  // B takes the two free blocks and evicts A's tail a1 (released first): a1 goes to dram.
+  CHECK(run(prompt(2000)) == 0);
+  CHECK(t.size(1) == 1);
+  // A again: a0 in the pool, a1 in dram: both hit; a1 is promoted (16 tokens x 100 bytes /
+  // 1600 bytes/s = 1 s) and its block, and the last one, evict B's tail blocks to dram.
+  CHECK(run(prompt(1000)) == 32);
+  CHECK(t.take_load_seconds() == Approx(1.0));
+  CHECK(t.size(1) == 1);
+  const std::vector<simulated_tier> r = t.results();
+  CHECK(t.looked_up_blocks() == 6);
+  CHECK(r[0].hit_blocks == 1);
+  CHECK(r[1].hit_blocks == 1);
+  CHECK(a.metrics().prefix_hit_tokens == 32u);
+  // A fourth time: all in the pool now (a1 came back up).
+  CHECK(run(prompt(1000)) == 32);
+  CHECK(t.take_load_seconds() == 0);
+  a.set_lower_tier(nullptr);
+
+  kv::prefix_caching_allocator<> window({.num_blocks = 4, .block_size = 16, .max_model_len = 64, .sliding_window = 8});
+  CHECK_THROWS_WITH(window.set_lower_tier(&t), "paged_allocator: a lower prefix tier needs full attention; sliding_window = 8");
+}

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "../plan_support.hpp"
 #include "command.hpp"
@@ -88,6 +90,78 @@ TEST_CASE("rungs-plan prefix-cache --tiers: hits per tier, what they save and wh
   check_usage(plan({"prefix-cache", "--trace", trace, "--capacity-tokens", "1536", "--tiers", "hbm:1536"}),
               "--capacity-tokens excludes --tiers");
   check_usage(plan({"prefix-cache", "--trace", trace}), "--capacity-tokens or --tiers is needed");
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("rungs-plan simulate --tiers: hits per tier, their load, TTFT percentiles") {
+  // simulate_tiers_test's first case through the command line: requests of 33 tokens from id
+  // blocks 1, 2, 1, a second apart, on a pool of 4 blocks of 16 (32 KV bytes a token); the
+  // third finds one block in the pool and one in dram, loaded in 512 / 51200 s = 10 ms.
+  const std::string trace = "plan_tiers_test.jsonl";
+  {
+    std::ofstream f(trace);
+    for (const char* r : {"0, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1]",
+                          "1000, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [2]",
+                          "2000, \"input_length\": 33, \"output_length\": 1, \"hash_ids\": [1]"})
+      f << "{\"timestamp\": " << r << "}\n";
+  }
+  auto args = [&trace](std::string tiers, std::vector<std::string_view> more = {}) {
+    static std::vector<std::string> keep;
+    keep.push_back(std::move(tiers));
+    std::vector<std::string_view> a = {"simulate", "--trace", trace, "--prefix-caching", "--kv-memory", "2048", "--layers", "1",
+                                       "--kv-heads", "1", "--head-dim", "8", "--dtype", "fp16", "--watermark", "0",
+                                       "--max-model-len", "64", "--ladder", "explicit", "4,8,16", "--step-cost",
+                                       "0.01,0.002,0,0.005", "--capture-cost", "0,0", "--graph-cost", "0,0"};
+    if (!keep.back().empty()) {
+      a.push_back("--tiers");
+      a.push_back(keep.back());
+    }
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  auto plan_with = [](const std::vector<std::string_view>& a) {
+    std::ostringstream out, err;
+    const int status = rungs::plan::run(a, out, err);
+    return result{status, out.str(), err.str()};
+  };
+  const result j = plan_with(args("hbm,dram:64:51200", {"--json"}));
+  REQUIRE(j.status == 0);
+  const auto doc = rungs::cli::json::parse(j.out);
+  const auto& run = doc["runs"][0];
+  CHECK(run["tier_looked_up_blocks"] == 6);
+  CHECK(run["tiers"][0]["tier"] == "hbm");
+  CHECK(run["tiers"][0]["capacity_tokens"] == 64);
+  CHECK(run["tiers"][0]["hit_tokens"] == 16);
+  CHECK(run["tiers"][1]["hit_tokens"] == 16);
+  CHECK(run["tiers"][1]["hit_rate"].get<double>() == Approx(1.0 / 6));
+  CHECK(run["tiers"][1]["load_seconds"].get<double>() == Approx(0.01));
+  CHECK(run["tier_load_seconds"].get<double>() == Approx(0.01));
+  CHECK(run["ttft_p50_seconds"].get<double>() == Approx(0.071));  // of 0.071, 0.071, 0.020
+  CHECK(run["prefix_hit_tokens"] == 32);
+  const result t = plan_with(args("hbm,dram:64:51200"));
+  REQUIRE(t.status == 0);
+  CHECK(t.out.find("; tiers hbm 64 tokens (the KV pool) dram 64 tokens at 5.12e-05 GB/s\n") != std::string::npos);
+  CHECK(t.out.find("\ntier (startup)    capacity tokens  hit rate   hit tokens    load s\n"
+                   "hbm                              64    16.67%           16     0.000\n"
+                   "dram                             64    16.67%           16     0.010\n"
+                   "all tiers: hit rate 33.33% of 6 looked-up blocks (every admission's)\n") != std::string::npos);
+  // Without --tiers the report has none of it.
+  const result plain = plan_with(args(""));
+  REQUIRE(plain.status == 0);
+  CHECK(plain.out.find("tier") == std::string::npos);
+  CHECK(plan_with(args("", {"--json"})).out.find("tiers") == std::string::npos);
+
+  check_usage(plan_with(args("hbm:100")), "cache tier hbm: capacity = 100 tokens; the first tier is the replica's KV pool, which "
+                                     "holds 64 tokens: give it without a capacity, or exactly that");
+  check_usage(plan_with(args("hbm:64:5")), "--tiers: 'hbm:64:5' must be NAME or NAME:TOKENS (the top tier's hits need no load)");
+  check_usage(plan_with(args("hbm,dram:64")), "--tiers: 'dram:64' must be NAME:TOKENS:BYTES_PER_S");
+  check_usage(plan_with(args("hbm", {"--replicas", "2"})),
+              "--tiers models one replica's cache: leave out --replicas, --dp and --disaggregate");
+  check_usage(plan({"simulate", "--chat", "2", "--tiers", "hbm"}),
+              "--tiers keeps the blocks the prefix cache evicts: add --prefix-caching");
+  check_usage(plan({"prefix-cache", "--trace", trace, "--tiers", "hbm,dram:64:1e9", "--gpu", "h100-sxm", "--model",
+                    "llama-3-8b"}),
+              "--tiers: the top tier 'hbm' needs a capacity, NAME:TOKENS (the study has no KV pool to take it from)");
   std::remove(trace.c_str());
 }
 

@@ -29,6 +29,7 @@
 
 #include "command.hpp"
 #include "json_line.hpp"
+#include "tier_args.hpp"
 
 namespace rungs::plan {
 namespace {
@@ -45,23 +46,6 @@ struct prefix_cache_args {
   std::int64_t tp = 1;
 };
 
-// "hbm:400000,dram:4000000:64e9": name, capacity in tokens, load bandwidth in bytes/s (none
-// for the top tier).
-std::vector<planning::cache_tier> parse_tiers(std::string_view flag, std::string_view text) {
-  cli::check_length(flag, text, 16);
-  std::vector<planning::cache_tier> tiers;
-  for (std::string_view item : cli::split(text)) {
-    const std::vector<std::string_view> parts = cli::split(item, ':');
-    const bool top = tiers.empty();
-    if (parts.size() != (top ? 2u : 3u) || parts[0].empty())
-      throw usage_error(std::string(flag) + ": '" + std::string(item) + "' must be " +
-                        (top ? "NAME:TOKENS (the top tier's hits need no load)" : "NAME:TOKENS:BYTES_PER_S"));
-    tiers.push_back({.name = std::string(parts[0]), .capacity_tokens = parse_positive(flag, parts[1]),
-                     .bandwidth = top ? 0.0 : cli::number_in(flag, parts[2], 1, 1e15)});
-  }
-  return tiers;
-}
-
 std::string percent(double f);
 
 std::string fixed_text(double v, int digits) {
@@ -73,6 +57,9 @@ std::string fixed_text(double v, int digits) {
 int print_tiers(std::ostream& out, const prefix_cache_args& a, const std::vector<serving::trace_request>& trace,
                 std::int32_t block) {
   if (!a.gpu) throw usage_error("--tiers prices loads and prefill with the roofline: add --gpu NAME --model NAME");
+  if (a.tiers.front().capacity_tokens == 0)
+    throw usage_error("--tiers: the top tier '" + a.tiers.front().name + "' needs a capacity, NAME:TOKENS (the study has no "
+                      "KV pool to take it from)");
   planning::tiered_study s;
   std::int64_t kv_bytes = 0;
   double prefill = 0;

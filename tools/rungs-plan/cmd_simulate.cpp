@@ -6,6 +6,8 @@
 //   rungs-plan simulate --trace day.csv --timing all      the four capture timings side by side
 //   rungs-plan simulate --chat 14 --dp 2                  two data-parallel ranks in lockstep
 //   rungs-plan simulate --trace az.csv --disaggregate 1:3 one prefill replica, three decode ones
+//   rungs-plan simulate --trace mc.jsonl --prefix-caching --tiers hbm,dram:8000000:50e9
+//                                                         the pool, and host DRAM below it
 //
 // Output: a table with one column per timing; --json prints the same as one JSON object;
 // --plot FILE.png draws it with scripts/plot_simulation.py (writing FILE.json beside it);
@@ -27,6 +29,7 @@
 #include "disaggregate_args.hpp"
 #include "json_line.hpp"
 #include "planning_args.hpp"
+#include "tier_args.hpp"
 
 #ifndef RUNGS_PLOT_SCRIPT
 #define RUNGS_PLOT_SCRIPT ""
@@ -78,6 +81,13 @@ void add_options(CLI::App& app, simulate_args& a) {
               "(--router), its KV over --kv-link to a decode replica (--decode-router), which generates the rest")
       ->group("Disaggregated");
   add_disaggregate_options(app, a.disagg);
+  cli::option(app, "--tiers " + std::string(tiers_syntax), a.sim.config.tiers, parse_tiers,
+              "a prefix cache in tiers, top first: the first is the replica's KV pool (HBM), given as NAME alone or "
+              "with its exact capacity in tokens; each other NAME:TOKENS:BYTES_PER_S (e.g. hbm,dram:8000000:50e9,"
+              "ssd:30000000:6e9). Blocks the pool evicts are demoted, hits below it promoted, and their load (tokens x "
+              "KV bytes per token / bandwidth) added to the step that admits the request; reports hits per tier and "
+              "TTFT percentiles. Needs --prefix-caching; one replica")
+      ->group("KV cache");
 }
 
 std::string fixed(double v, int digits) {
@@ -96,7 +106,8 @@ struct row {
 
 // The report, one row per metric, one column per run: the table and the JSON share it.
 // A hybrid model's runs add the KV it held against all-full attention.
-std::vector<row> report(const std::vector<planning::simulation_result>& runs, std::size_t first, bool hybrid = false) {
+std::vector<row> report(const std::vector<planning::simulation_result>& runs, std::size_t first, bool hybrid = false,
+                        bool tiers = false) {
   std::vector<row> rows;
   auto add = [&](std::string name, std::string key, auto f) {
     row r{std::move(name), std::move(key), {}};
@@ -115,6 +126,10 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
   add("TTFT first " + std::to_string(first) + ", mean (s)", "ttft_first_mean_seconds",
       [](R s) { return fixed(s.ttft_first_mean, 3); });
   add("TTFT mean (s)", "ttft_mean_seconds", [](R s) { return fixed(s.ttft.mean, 3); });
+  if (tiers) {  // the TTFT a lower tier buys: its percentiles
+    add("TTFT p50 (s)", "ttft_p50_seconds", [](R s) { return fixed(s.ttft.p50, 3); });
+    add("TTFT p90 (s)", "ttft_p90_seconds", [](R s) { return fixed(s.ttft.p90, 3); });
+  }
   add("TTFT p99 (s)", "ttft_p99_seconds", [](R s) { return fixed(s.ttft.p99, 3); });
   add("rejected requests", "rejected", [](R s) { return std::to_string(s.rejected); });
   add("ITL mean (ms)", "itl_mean_ms", [](R s) { return fixed(s.itl.mean * 1e3, 2); });
@@ -154,7 +169,42 @@ std::vector<row> report(const std::vector<planning::simulation_result>& runs, st
     add("peak KV if every layer were full (MiB)", "peak_all_full_kv_mib", [](R s) { return mib(s.peak_all_full_kv_bytes); });
     add("KV saved vs all-full (%)", "kv_saved_percent", [](R s) { return fixed(100.0 * s.kv_saved, 1); });
   }
+  if (tiers)
+    add("load from lower tiers (s)", "tier_load_seconds", [](R s) {
+      double load = 0;
+      for (const planning::simulated_tier& t : s.tiers) load += t.load_seconds;
+      return fixed(load, 3);
+    });
   return rows;
+}
+
+// --tiers: each tier's hits, per run.
+json tiers_json(const planning::simulation_result& s) {
+  json list = json::array();
+  for (const planning::simulated_tier& t : s.tiers)
+    list.push_back({{"tier", t.tier.name}, {"capacity_tokens", t.tier.capacity_tokens}, {"bandwidth", t.tier.bandwidth},
+                    {"hit_blocks", t.hit_blocks}, {"hit_tokens", t.hit_tokens}, {"hit_rate", t.hit_rate},
+                    {"load_seconds", t.load_seconds}});
+  return list;
+}
+
+void print_tiers(std::ostream& out, const std::vector<std::string>& timings,
+                 const std::vector<planning::simulation_result>& runs) {
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    const planning::simulation_result& s = runs[k];
+    out << "\ntier (" << timings[k] << ")    capacity tokens  hit rate   hit tokens    load s\n";
+    double all = 0;
+    for (const planning::simulated_tier& t : s.tiers) {
+      char line[256];
+      std::snprintf(line, sizeof line, "%-18s %16lld %8.2f%% %12lld %9.3f\n", t.tier.name.c_str(),
+                    static_cast<long long>(t.tier.capacity_tokens), 100 * t.hit_rate, static_cast<long long>(t.hit_tokens),
+                    t.load_seconds);
+      out << line;
+      all += t.hit_rate;
+    }
+    out << "all tiers: hit rate " << fixed(100 * all, 2) << "% of " << s.tier_looked_up_blocks
+        << " looked-up blocks (every admission's)\n";
+  }
 }
 
 void print_table(std::ostream& out, const std::vector<std::string>& timings, const std::vector<row>& rows) {
@@ -191,6 +241,10 @@ json runs_json(const std::string& description, const std::vector<std::string>& t
       if (!q.rejected.empty() && rejected.size() < listed_rejections)
         rejected.push_back({{"request", q.trace_index + 1}, {"reason", q.rejected}});
     run["rejected_requests"] = std::move(rejected);
+    if (!runs[k].tiers.empty()) {
+      run["tiers"] = tiers_json(runs[k]);
+      run["tier_looked_up_blocks"] = runs[k].tier_looked_up_blocks;
+    }
     if (!fleets.empty()) {  // per replica: every key of the report, as an array over the replicas
       const std::vector<row> per = report(fleets[k].replicas, first);
       json replicas = json::object();
@@ -437,6 +491,12 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (!a.replicas && !a.disaggregate && (a.router.router_given || a.router.imbalance_given))
     throw usage_error("--router and --max-imbalance route between replicas: add --replicas N");
   check_disaggregate(a);
+  if (!a.sim.config.tiers.empty()) {
+    if (!a.sim.config.prefix_caching)
+      throw usage_error("--tiers keeps the blocks the prefix cache evicts: add --prefix-caching");
+    if (a.replicas || a.dp || a.disaggregate)
+      throw usage_error("--tiers models one replica's cache: leave out --replicas, --dp and --disaggregate");
+  }
   a.sim.config.first_requests = a.first;
   const std::vector<serving::trace_request> trace = load_workload(a.sim);
   std::vector<std::string> timings;
@@ -473,11 +533,21 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
       runs.push_back(planning::simulate(c, trace));
     }
   }
-  const std::vector<row> rows = report(runs, a.first, !a.sim.config.layer_groups.empty());
+  const std::vector<row> rows = report(runs, a.first, !a.sim.config.layer_groups.empty(), !a.sim.config.tiers.empty());
   std::string description = describe(a.sim, trace.size(), runs.front().num_blocks);
   if (a.replicas)
     description += "; " + std::to_string(*a.replicas) + " replicas, " + std::string(planning::to_string(a.router.options.kind));
   if (a.dp) description += "; " + std::to_string(*a.dp) + " data-parallel ranks in lockstep";
+  if (!runs.front().tiers.empty()) {
+    std::ostringstream os;  // (not literal + temporary: g++ 12's false -Wrestrict)
+    os << "; tiers";
+    for (const planning::simulated_tier& t : runs.front().tiers) {
+      os << " " << t.tier.name << " " << t.tier.capacity_tokens << " tokens";
+      if (t.tier.bandwidth > 0) os << " at " << t.tier.bandwidth / 1e9 << " GB/s";
+      else os << " (the KV pool)";
+    }
+    description += os.str();
+  }
   if (a.disaggregate) {
     const planning::disaggregation& p = a.disagg.plan;
     std::ostringstream os;  // (not literal + temporary: g++ 12's false -Wrestrict)
@@ -494,6 +564,7 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   } else {
     out << "simulate: " << description << "\n";
     print_table(out, timings, rows);
+    if (!a.sim.config.tiers.empty()) print_tiers(out, timings, runs);
     if (!fleets.empty()) {  // one line per replica of the first run
       const std::vector<row> per = report(fleets.front().replicas, a.first);
       out << "\nreplica  requests  rejected  TTFT p99 (s)  ITL p99 (ms)  last done (s)  steps\n";

@@ -31,6 +31,10 @@
 //
 // The order per step: append (plan) -> run the step -> commit -> free the finished ones.
 //
+// With set_lower_tier(&t) (prefix caching, full attention), the cached blocks it evicts move
+// down to the tier t and create() continues a lookup there where the pool's hits end, taking
+// the blocks it finds back up (prefix_tier.hpp).
+//
 // Aliases: free_list_allocator (no caching, LIFO free list) and
 // prefix_caching_allocator<Hasher, Eviction> (defaults wyhash64 and lru).
 #pragma once
@@ -57,6 +61,7 @@
 #include <rungs/kv/lru.hpp>
 #include <rungs/kv/metrics.hpp>
 #include <rungs/kv/prefix_cache.hpp>
+#include <rungs/kv/prefix_tier.hpp>
 #include <rungs/kv/result.hpp>
 #include <rungs/kv/types.hpp>
 #include <rungs/kv/wyhash.hpp>
@@ -104,6 +109,20 @@ class paged_allocator {
   const allocator_config& config() const { return config_; }
   const pool_type& pool() const { return pool_; }
 
+  /// Attaches a lower tier of the prefix cache (prefix_tier.hpp; null detaches): evicted
+  /// cached blocks move down to it, and create() promotes what it holds after the pool's hits.
+  /// The tier must outlive the allocator or be detached first. Throws std::invalid_argument
+  /// with a sliding window (its hits need only the blocks inside the window; a tier keeps
+  /// whole chains).
+  template <class C = Cache>
+    requires C::enabled
+  void set_lower_tier(prefix_tier<typename C::digest_type>* tier) {
+    if (config_.sliding_window != 0)
+      throw std::invalid_argument("paged_allocator: a lower prefix tier needs full attention; sliding_window = " +
+                                  std::to_string(config_.sliding_window));
+    lower_ = tier;
+  }
+
   // ---- admission -------------------------------------------------------------------------
 
   /// Whether a sequence of `num_tokens` tokens fits now without counting prefix hits
@@ -139,7 +158,8 @@ class paged_allocator {
     const std::span<block_id> row = tables_.row(r);
     // hits: blocks of the cached prefix; the ones before `first` are outside the window of the
     // first query (at hits x block_size), so they are neither taken nor refreshed (null entries).
-    std::int32_t hits = 0, first = 0, evictable_hits = 0;
+    // lower: blocks after the pool's hits that the lower tier holds (they need pool blocks).
+    std::int32_t hits = 0, first = 0, evictable_hits = 0, lower = 0;
     [[maybe_unused]] chain_type chain{};
     if constexpr (Cache::enabled) {
       chain = cache_.root(params.adapter_id, params.cache_salt);
@@ -147,11 +167,12 @@ class paged_allocator {
       if (!prompt.empty()) hits = cache_.match(chain, prompt.first(prompt.size() - 1), row, hit_run());
       first = window_start(hits * config_.block_size);
       for (std::int32_t i = first; i < hits; ++i) evictable_hits += pool_.ref_count(row[i]) == 0;
+      if (RUNGS_UNLIKELY(lower_ != nullptr) && !prompt.empty()) lower = lower_hits(chain, prompt, hits);
     }
     // Tokens that must fit now: the whole prompt, or the cached prefix plus admit_tokens.
     std::int64_t admitted = static_cast<std::int64_t>(prompt.size());
     if (params.admit_tokens > 0)
-      admitted = std::min(admitted, static_cast<std::int64_t>(hits) * config_.block_size + params.admit_tokens);
+      admitted = std::min(admitted, static_cast<std::int64_t>(hits + lower) * config_.block_size + params.admit_tokens);
     const std::int32_t needed = blocks_for(static_cast<std::int32_t>(admitted)) - hits;
     if (needed + evictable_hits + config_.watermark_blocks > pool_.num_unused()) {
       std::fill_n(row.begin(), hits, null_block);
@@ -173,7 +194,13 @@ class paged_allocator {
     s.first_block = first;
     s.committed_blocks = hits;
     s.num_tokens = hits * config_.block_size;
-    if constexpr (Cache::enabled) cache_.start(r, chain);
+    if constexpr (Cache::enabled) {
+      cache_.start(r, chain);
+      if (RUNGS_UNLIKELY(lower_ != nullptr) && !prompt.empty()) {
+        lower_->looked_up(static_cast<std::int32_t>((prompt.size() - 1) / static_cast<std::size_t>(config_.block_size)), hits);
+        if (lower > 0) promote(r, s, row, chain, prompt, lower);
+      }
+    }
     prefix_query_tokens_ += prompt.size();
     prefix_hit_tokens_ += static_cast<std::uint64_t>(s.num_tokens);
     return sequence_start{sequence_id{r, s.generation}, s.num_tokens};
@@ -514,6 +541,37 @@ class paged_allocator {
     s.first_block = leaving;
   }
 
+  // How many blocks after the pool's `hits` (chain: the digest of the last hit) the lower tier
+  // holds, in order, up to one token short of the prompt.
+  std::int32_t lower_hits(chain_type chain, std::span<const token_id> prompt, std::int32_t hits) const {
+    const std::size_t bs = static_cast<std::size_t>(config_.block_size);
+    std::int32_t n = 0;
+    for (std::size_t i = static_cast<std::size_t>(hits); (i + 1) * bs <= prompt.size() - 1; ++i, ++n) {
+      chain = cache_.chain_of(chain, prompt.subspan(i * bs, bs));
+      if (!lower_->holds(chain)) break;
+    }
+    return n;
+  }
+
+  // Takes the `n` blocks after s's pool hits out of the lower tier and gives each a pool block
+  // registered under its digest, its KV counted as written (committed): they join s's hits.
+  // The admission check counted them; their allocation may evict (and demote) other blocks.
+  void promote(std::uint32_t r, sequence_state& s, std::span<block_id> row, chain_type chain,
+               std::span<const token_id> prompt, std::int32_t n) {
+    const std::size_t bs = static_cast<std::size_t>(config_.block_size);
+    const std::span<const token_id> blocks = prompt.subspan(static_cast<std::size_t>(s.num_blocks) * bs, n * bs);
+    for (std::int32_t k = 0; k < n; ++k) {  // out of the tier first: the hierarchy is exclusive
+      chain = cache_.chain_of(chain, blocks.subspan(static_cast<std::size_t>(k) * bs, bs));
+      lower_->promote(chain);
+    }
+    for (std::int32_t k = s.num_blocks; k < s.num_blocks + n; ++k) row[k] = take_block(s.priority);
+    cache_.append(r, s.num_tokens, blocks, row.data(), pool_);
+    for (std::int32_t k = s.num_blocks; k < s.num_blocks + n; ++k) cache_.settle(row[k]);
+    s.num_blocks += n;
+    s.committed_blocks = s.num_blocks;
+    s.num_tokens = s.num_blocks * config_.block_size;
+  }
+
   void forget_if_pending(block_id b) {
     if (!cache_.pending(b)) return;
     cache_.forget(b);
@@ -524,7 +582,15 @@ class paged_allocator {
   /// Only after checking that enough blocks are unused.
   block_id take_block(std::uint8_t priority) {
     const result<block_id> b = pool_.allocate(priority, [this](block_id evicted) {
-      if constexpr (Cache::enabled) cache_.forget(evicted);
+      if constexpr (Cache::enabled) {
+        if (RUNGS_UNLIKELY(lower_ != nullptr)) {
+          const chain_type d = cache_.digest(evicted);
+          cache_.forget(evicted);
+          if (!cache_.holds(d)) lower_->demote(d);  // a copy still in the pool serves its hits
+        } else {
+          cache_.forget(evicted);
+        }
+      }
     });
     RUNGS_KV_ASSERT(b.has_value(), "an allocation checked against num_unused() succeeds");
     return *b;
@@ -541,6 +607,7 @@ class paged_allocator {
   std::uint64_t prefix_query_tokens_ = 0;
   std::uint64_t prefix_hit_tokens_ = 0;
   std::uint64_t cow_copies_ = 0;
+  prefix_tier<chain_type>* lower_ = nullptr;  // set_lower_tier's; none by default
 };
 
 using free_list_allocator = paged_allocator<no_prefix_cache, free_stack>;

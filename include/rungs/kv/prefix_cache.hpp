@@ -179,6 +179,10 @@ class prefix_cache {
 
   /// Whether b is indexed under its digest (consistency checks).
   bool indexed(block_id b) const { return index_.contains(digest_[b], b); }
+  /// Block b's digest while it is registered (what a lower tier keys it by: prefix_tier.hpp).
+  const digest_type& digest(block_id b) const { return digest_[static_cast<std::size_t>(b)]; }
+  /// Whether some block is indexed under digest d (another copy of an evicted block may be).
+  bool holds(const digest_type& d) const { return index_.find(d) != null_block; }
   /// Blocks indexed (a digest computed twice counts twice).
   std::int32_t size() const { return index_.size(); }
 

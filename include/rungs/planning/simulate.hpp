@@ -14,6 +14,14 @@
 //
 // Time 0 is the server process starting (a cold start): requests that arrive while startup
 // captures run wait for them, which is the trade-off between capture timings.
+//
+// A cache in tiers (simulation_config::tiers): the pool is the top tier (HBM) and the tiers
+// below it a planning::tier_store attached to the allocator (kv::prefix_tier): blocks the
+// pool evicts are demoted, an admission's lookup continues below the pool's hits, and the
+// blocks it finds there are promoted and count as cached; their load (tokens x KV bytes per
+// token / the tier's bandwidth) is added to the seconds of the step that admits the request,
+// so its TTFT, and every other request's in that step, includes it (the load is not
+// overlapped with compute).
 #pragma once
 
 #include <rungs/attention/dispatch.hpp>
@@ -26,6 +34,7 @@
 #include <rungs/kv/paged_allocator.hpp>
 #include <rungs/ladder/capture_sizes.hpp>
 #include <rungs/ladder/ladder.hpp>
+#include <rungs/planning/cache_tiers.hpp>
 #include <rungs/planning/cost_model.hpp>
 #include <rungs/serving/clock.hpp>
 #include <rungs/serving/driver.hpp>
@@ -37,10 +46,12 @@
 #include <concepts>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -63,6 +74,11 @@ struct simulation_config {
   std::int64_t kv_bytes = std::int64_t{7} << 30;
   double watermark = 0.01;                 ///< share of blocks admission keeps free (vLLM v0's 1%)
   bool prefix_caching = false;
+  /// A prefix cache in tiers, top first (planning/cache_tiers.hpp): tiers[0] is HBM, the
+  /// pool itself (its capacity_tokens 0, or exactly the pool's tokens), the others below it
+  /// with their capacities and load bandwidths. Needs prefix_caching and one attention group.
+  /// Empty: the pool is the only tier (nothing is reported per tier).
+  std::vector<cache_tier> tiers{};
   /// Longest request (history, prompt and output), the allocator's max_model_len.
   std::int32_t max_model_len = 8192;
   serving::scheduler_options scheduler{};
@@ -152,6 +168,10 @@ struct simulation_result : serving::serve_result {
   /// summed over the steps (kv_saved = 1 - hybrid sum / all-full sum). Zero otherwise.
   std::int64_t peak_kv_bytes = 0, peak_all_full_kv_bytes = 0;
   double kv_saved = 0;
+  /// With simulation_config::tiers: each tier's hits, top first, over every admission (a
+  /// preempted request's readmission looks up again), and the blocks they looked up.
+  std::vector<simulated_tier> tiers;
+  std::int64_t tier_looked_up_blocks = 0;
 };
 
 /// A step's seconds under a cost model, without its captures (the clock adds them): each
@@ -160,10 +180,13 @@ struct simulation_result : serving::serve_result {
 /// prompt and decode buckets with mixed batches) is two forwards.
 struct cost_model_pricing {
   cost_model cost{};
+  /// A cache in tiers: the loads of the blocks promoted while the step was planned (its
+  /// admissions) add to its seconds. None: one tier.
+  tier_store* loads = nullptr;
 
   double operator()(const engine::engine_step& step) const {
-    if (step.runs.size() == 1) return run_seconds(step.runs.front(), step, [](const serving::step_entry&) { return true; });
-    double s = 0;
+    double s = loads ? loads->take_load_seconds() : 0.0;
+    if (step.runs.size() == 1) return s + run_seconds(step.runs.front(), step, [](const serving::step_entry&) { return true; });
     for (const engine::engine_run& r : step.runs)  // by phase: prefill entries, then decodes
       s += run_seconds(r, step, [&r](const serving::step_entry& e) { return e.decode == (r.ph == engine::phase::decode); });
     return s;
@@ -222,7 +245,9 @@ class simulator {
             engine::rank_sync_ref rank = {})
       : cfg_(c),
         engine_(engine_config(c), backend(c)),
-        driver_(engine_, trace, cost_model_clock(cost_model_pricing{c.cost}, serving::time_origin::server_start),
+        tiers_(attach_tiers(c, trace, engine_)),
+        driver_(engine_, trace,
+                cost_model_clock(cost_model_pricing{c.cost, tiers_.get()}, serving::time_origin::server_start),
                 {.ranks = rank, .routed = routed, .keep_steps = c.record_steps, .strict = c.strict, .who = "simulate"}) {}
 
   /// Runs to the end of the trace.
@@ -256,6 +281,10 @@ class simulator {
     r.peak_kv_bytes = peak_kv_bytes_;
     r.peak_all_full_kv_bytes = peak_all_full_kv_bytes_;
     r.kv_saved = all_full_bytes_sum_ > 0 ? 1.0 - kv_bytes_sum_ / all_full_bytes_sum_ : 0.0;
+    if (tiers_) {
+      r.tiers = tiers_->results();
+      r.tier_looked_up_blocks = tiers_->looked_up_blocks();
+    }
     summarize_latencies(r);
     return r;
   }
@@ -359,6 +388,38 @@ class simulator {
     all_full_bytes_sum_ += static_cast<double>(full);
   }
 
+  // The most distinct full blocks `trace` can write: each request's history, prompt and
+  // output (a recomputation writes the same contents). Bounds a tier_store's memory.
+  static std::int64_t written_blocks(const std::vector<serving::trace_request>& trace, std::int32_t block_size) {
+    std::unordered_map<serving::session_id, std::int64_t> history;
+    std::int64_t blocks = 0;
+    for (const serving::trace_request& r : trace) {
+      std::int64_t tokens = std::int64_t{r.prompt_tokens} + r.output_tokens;
+      if (r.conversation != 0) tokens = history[r.conversation] += tokens;
+      blocks += tokens / block_size;
+    }
+    return blocks;
+  }
+
+  // simulation_config::tiers below the pool of `e`'s allocator, attached to it; none without.
+  static std::unique_ptr<tier_store> attach_tiers(const simulation_config& c, const std::vector<serving::trace_request>& trace,
+                                                  engine_type& e) {
+    if (c.tiers.empty()) return nullptr;
+    if (!c.prefix_caching)
+      throw std::invalid_argument("simulate: a cache in tiers keeps the blocks the prefix cache evicts: turn prefix_caching on");
+    if (!c.layer_groups.empty())
+      throw std::invalid_argument("simulate: a cache in tiers keeps whole prefix chains; a hybrid model's groups are not "
+                                  "supported");
+    const std::int32_t blocks = e.num_blocks();
+    auto store = std::make_unique<tier_store>(c.tiers, std::int64_t{blocks} * c.block_size, c.block_size,
+                                              page_bytes(c) / c.block_size, written_blocks(trace, c.block_size));
+    e.visit([&store](auto& en) {
+      if constexpr (requires { en.blocks().set_lower_tier(store.get()); }) en.blocks().set_lower_tier(store.get());
+      else throw std::logic_error("simulate: the engine's allocator takes no lower tier");
+    });
+    return store;
+  }
+
   static engine::host_backend backend(const simulation_config& c) {
     c.cost.validate();
     engine::host_backend::options o;
@@ -420,6 +481,7 @@ class simulator {
   engine_type engine_;
   synthetic_sampler hook_{&engine_};
   step_tokens tokens_{this, {}};
+  std::unique_ptr<tier_store> tiers_;  // the tiers below the pool; before driver_, whose clock prices their loads
   driver_type driver_;
   std::int64_t peak_kv_bytes_ = 0, peak_all_full_kv_bytes_ = 0;
   double kv_bytes_sum_ = 0, all_full_bytes_sum_ = 0;
