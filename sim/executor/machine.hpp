@@ -128,6 +128,35 @@ class sector_set {
   std::size_t distinct_ = 0;
 };
 
+// One source operand's 32 lanes, resolved once per instruction: a register's lanes in place,
+// or an immediate broadcast (so a handler's lane loop reads p[l] without a branch per lane).
+struct lanes_in {
+  const std::uint64_t* p;
+  std::uint64_t buf[kLanes];
+  lanes_in(const std::vector<std::uint64_t>& regs, const operand& o) {
+    if (o.kind == operand::k_reg) {
+      p = regs.data() + std::size_t{o.reg} * kLanes;
+    } else {
+      std::fill(buf, buf + kLanes, o.imm);
+      p = buf;
+    }
+  }
+  lanes_in(const lanes_in&) = delete;
+  lanes_in& operator=(const lanes_in&) = delete;
+  std::uint64_t operator[](unsigned l) const { return p[l]; }
+};
+
+// Runs f(lane) for the lanes of `mask`: a plain loop over the whole warp (which the compiler
+// can unroll and vectorise) when every lane runs.
+template <class F>
+inline void for_mask(std::uint32_t mask, F&& f) {
+  if (mask == 0xffffffffu) {
+    for (unsigned l = 0; l < kLanes; ++l) f(l);
+  } else {
+    for_lanes(mask, f);
+  }
+}
+
 class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
