@@ -154,6 +154,29 @@ unsigned char* executor::generic_at(std::uint32_t instr_index, std::uint32_t tid
   return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
 }
 
+namespace {
+// The first `n` (0, 1, 2, 4 or 8) bytes of a little-endian value: copies of a size known to the
+// compiler (a memcpy of a run-time size is a library call, a tenth of a checked launch).
+std::uint64_t load_bytes(const unsigned char* p, std::size_t n) {
+  switch (n) {
+    case 0: return 0;
+    case 1: return *p;
+    case 2: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 4: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
+    default: { std::uint64_t v; std::memcpy(&v, p, 8); return v; }
+  }
+}
+void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
+  switch (n) {
+    case 0: return;
+    case 1: *p = static_cast<unsigned char>(v); return;
+    case 2: { const auto x = static_cast<std::uint16_t>(v); std::memcpy(p, &x, 2); return; }
+    case 4: { const auto x = static_cast<std::uint32_t>(v); std::memcpy(p, &x, 4); return; }
+    default: std::memcpy(p, &v, 8); return;
+  }
+}
+}  // namespace
+
 // ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
 void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const bool load = in.code == op::ld;
@@ -202,13 +225,11 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     for (unsigned e = 0; e < n; ++e) {
       const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
       if (load) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, base + e * esize, esize);
+        std::uint64_t v = load_bytes(base + e * esize, esize);
         if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
         if (r.kind == operand::k_reg) set(w, r, l, v);
       } else {
-        const std::uint64_t v = get(w, r, l);
-        std::memcpy(base + e * esize, &v, esize);
+        store_bytes(base + e * esize, get(w, r, l), esize);
       }
     }
   });
