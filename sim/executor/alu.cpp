@@ -29,10 +29,42 @@ void executor::exec_mov(warp& w, const instr& in, std::uint32_t pc, std::uint32_
       for (std::size_t e = 0; e < in.ops[1].elems.size(); ++e) v |= (get(w, in.ops[1].elems[e], l) & width_mask(eb)) << (e * eb);
       io.wr(l, v);
     });
+  } else if (t == vtype::pred) {
+    for_lanes(mask, [&](unsigned l) { io.wr(l, io.pred(1, l) ? 1 : 0); });
   } else {
-    for_lanes(mask, [&](unsigned l) { io.wr(l, t == vtype::pred ? (io.pred(1, l) ? 1 : 0) : io.rd(1, l)); });
+    std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+    const lanes_in a(w.regs, in.ops[1]);
+    const std::uint64_t wm = io.wm;
+    for_mask(mask, [&](unsigned l) { d[l] = a[l] & wm; });
   }
 }
+
+namespace {
+// add, sub, mul, div and fma/mad .f32 over the lanes of `mask`, specialised by opcode and
+// modifiers (the lane loop of the executor's most frequent instructions).
+template <op Code, bool Ftz, bool Sat>
+void f32_lanes(std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std::uint64_t* c, std::uint32_t mask) {
+  for_mask(mask, [&](unsigned l) {
+    const float x = f32_in(a[l], Ftz), y = f32_in(b[l], Ftz);
+    float r = 0;
+    if constexpr (Code == op::fma) r = std::fma(x, y, f32_in(c[l], Ftz));
+    else if constexpr (Code == op::add) r = x + y;
+    else if constexpr (Code == op::sub) r = x - y;
+    else if constexpr (Code == op::mul) r = x * y;
+    else r = x / y;  // div.rn exact; div.approx/.full: within their bounds
+    d[l] = f32_out(r, Ftz, Sat);
+  });
+}
+template <op Code>
+void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std::uint64_t* c,
+               std::uint32_t mask) {
+  if (ftz) {
+    sat ? f32_lanes<Code, true, true>(d, a, b, c, mask) : f32_lanes<Code, true, false>(d, a, b, c, mask);
+  } else {
+    sat ? f32_lanes<Code, false, true>(d, a, b, c, mask) : f32_lanes<Code, false, false>(d, a, b, c, mask);
+  }
+}
+}  // namespace
 
 void executor::arith_f32(const lane_io& io) {
   const instr& in = io.in;
@@ -40,26 +72,21 @@ void executor::arith_f32(const lane_io& io) {
   const bool f_rn_only = in.round == rounding::none || in.round == rounding::rn;
   if (!f_rn_only) io.no("rounding mode other than .rn");
   const bool ftz = in.ftz, sat = in.sat;
-  if (in.code == op::fma || in.code == op::mad) {
-    if (in.code == op::mad && in.round != rounding::rn) io.no("mad.f32 without .rn");
-    for_lanes(mask, [&](unsigned l) {
-      io.wr(l, f32_out(std::fma(f32_in(io.rd(1, l), ftz), f32_in(io.rd(2, l), ftz), f32_in(io.rd(3, l), ftz)), ftz, sat));
-    });
-    return;
-  }
+  const bool three = in.code == op::fma || in.code == op::mad;
+  if (in.code == op::mad && in.round != rounding::rn) io.no("mad.f32 without .rn");
   if (in.code == op::div && in.round == rounding::none && !in.approx) io.no("div.f32 without .rn/.approx/.full");
-  for_lanes(mask, [&](unsigned l) {
-    const float a = f32_in(io.rd(1, l), ftz), b = f32_in(io.rd(2, l), ftz);
-    float r = 0;
-    switch (in.code) {
-      case op::add: r = a + b; break;
-      case op::sub: r = a - b; break;
-      case op::mul: r = a * b; break;
-      default: r = a / b; break;  // div.rn exact; div.approx/.full: within their bounds
-    }
-    io.wr(l, f32_out(r, ftz, sat));
-  });
-  return;
+  std::uint64_t* d = io.w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
+  if (three) {
+    const lanes_in c(io.w.regs, in.ops[3]);
+    return f32_lanes<op::fma>(ftz, sat, d, a, b, c.p, mask);
+  }
+  switch (in.code) {
+    case op::add: return f32_lanes<op::add>(ftz, sat, d, a, b, nullptr, mask);
+    case op::sub: return f32_lanes<op::sub>(ftz, sat, d, a, b, nullptr, mask);
+    case op::mul: return f32_lanes<op::mul>(ftz, sat, d, a, b, nullptr, mask);
+    default: return f32_lanes<op::div>(ftz, sat, d, a, b, nullptr, mask);
+  }
 }
 
 void executor::arith_f64(const lane_io& io) {
@@ -104,13 +131,16 @@ void executor::arith_int(const lane_io& io) {
   }
   if (in.code == op::add || in.code == op::sub) {
     if (in.sat && in.type != vtype::s32) io.no(".sat on this type");
+    if (!in.sat) {
+      std::uint64_t* d = io.w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+      const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
+      if (in.code == op::add) for_mask(mask, [&](unsigned l) { d[l] = (a[l] + b[l]) & wm; });
+      else for_mask(mask, [&](unsigned l) { d[l] = (a[l] - b[l]) & wm; });
+      return;
+    }
     for_lanes(mask, [&](unsigned l) {
-      if (in.sat) {
-        const std::int64_t r = in.code == op::add ? io.rs(1, l) + io.rs(2, l) : io.rs(1, l) - io.rs(2, l);
-        io.wr(l, static_cast<std::uint64_t>(std::clamp<std::int64_t>(r, INT32_MIN, INT32_MAX)));
-      } else {
-        io.wr(l, in.code == op::add ? io.rd(1, l) + io.rd(2, l) : io.rd(1, l) - io.rd(2, l));
-      }
+      const std::int64_t r = in.code == op::add ? io.rs(1, l) + io.rs(2, l) : io.rs(1, l) - io.rs(2, l);
+      io.wr(l, static_cast<std::uint64_t>(std::clamp<std::int64_t>(r, INT32_MIN, INT32_MAX)));
     });
     return;
   }

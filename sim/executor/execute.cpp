@@ -82,10 +82,15 @@ void executor::run_cta(dim3s id) {
   cta_ = id;
   cta_end_ = sched_.cta_instruction_limit == 0 ? ~std::uint64_t{0} : result_.warp_instructions + sched_.cta_instruction_limit;
   const unsigned nwarps = (threads_ + kLanes - 1) / kLanes;
-  warps_.assign(nwarps, warp{});
+  // The warps (and threads' cp.async state) of the last CTA are reset in place: their register
+  // files keep their storage (allocating them afresh per CTA cost a tenth of a launch).
+  warps_.resize(nwarps);
   const std::size_t slots = f_.slots;
   for (unsigned wi = 0; wi < nwarps; ++wi) {
     warp& w = warps_[wi];
+    std::vector<std::uint64_t> regs = std::move(w.regs);
+    w = warp{};
+    w.regs = std::move(regs);
     w.index = wi;
     w.regs.assign(slots * kLanes, 0);
     if (sched_.randomize) {  // registers hold garbage on hardware; so do they here
@@ -110,9 +115,13 @@ void executor::run_cta(dim3s id) {
   if (sched_.randomize) {
     for (auto& b : shared_) b = static_cast<unsigned char>(rng_());
   }
-  if (shadow_on_) shadow_.assign(shared_bytes_, shadow_byte{});
+  if (shadow_on_) shadow_.assign((shared_bytes_ + 3) / 4, shadow_word{});  // split words reset too
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
-  async_.assign(threads_, thread_async{});
+  async_.resize(threads_);
+  for (thread_async& t : async_) {
+    t.open_group = 0;
+    t.pending.clear();
+  }
   copies_.clear();
   unlanded_.clear();
   epoch_ = 0;

@@ -44,6 +44,15 @@ struct shadow_byte {
   bool pending = false;  // w is a cp.async that its thread has not waited for yet
 };
 
+// The shadow of one aligned 4-byte word of shared memory. Accesses of 4 bytes and more are
+// aligned to their size, so they cover whole words, and while only they touch a word its 4
+// bytes have the same records: the word holds them once (`split` false). A 1- or 2-byte
+// access splits the word: its bytes' records then live in executor::shadow_bytes_ (until a
+// whole-word write or cp.async makes them equal again). The checks are per byte either way.
+struct shadow_word : shadow_byte {
+  bool split = false;
+};
+
 struct copy_op {
   std::uint32_t dst = 0;
   std::uint64_t src = 0;
@@ -118,6 +127,35 @@ class sector_set {
   std::vector<std::uint64_t> sectors_;
   std::size_t distinct_ = 0;
 };
+
+// One source operand's 32 lanes, resolved once per instruction: a register's lanes in place,
+// or an immediate broadcast (so a handler's lane loop reads p[l] without a branch per lane).
+struct lanes_in {
+  const std::uint64_t* p;
+  std::uint64_t buf[kLanes];
+  lanes_in(const std::vector<std::uint64_t>& regs, const operand& o) {
+    if (o.kind == operand::k_reg) {
+      p = regs.data() + std::size_t{o.reg} * kLanes;
+    } else {
+      std::fill(buf, buf + kLanes, o.imm);
+      p = buf;
+    }
+  }
+  lanes_in(const lanes_in&) = delete;
+  lanes_in& operator=(const lanes_in&) = delete;
+  std::uint64_t operator[](unsigned l) const { return p[l]; }
+};
+
+// Runs f(lane) for the lanes of `mask`: a plain loop over the whole warp (which the compiler
+// can unroll and vectorise) when every lane runs.
+template <class F>
+inline void for_mask(std::uint32_t mask, F&& f) {
+  if (mask == 0xffffffffu) {
+    for (unsigned l = 0; l < kLanes; ++l) f(l);
+  } else {
+    for_lanes(mask, f);
+  }
+}
 
 class executor;
 struct lane_io;
@@ -216,6 +254,10 @@ class executor {
                          bool write, std::size_t offset) const;
   void shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                      bool write, bool strong = false);
+  void shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, unsigned lane, bool write, bool strong,
+                   std::size_t byte) const;
+  shadow_byte* split_word(std::size_t word);
+  void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
@@ -287,7 +329,8 @@ class executor {
   bool shadow_on_ = true;
   std::vector<warp> warps_;
   std::vector<unsigned char> shared_;
-  std::vector<shadow_byte> shadow_;
+  std::vector<shadow_word> shadow_;        // per 4-byte word of shared memory
+  std::vector<shadow_byte> shadow_bytes_;  // per byte, for split words (allocated at the first split)
   std::vector<unsigned char> local_;
   std::vector<thread_async> async_;
   std::vector<copy_op> copies_;

@@ -33,6 +33,71 @@ bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, 
   return !happens_before(a, tid, w, lane) && !(strong && a.strong);
 }
 
+// One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
+// the checks, then the record update. `byte` is the first byte it stands for (messages).
+void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, unsigned lane, bool write, bool strong,
+                           std::size_t byte) const {
+  const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
+  const std::uint32_t instr_index = me.instr;
+  if (s.pending) {
+    if (static_cast<std::uint32_t>(s.w.tid) == tid) {
+      fail_at(instr_index, tid,
+              "access to shared byte " + std::to_string(byte) + " of a cp.async (" + at(s.w.instr) +
+                  ") before the cp.async.wait_group that completes it");
+    }
+    race(s.w, true, instr_index, tid, write, byte);
+  }
+  if (!write && sched_.uninitialized_check && s.w.tid < 0) {
+    fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+  }
+  if (sched_.race_check) {
+    if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
+    if (write) {
+      if (conflicts(s.r1, tid, w, lane, strong)) race(s.r1, false, instr_index, tid, true, byte);
+      if (conflicts(s.r2, tid, w, lane, strong)) race(s.r2, false, instr_index, tid, true, byte);
+    }
+  }
+  if (write) {
+    s.w = me;
+    s.r1 = s.r2 = access_rec{};
+  } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
+    s.r1 = me;
+  } else if (s.r2.tid < 0 || s.r2.tid == me.tid || s.r2.epoch < epoch_) {
+    s.r2 = me;
+  } else if (!strong && s.r2.strong) {
+    s.r2 = me;  // keep weak readers: a later strong write races with them only
+  }  // a third reader: any later writer differs from r1 or r2, which is enough to report
+}
+
+// Word `word`'s bytes as separate cells (made from the word's records when it was whole).
+shadow_byte* executor::split_word(std::size_t word) {
+  if (shadow_bytes_.size() < shadow_.size() * 4) shadow_bytes_.resize(shadow_.size() * 4);
+  shadow_byte* b = &shadow_bytes_[word * 4];
+  shadow_word& s = shadow_[word];
+  if (!s.split) {
+    for (unsigned k = 0; k < 4; ++k) b[k] = s;
+    s.split = true;
+  }
+  return b;
+}
+
+namespace {
+bool same(const access_rec& a, const access_rec& b) {
+  return a.tid == b.tid && a.strong == b.strong && a.instr == b.instr && a.epoch == b.epoch && a.wsc == b.wsc;
+}
+bool same(const shadow_byte& a, const shadow_byte& b) {
+  return a.pending == b.pending && same(a.w, b.w) && same(a.r1, b.r1) && same(a.r2, b.r2);
+}
+}  // namespace
+
+// A split word whose 4 bytes have the same records again (after a whole-word write) is whole.
+void executor::unsplit_if_uniform(std::size_t word) {
+  const shadow_byte* b = &shadow_bytes_[word * 4];
+  if (!same(b[0], b[1]) || !same(b[0], b[2]) || !same(b[0], b[3])) return;
+  static_cast<shadow_byte&>(shadow_[word]) = b[0];
+  shadow_[word].split = false;
+}
+
 void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
@@ -44,36 +109,20 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
   if (offset % size != 0) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
-  for (std::size_t k = 0; k < size; ++k) {
-    shadow_byte& s = shadow_[offset + k];
-    if (s.pending) {
-      if (static_cast<std::uint32_t>(s.w.tid) == tid) {
-        fail_at(instr_index, tid,
-                "access to shared byte " + std::to_string(offset + k) + " of a cp.async (" + at(s.w.instr) +
-                    ") before the cp.async.wait_group that completes it");
-      }
-      race(s.w, true, instr_index, tid, write, offset + k);
+  if (size < 4) {  // part of one word: its bytes
+    shadow_byte* b = split_word(offset / 4);
+    for (std::size_t k = 0; k < size; ++k) shadow_cell(b[offset % 4 + k], me, w, lane, write, strong, offset + k);
+    return;
+  }
+  for (std::size_t word = offset / 4; word < (offset + size) / 4; ++word) {  // whole words (aligned to size)
+    shadow_word& s = shadow_[word];
+    if (!s.split) {
+      shadow_cell(s, me, w, lane, write, strong, word * 4);
+      continue;
     }
-    if (!write && sched_.uninitialized_check && s.w.tid < 0) {
-      fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(offset + k));
-    }
-    if (sched_.race_check) {
-      if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, offset + k);
-      if (write) {
-        if (conflicts(s.r1, tid, w, lane, strong)) race(s.r1, false, instr_index, tid, true, offset + k);
-        if (conflicts(s.r2, tid, w, lane, strong)) race(s.r2, false, instr_index, tid, true, offset + k);
-      }
-    }
-    if (write) {
-      s.w = me;
-      s.r1 = s.r2 = access_rec{};
-    } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
-      s.r1 = me;
-    } else if (s.r2.tid < 0 || s.r2.tid == me.tid || s.r2.epoch < epoch_) {
-      s.r2 = me;
-    } else if (!strong && s.r2.strong) {
-      s.r2 = me;  // keep weak readers: a later strong write races with them only
-    }  // a third reader: any later writer differs from r1 or r2, which is enough to report
+    shadow_byte* b = &shadow_bytes_[word * 4];
+    for (unsigned k = 0; k < 4; ++k) shadow_cell(b[k], me, w, lane, write, strong, word * 4 + k);
+    if (write) unsplit_if_uniform(word);
   }
 }
 
@@ -104,6 +153,29 @@ unsigned char* executor::generic_at(std::uint32_t instr_index, std::uint32_t tid
   global_check(instr_index, tid, addr, size);
   return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
 }
+
+namespace {
+// The first `n` (0, 1, 2, 4 or 8) bytes of a little-endian value: copies of a size known to the
+// compiler (a memcpy of a run-time size is a library call, a tenth of a checked launch).
+std::uint64_t load_bytes(const unsigned char* p, std::size_t n) {
+  switch (n) {
+    case 0: return 0;
+    case 1: return *p;
+    case 2: { std::uint16_t v; std::memcpy(&v, p, 2); return v; }
+    case 4: { std::uint32_t v; std::memcpy(&v, p, 4); return v; }
+    default: { std::uint64_t v; std::memcpy(&v, p, 8); return v; }
+  }
+}
+void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
+  switch (n) {
+    case 0: return;
+    case 1: *p = static_cast<unsigned char>(v); return;
+    case 2: { const auto x = static_cast<std::uint16_t>(v); std::memcpy(p, &x, 2); return; }
+    case 4: { const auto x = static_cast<std::uint32_t>(v); std::memcpy(p, &x, 4); return; }
+    default: std::memcpy(p, &v, 8); return;
+  }
+}
+}  // namespace
 
 // ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
 void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
@@ -153,13 +225,11 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     for (unsigned e = 0; e < n; ++e) {
       const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
       if (load) {
-        std::uint64_t v = 0;
-        std::memcpy(&v, base + e * esize, esize);
+        std::uint64_t v = load_bytes(base + e * esize, esize);
         if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
         if (r.kind == operand::k_reg) set(w, r, l, v);
       } else {
-        const std::uint64_t v = get(w, r, l);
-        std::memcpy(base + e * esize, &v, esize);
+        store_bytes(base + e * esize, get(w, r, l), esize);
       }
     }
   });
@@ -244,17 +314,27 @@ void executor::land(std::uint32_t index) {
 // may not have landed. The issue itself must be ordered after every earlier access by other
 // threads (a barrier between them).
 void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
-  for (std::uint32_t k = 0; k < c.size; ++k) {
-    shadow_byte& s = shadow_[c.dst + k];
+  const access_rec me{static_cast<std::int16_t>(c.tid), false, c.instr, c.epoch, w.wsc[lane]};
+  const auto issue = [&](shadow_byte& s, std::size_t byte) {
     if (sched_.race_check) {
-      if (s.pending && static_cast<std::uint32_t>(s.w.tid) != c.tid) race(s.w, true, c.instr, c.tid, true, c.dst + k);
-      if (!happens_before(s.w, c.tid, w, lane)) race(s.w, true, c.instr, c.tid, true, c.dst + k);
-      if (!happens_before(s.r1, c.tid, w, lane)) race(s.r1, false, c.instr, c.tid, true, c.dst + k);
-      if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, c.dst + k);
+      if (s.pending && static_cast<std::uint32_t>(s.w.tid) != c.tid) race(s.w, true, c.instr, c.tid, true, byte);
+      if (!happens_before(s.w, c.tid, w, lane)) race(s.w, true, c.instr, c.tid, true, byte);
+      if (!happens_before(s.r1, c.tid, w, lane)) race(s.r1, false, c.instr, c.tid, true, byte);
+      if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, byte);
     }
-    s.w = access_rec{static_cast<std::int16_t>(c.tid), false, c.instr, c.epoch, w.wsc[lane]};
+    s.w = me;
     s.r1 = s.r2 = access_rec{};
     s.pending = true;
+  };
+  // The destination is whole words (4, 8 or 16 bytes, aligned to its size).
+  for (std::uint32_t word = c.dst / 4; word < (c.dst + c.size) / 4; ++word) {
+    shadow_word& s = shadow_[word];
+    if (!s.split) {
+      issue(s, std::size_t{word} * 4);
+      continue;
+    }
+    for (unsigned k = 0; k < 4; ++k) issue(shadow_bytes_[std::size_t{word} * 4 + k], std::size_t{word} * 4 + k);
+    unsplit_if_uniform(word);
   }
 }
 
@@ -264,13 +344,20 @@ void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
   land(index);
   if (!shadow_on_) return;
   const copy_op& c = copies_[index];
-  for (std::uint32_t k = 0; k < c.size; ++k) {
-    shadow_byte& s = shadow_[c.dst + k];
+  const auto done = [&](shadow_byte& s) {
     if (s.pending && static_cast<std::uint32_t>(s.w.tid) == c.tid && s.w.instr == c.instr) {
       s.pending = false;
       s.w.epoch = epoch_;
       s.w.wsc = w.wsc[lane];
     }
+  };
+  for (std::uint32_t word = c.dst / 4; word < (c.dst + c.size) / 4; ++word) {
+    shadow_word& s = shadow_[word];
+    if (!s.split) {
+      done(s);
+      continue;
+    }
+    for (unsigned k = 0; k < 4; ++k) done(shadow_bytes_[std::size_t{word} * 4 + k]);
   }
 }
 

@@ -24,8 +24,9 @@ inline constexpr std::uint64_t kCanonicalNanF64 = 0x7fffffffffffffffull;
 inline float as_f32(std::uint64_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits)); }
 inline double as_f64(std::uint64_t bits) { return std::bit_cast<double>(bits); }
 
-inline float flush(float x) {  // .ftz: a subnormal becomes a zero of the same sign
-  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+inline float flush(float x) {  // .ftz: a subnormal becomes a zero of the same sign (bits: exponent 0)
+  const auto u = std::bit_cast<std::uint32_t>(x);
+  return (u & 0x7f800000u) == 0 ? std::bit_cast<float>(u & 0x80000000u) : x;
 }
 
 inline float f32_in(std::uint64_t bits, bool ftz) {

@@ -386,6 +386,51 @@ TEST_CASE("same-warp shared accesses need bar.warp.sync (Volta+ independent thre
                     Catch::Contains("shared-memory race"));
 }
 
+// The race and initialisation checks are per byte, also where the shadow keeps a word's records
+// once (executor: shadow_word): byte stores of distinct threads into one word do not race, a word
+// read of them needs the barrier, a byte never written is named, and a word written whole after
+// byte stores is checked as a whole again.
+TEST_CASE("byte stores into shared words: checked per byte", "[op:st.shared.u8][op:ld.shared.u32]") {
+  const auto text = [](const std::string& odd_guard, const std::string& sync) {
+    return kernel("  .shared .align 4 .b8 smem[64];\n", R"(
+  and.b32 %r1, %tid, 1;
+  setp.ne.s32 %p1, %r1, 0;
+  mov.u32 %r5, smem;
+  add.s32 %r6, %r5, %tid;
+  )" + odd_guard + R"(st.shared.u8 [%r6], %tid;
+)" + sync + R"(
+  and.b32 %r2, %tid, 15;
+  shl.b32 %r2, %r2, 2;
+  add.s32 %r2, %r2, %r5;
+  ld.shared.u32 %r3, [%r2];
+  st.global.u32 [%rd_out], %r3;
+  bar.sync 0;
+  setp.ne.s32 %p2, %tid, 3;
+  @%p2 bra $L_skip;
+  st.shared.u32 [smem+8], %tid;
+$L_skip:
+  bar.sync 0;
+  ld.shared.u32 %r4, [smem+8];
+  st.global.u32 [%rd_out+256], %r4;
+)");
+  };
+  buffers ok(128);
+  ok.run(text("", "  bar.sync 0;"), 64);
+  for (unsigned t = 0; t < 64; ++t) {
+    const unsigned k = 4 * (t % 16);
+    CHECK(ok.out[t] == (k | (k + 1) << 8 | (k + 2) << 16 | (k + 3) << 24));
+    CHECK(ok.out[64 + t] == 3);
+  }
+  sim::schedule races_only;  // the race, whichever access the schedule runs first
+  races_only.uninitialized_check = false;
+  buffers racy(128);
+  CHECK_THROWS_WITH(racy.run(text("", ""), 64, races_only), Catch::Contains("shared-memory race") &&
+                                                     Catch::Contains("st.shared.u8 [%r6], %tid") &&
+                                                     Catch::Contains("ld.shared.u32 %r3, [%r2]"));
+  buffers holes(128);
+  CHECK_THROWS_WITH(holes.run(text("@!%p1 ", "  bar.sync 0;"), 64), Catch::Contains("never-written shared byte 1"));
+}
+
 TEST_CASE("reads of never-written shared memory are reported", "[op:ld.shared.u32]") {
   const std::string text = kernel("  .shared .align 4 .b8 smem[128];\n", R"(
   setp.ne.s32 %p1, %lane, 0;
