@@ -117,6 +117,10 @@ void executor::run_cta(dim3s id) {
   }
   if (shadow_on_) shadow_.assign((shared_bytes_ + 3) / 4, shadow_word{});  // split words reset too
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
+  if (sched_.race_check) {
+    unpublished_.resize(threads_);
+    for (auto& u : unpublished_) u.clear();
+  }
   async_.resize(threads_);
   for (thread_async& t : async_) {
     t.open_group = 0;

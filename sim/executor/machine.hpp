@@ -15,6 +15,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace rungs::sim::detail {
@@ -288,6 +289,10 @@ class executor {
   void wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first);
   // ---- the ALU -----------------------------------------------------------------------------
   [[noreturn]] void unsupported(std::uint32_t pc, std::uint32_t tid, const std::string& why) const;
+  // ---- publication of global stores between blocks (memory.cpp) --------------------------
+  void note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes);
+  void check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_t addr, std::size_t bytes) const;
+  void publish(std::uint32_t tid);
 
   [[noreturn]] void fail(const std::string& what) const {
     throw sim_error("kernel " + f_.name + " (module " + m_.name + "): " + what);
@@ -342,6 +347,19 @@ class executor {
   unsigned bar_count_ = 0;     // bar.red: the threads whose predicate is true
   std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
   sector_set sectors_read_, sectors_written_, async_sectors_;
+  // Weak global stores of this launch, per 4-byte word: their writer and whether it has since
+  // published them (a fence of gpu or sys scope, or a release). Blocks of one launch share
+  // data only through published stores (CUDA's memory model), so a block reading a word another
+  // block wrote and has not published is a missing fence (or a race). Strong stores (relaxed,
+  // volatile, atomics) are not recorded: one word of them is coherent by itself. With race_check.
+  struct weak_write {
+    dim3s cta;
+    std::uint32_t tid = 0;
+    bool published = false;
+  };
+  std::unordered_map<std::uint64_t, weak_write> weak_writes_;
+  std::uint64_t weak_lo_ = ~std::uint64_t{0}, weak_hi_ = 0;  // their words' range: a cheap filter for loads
+  std::vector<std::vector<std::uint64_t>> unpublished_;   // per thread of the current block: its weak words
   struct printed {  // one device printf call's text, with where it comes from (the output's order)
     std::uint64_t cta;
     std::uint32_t tid;

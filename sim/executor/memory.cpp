@@ -205,6 +205,11 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
         sectors[nsectors++] = a / 32;
+        if (sched_.race_check) {
+          if (load) check_published(pc, tid, a, total);
+          else if (in.order == mem_order::weak) note_weak_store(tid, a, total);
+          else if (in.order == mem_order::release) publish(tid);
+        }
         break;
       case space::shared:
         shared_access(w, l, pc, a, total, !load, in.order != mem_order::weak);
@@ -269,6 +274,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     if (c.src_size > 0) {
       if (c.src % c.size != 0) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
+      if (sched_.race_check) check_published(pc, tid, c.src, c.src_size);
       sectors[nsectors++] = c.src / 32;
       result_.global.bytes_read += c.src_size;
       result_.global.async_bytes_read += c.src_size;
@@ -400,7 +406,12 @@ unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t p
     shared_access(w, lane, pc, addr, size, true, true);
     return shared_.data() + addr;
   }
-  global_check(pc, w.index * kLanes + lane, addr, size);
+  const std::uint32_t tid = w.index * kLanes + lane;
+  global_check(pc, tid, addr, size);
+  if (sched_.race_check) {
+    if (in.order == mem_order::release || in.order == mem_order::acq_rel) publish(tid);
+    check_published(pc, tid, addr, size);
+  }
   result_.global.bytes_read += size;
   result_.global.bytes_written += size;
   return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
@@ -473,8 +484,51 @@ void executor::exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32
   });
 }
 
-// fence and membar: every access already takes effect in one sequentially consistent order.
-void executor::exec_fence(warp&, const instr&, std::uint32_t, std::uint32_t) {}
+// fence and membar: every access already takes effect in one sequentially consistent order; one
+// of gpu or sys scope publishes the thread's weak global stores to other blocks.
+void executor::exec_fence(warp& w, const instr& in, std::uint32_t, std::uint32_t mask) {
+  if (!in.publishes || !sched_.race_check) return;
+  for_lanes(mask, [&](unsigned l) { publish(w.index * kLanes + l); });
+}
+
+// ---- publication of global stores between blocks -------------------------------------------
+void executor::note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes) {
+  for (std::uint64_t word = addr / 4; word <= (addr + bytes - 1) / 4; ++word) {
+    weak_writes_[word] = weak_write{cta_, tid, false};
+    unpublished_[tid].push_back(word);
+    weak_lo_ = std::min(weak_lo_, word);
+    weak_hi_ = std::max(weak_hi_, word);
+  }
+}
+
+void executor::publish(std::uint32_t tid) {
+  for (const std::uint64_t word : unpublished_[tid]) {
+    const auto it = weak_writes_.find(word);
+    if (it != weak_writes_.end() && it->second.tid == tid && it->second.cta.x == cta_.x && it->second.cta.y == cta_.y &&
+        it->second.cta.z == cta_.z) {
+      it->second.published = true;
+    }
+  }
+  unpublished_[tid].clear();
+}
+
+void executor::check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_t addr, std::size_t bytes) const {
+  const std::uint64_t first = addr / 4, last = (addr + bytes - 1) / 4;
+  if (last < weak_lo_ || first > weak_hi_) return;
+  for (std::uint64_t word = first; word <= last; ++word) {
+    const auto it = weak_writes_.find(word);
+    if (it == weak_writes_.end() || it->second.published) continue;
+    const weak_write& wr = it->second;
+    if (wr.cta.x == cta_.x && wr.cta.y == cta_.y && wr.cta.z == cta_.z) continue;  // its own block: bar.sync orders it
+    std::ostringstream os;
+    os << "global read of 0x" << std::hex << word * 4 << std::dec << ", written in this launch by thread ("
+       << wr.tid % block_.x << "," << wr.tid / block_.x % block_.y << "," << wr.tid / (block_.x * block_.y)
+       << ") of block (" << wr.cta.x << "," << wr.cta.y << "," << wr.cta.z
+       << ") with a weak store its writer never published (no __threadfence / fence of gpu scope, and no release, "
+          "after the store): another block may read a stale value";
+    fail_at(pc, tid, os.str());
+  }
+}
 
 void executor::exec_cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { cp_async(w, in, pc, mask); }
 

@@ -1039,6 +1039,7 @@ class parser {
           "membar.cta", "membar.gl", "membar.sys"};
       if (!forms.count(opcode)) return unsupported("fence form '" + opcode + "'");
       in.code = op::fence;
+      in.publishes = opcode == "membar.gl" || opcode == "membar.sys" || opcode.ends_with(".gpu") || opcode.ends_with(".sys");
       return;
     }
     if (name == "bar" || name == "barrier") {

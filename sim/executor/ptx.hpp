@@ -69,6 +69,8 @@ struct instr {
   bool shiftamt = false;         // bfind.shiftamt
   bool clamp = false;            // bmsk.clamp (else .wrap)
   bool noftz = false;            // atom.add.noftz (f16, bf16 and their pairs)
+  bool publishes = false;        // fence/membar of gpu or sys scope: makes the thread's weak global
+                                 // stores visible to other blocks (a cta or cluster fence does not)
   callee fn = callee::vprintf;   // call: the function; ops are the return slot (or none), then the arguments
   bool ftz = false, sat = false, approx = false, uni = false, hi = false, wide = false, to = false;
   std::int32_t guard = -1;       // predicate slot guarding the instruction, -1 none

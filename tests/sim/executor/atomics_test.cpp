@@ -222,3 +222,79 @@ TEST_CASE("fence and membar execute (nothing to order further); proxy fences are
   CHECK_THROWS_WITH(eval32("atom.global.inc.u64 %d, [%rd_out], %a", 1u),
                     Catch::Contains("not implemented") && Catch::Contains("atom.global.inc.u64"));
 }
+
+TEST_CASE("a block reading another block's weak store that was never published is a missing fence",
+          "[op:membar.gl][op:fence.acq_rel.gpu][op:fence.sc.sys][op:membar.cta][op:atom.release.gpu.global.add.u32]") {
+  // NVIDIA's threadFenceReduction pattern, one thread a block: each block stores its partial
+  // (weak), then (the fence under test) takes a ticket; the block with the last ticket sums every
+  // block's partial. Without a fence of gpu scope between store and ticket, the last block may
+  // read a stale partial on a GPU; here it is reported, whatever order the blocks run in.
+  const auto kernel = [](const std::string& fence, const std::string& ticket) {
+    return ptx_module(R"(
+.visible .entry last_block_sums(.param .u64 p_part, .param .u64 p_count, .param .u64 p_sum)
+{
+  .reg .b32 %r<10>;
+  .reg .b64 %rd<8>;
+  .reg .pred %p<3>;
+  ld.param.u64 %rd1, [p_part];
+  ld.param.u64 %rd2, [p_count];
+  ld.param.u64 %rd3, [p_sum];
+  mov.u32 %r1, %ctaid.x;
+  mov.u32 %r2, %nctaid.x;
+  mul.wide.u32 %rd4, %r1, 4;
+  add.s64 %rd5, %rd1, %rd4;
+  add.u32 %r3, %r1, 10;
+  st.global.u32 [%rd5], %r3;
+  )" + fence + R"(
+  )" + ticket + R"( %r4, [%rd2], 1;
+  add.u32 %r5, %r2, -1;
+  setp.ne.u32 %p1, %r4, %r5;
+  @%p1 bra $L_end;
+  mov.u32 %r6, 0;
+  mov.u32 %r7, 0;
+  mov.u64 %rd6, %rd1;
+$L_loop:
+  ld.volatile.global.u32 %r8, [%rd6];
+  add.u32 %r6, %r6, %r8;
+  add.s64 %rd6, %rd6, 4;
+  add.u32 %r7, %r7, 1;
+  setp.lt.u32 %p2, %r7, %r2;
+  @%p2 bra $L_loop;
+  st.global.u32 [%rd3], %r6;
+$L_end:
+  ret;
+}
+)");
+  };
+  const auto run_it = [](const std::string& text, sim::schedule sched) {
+    std::vector<std::uint32_t> part(4, 0), count(1, 0), sum(1, 0);
+    host_memory mem;
+    mem.add(part);
+    mem.add(count);
+    mem.add(sum);
+    std::uint64_t a = reinterpret_cast<std::uint64_t>(part.data()), b = reinterpret_cast<std::uint64_t>(count.data()),
+                  c = reinterpret_cast<std::uint64_t>(sum.data());
+    void* args[] = {&a, &b, &c};
+    const auto m = sim::load_ptx(text, "fence.ptx");
+    sim::launch(*m, "last_block_sums", {4, 1, 1}, {1, 1, 1}, 0, args, mem, sched);
+    return sum[0];
+  };
+  const std::string atom = "atom.global.add.u32";
+  for (std::uint64_t seed : {1, 2, 3}) {
+    INFO("seed " << seed);
+    for (const char* fence : {"membar.gl;", "fence.acq_rel.gpu;", "fence.sc.sys;", "membar.sys;"}) {
+      INFO(fence);
+      CHECK(run_it(kernel(fence, atom), {.seed = seed}) == 10 + 11 + 12 + 13);
+    }
+    // A release on the ticket publishes the store before it as a fence does.
+    CHECK(run_it(kernel("", "atom.release.gpu.global.add.u32"), {.seed = seed}) == 46);
+    for (const char* fence : {"", "membar.cta;", "fence.acq_rel.cta;", "fence.sc.cluster;"}) {
+      INFO("fence '" << fence << "'");
+      CHECK_THROWS_WITH(run_it(kernel(fence, atom), {.seed = seed}),
+                        Catch::Contains("written in this launch by thread (0,0,0) of block") &&
+                            Catch::Contains("never published") && Catch::Contains("ld.volatile.global.u32"));
+    }
+    // With the race check off nothing is reported (the sum is right here: one order of a CPU).
+    CHECK(run_it(kernel("", atom), {.seed = seed, .race_check = false}) == 46);
+  }
+}
