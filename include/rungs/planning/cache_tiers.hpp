@@ -60,6 +60,19 @@ struct tiered_study {
   double hit_rate = 0;  ///< all tiers together
 };
 
+namespace detail {
+/// A tier's own rules, stated once for the study and the simulator: it holds at least one block
+/// and, below the top (where a hit is loaded), has a positive bandwidth.
+inline void check_tier(const cache_tier& t, std::int32_t block_size, bool below_top) {
+  if (t.capacity_tokens < block_size)
+    throw std::invalid_argument("cache tier " + t.name + ": capacity = " + std::to_string(t.capacity_tokens) +
+                                " tokens holds no block of " + std::to_string(block_size));
+  if (below_top && !(t.bandwidth > 0 && t.bandwidth <= 1e15))
+    throw std::invalid_argument("cache tier " + t.name + ": bandwidth = " + std::to_string(t.bandwidth) +
+                                " bytes/s must be positive (a hit below the top tier is loaded)");
+}
+}  // namespace detail
+
 /// Studies `trace` on `tiers` (top first). Throws std::invalid_argument naming a bad tier.
 inline tiered_study tiered_prefix_study(const std::vector<serving::trace_request>& trace, const std::vector<cache_tier>& tiers,
                                         std::int32_t block_size, std::int64_t kv_bytes_per_token,
@@ -73,12 +86,7 @@ inline tiered_study tiered_prefix_study(const std::vector<serving::trace_request
   std::int64_t sum = 0;
   for (std::size_t k = 0; k < tiers.size(); ++k) {
     const cache_tier& t = tiers[k];
-    if (t.capacity_tokens < block_size)
-      throw std::invalid_argument("cache tier " + t.name + ": capacity = " + std::to_string(t.capacity_tokens) +
-                                  " tokens holds no block of " + std::to_string(block_size));
-    if (k > 0 && !(t.bandwidth > 0 && t.bandwidth <= 1e15))
-      throw std::invalid_argument("cache tier " + t.name + ": bandwidth = " + std::to_string(t.bandwidth) +
-                                  " bytes/s must be positive (a hit below the top tier is loaded)");
+    detail::check_tier(t, block_size, k > 0);
     if (t.capacity_tokens > std::numeric_limits<std::int64_t>::max() - sum)
       throw std::invalid_argument("cache tier " + t.name + ": the tiers together hold more than 2^63 - 1 tokens");
     sum += t.capacity_tokens;
@@ -219,12 +227,7 @@ class tier_store final : public kv::prefix_tier<kv::prefix_caching_allocator<>::
     std::int64_t sum = 0;
     for (std::size_t k = 1; k < tiers.size(); ++k) {
       const cache_tier& t = tiers[k];
-      if (t.capacity_tokens < block_size)
-        throw std::invalid_argument("cache tier " + t.name + ": capacity = " + std::to_string(t.capacity_tokens) +
-                                    " tokens holds no block of " + std::to_string(block_size));
-      if (!(t.bandwidth > 0 && t.bandwidth <= 1e15))
-        throw std::invalid_argument("cache tier " + t.name + ": bandwidth = " + std::to_string(t.bandwidth) +
-                                    " bytes/s must be positive (a hit below the top tier is loaded)");
+      detail::check_tier(t, block_size, true);
       sum = std::min(sum + t.capacity_tokens / block_size, max_blocks);  // no overflow: each term is below 2^59
     }
     if (sum + 1 > (std::int64_t{1} << 30))
