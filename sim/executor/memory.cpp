@@ -504,8 +504,7 @@ void executor::note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_
 void executor::publish(std::uint32_t tid) {
   for (const std::uint64_t word : unpublished_[tid]) {
     const auto it = weak_writes_.find(word);
-    if (it != weak_writes_.end() && it->second.tid == tid && it->second.cta.x == cta_.x && it->second.cta.y == cta_.y &&
-        it->second.cta.z == cta_.z) {
+    if (it != weak_writes_.end() && it->second.tid == tid && it->second.cta == cta_) {
       it->second.published = true;
     }
   }
@@ -519,7 +518,7 @@ void executor::check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_
     const auto it = weak_writes_.find(word);
     if (it == weak_writes_.end() || it->second.published) continue;
     const weak_write& wr = it->second;
-    if (wr.cta.x == cta_.x && wr.cta.y == cta_.y && wr.cta.z == cta_.z) continue;  // its own block: bar.sync orders it
+    if (wr.cta == cta_) continue;  // its own block: bar.sync orders it
     std::ostringstream os;
     os << "global read of 0x" << std::hex << word * 4 << std::dec << ", written in this launch by thread ("
        << wr.tid % block_.x << "," << wr.tid / block_.x % block_.y << "," << wr.tid / (block_.x * block_.y)

@@ -449,7 +449,11 @@ cudaError_t pitched_set(void* dst, std::size_t pitch, std::size_t width, std::si
                         unsigned element, const char* api, node& n) {
   for (std::size_t r = 0; r < rows; ++r) {
     if (width > 0 && !inside_allocation(static_cast<char*>(dst) + r * pitch, width)) {
-      return fail(cudaErrorInvalidValue, std::string(api) + ": row " + std::to_string(r) + " is not inside one live allocation");
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "[%p, +%zu) is not inside one live allocation",
+                    static_cast<void*>(static_cast<char*>(dst) + r * pitch), width);
+      return fail(cudaErrorInvalidValue,
+                  std::string(api) + ": " + (rows > 1 ? "row " + std::to_string(r) + " " : std::string()) + buf);
     }
   }
   n = node{};
@@ -1077,12 +1081,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, enum cudaM
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaMemcpyAsync");
   if (call.error != cudaSuccess) return injected(call);
-  if (cudaError_t e = check_copy(dst, src, count, kind, "cudaMemcpyAsync")) return e;
   node n;
-  n.kind = node::copy;
-  n.dst = dst;
-  n.src = src;
-  n.bytes = count;
+  if (cudaError_t e = pitched_copy(dst, 0, src, 0, count, 1, kind, "cudaMemcpyAsync", n)) return e;
   return issue(std::move(n), stream);
 }
 
@@ -1098,16 +1098,8 @@ cudaError_t cudaMemsetAsync(void* devPtr, int value, size_t count, cudaStream_t 
   std::lock_guard lock(S().mutex);
   const faults::detail::call_scope call("cudaMemsetAsync");
   if (call.error != cudaSuccess) return injected(call);
-  if (count > 0 && !inside_allocation(devPtr, count)) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "cudaMemset: [%p, +%zu) is not inside one live allocation", devPtr, count);
-    return fail(cudaErrorInvalidValue, buf);
-  }
   node n;
-  n.kind = node::set;
-  n.dst = devPtr;
-  n.bytes = count;
-  n.value = static_cast<unsigned char>(value);
+  if (cudaError_t e = pitched_set(devPtr, 0, count, 1, static_cast<unsigned char>(value), 1, "cudaMemset", n)) return e;
   return issue(std::move(n), stream);
 }
 
@@ -1237,7 +1229,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (capture_state* c = capture_of(stream)) {  // a record in the graph: what a wait on it joins
     if (c->invalidated != cudaSuccess) return fail(cudaErrorStreamCaptureInvalidated);
     const auto it = c->forked.find(stream);
-    *event = CUevent_st{event->flags, event->recorded, event->at, c, stream, it == c->forked.end() ? 0 : it->second.work};
+    event->capture = c;
+    event->stream = stream;
+    event->seq = it == c->forked.end() ? 0 : it->second.work;
     return cudaSuccess;
   }
   event->capture = nullptr;
@@ -1723,7 +1717,7 @@ cudaError_t cudaGetSymbolAddress(void** devPtr, const void* symbol) {
   unsigned char* data = nullptr;
   std::size_t size = 0;
   if (cudaError_t e = symbol_storage(symbol, "cudaGetSymbolAddress", data, size)) return e;
-  S().memory.live[reinterpret_cast<std::uint64_t>(data)] = allocation{size, true, true};
+  S().memory.live[reinterpret_cast<std::uint64_t>(data)] = allocation{.size = size, .device = true, .symbol = true};
   *devPtr = data;
   return cudaSuccess;
 }
@@ -2034,7 +2028,7 @@ cudaError_t cudaHostRegister(void* ptr, size_t size, unsigned int flags) {
   if (overlaps_next || overlaps_prev) {
     return fail(cudaErrorHostMemoryAlreadyRegistered, "cudaHostRegister: the range overlaps memory the runtime already knows");
   }
-  live[start] = allocation{size, false, false, false, true};
+  live[start] = allocation{.size = size, .device = false, .registered = true};
   return cudaSuccess;
 }
 

@@ -79,6 +79,7 @@ struct variable_storage {
 
 struct dim3s {
   unsigned x = 1, y = 1, z = 1;
+  friend bool operator==(const dim3s&, const dim3s&) = default;
 };
 
 // How adversarial the schedule is. The same seed gives the same schedule and the same findings.
