@@ -381,6 +381,7 @@ serve_result serve_host(const run_setup& s, std::ostream& log, bool terminal) {
   auto make_backend = [&](const eng::any_buckets&) {
     rungs::engine::host_backend::options bo;
     bo.workspace_bytes = [&model](std::int64_t seqs, std::int64_t tokens) { return model.workspace_bytes(seqs, tokens); };
+    bo.groups = s.groups.empty() ? 1 : static_cast<std::int32_t>(s.groups.size());
     if (s.virtual_clock)  // captures report modeled seconds, not measured ones
       bo.simulate = rungs::engine::simulated_capture{.seconds = s.virtual_clock->capture_seconds,
                                                      .seconds_per_unit = s.virtual_clock->capture_seconds_per_unit};

@@ -383,3 +383,97 @@ TEST_CASE("the engine's persistent staging equals a full restage after every ste
     }
   }
 }
+
+// A hybrid model's further groups' tables (backend.hpp, group_table_copy): the mirror a device
+// copy equals, and the runs of entries an upload copies. 4 rows x width 3 in a mirror of 12
+// entries per group; the staged batch has 2 real sequences.
+TEST_CASE("group_table_copy writes a group's tables whole once, then only the entries that changed") {
+  ints t1{11}, t2{21}, b1{3, 9}, b2{4};
+  std::vector<sequence> live{{.tokens = t1, .context = 5, .block_table = b1, .id = 1},
+                             {.tokens = t2, .context = 2, .block_table = b2, .id = 2}};
+  padded_batch p;
+  p.stage(live, 4, 4, 3, 4);
+  ints g0a{3, 9}, g0b{4}, g1a{7, 8}, g1b{5};
+  std::vector<std::span<const std::int32_t>> spans{g0a, g0b, g1a, g1b};
+  const group_tables t{.groups = 2, .rows = 2, .tables = spans};
+  group_table_copy copy(2, 4);
+  ints mirror(12, -5);  // whatever the buffer held: the first write overwrites all of it
+  using run = std::pair<std::int64_t, std::int64_t>;
+  std::vector<run> runs;
+  auto add = [&](std::int64_t at, std::int64_t n) { runs.emplace_back(at, n); };
+  copy.write(mirror.data(), 12, p, t, "test", add);
+  CHECK(runs == std::vector<run>{{0, 12}});
+  CHECK(mirror == ints{7, 8, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0});
+  runs.clear();
+  copy.write(mirror.data(), 12, p, t, "test", add);  // nothing changed
+  CHECK(runs.empty());
+  // Sequence 0's first block leaves the window (null: 0 on the device), sequence 1 gains one.
+  g1a[0] = kv::null_block;
+  ints g1b2{5, 6};
+  spans[3] = g1b2;
+  copy.write(mirror.data(), 12, p, t, "test", add);
+  CHECK(runs == std::vector<run>{{0, 1}, {4, 1}});
+  CHECK(mirror == ints{0, 8, 0, 5, 6, 0, 0, 0, 0, 0, 0, 0});
+  // One sequence left: row 1's held entries go back to 0.
+  runs.clear();
+  p.stage(std::span<const sequence>(live).first(1), 4, 4, 3, 4);
+  std::vector<std::span<const std::int32_t>> one{g0a, g1a};
+  copy.write(mirror.data(), 12, p, group_tables{.groups = 2, .rows = 1, .tables = one}, "test", add);
+  CHECK(runs == std::vector<run>{{3, 2}});
+  CHECK(mirror == ints{0, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  // Another width moves every row: the whole mirror again.
+  runs.clear();
+  p.stage(std::span<const sequence>(live).first(1), 2, 4, 4, 4);
+  copy.write(mirror.data(), 12, p, group_tables{.groups = 2, .rows = 1, .tables = one}, "test", add);
+  CHECK(runs == std::vector<run>{{0, 12}});
+  // Forgotten (a failed step): whole again.
+  runs.clear();
+  copy.forget();
+  copy.write(mirror.data(), 12, p, group_tables{.groups = 2, .rows = 1, .tables = one}, "test", add);
+  CHECK(runs == std::vector<run>{{0, 12}});
+  // Real rows without their tables, and a batch past the mirror, are refused.
+  CHECK_THROWS_WITH(copy.write(mirror.data(), 12, p, std::nullopt, "test", add),
+                    "test: a step of 1 sequences was given no group tables (options::groups = 2; the engine stages "
+                    "them through stage_groups)");
+  p.stage(std::span<const sequence>(live).first(1), 4, 4, 4, 4);
+  CHECK_THROWS_WITH(copy.write(mirror.data(), 12, p, group_tables{.groups = 2, .rows = 1, .tables = one}, "test", add),
+                    "test: a staged batch of 4 rows x 4 entries outgrew its group tables (4 rows, 12 entries)");
+}
+
+// host_backend counts the further groups' entries as cuda_backend uploads them
+// (cuda_backend_test's hybrid case): two backends run the same batches, one with
+// options::groups = 2; the difference of their uploaded_bytes() is the group's bytes.
+TEST_CASE("host_backend's uploaded_bytes counts a hybrid model's group tables as a device copy takes them") {
+  auto forward = [](const host_step&) {};
+  host_backend one(forward), two(forward, {.groups = 2});
+  const backend_setup setup{.slots = 1, .seqs = 4, .tokens = 4, .width = 3, .row_width = 1};
+  one.setup(setup);
+  two.setup(setup);
+  padded_batch dummy;
+  dummy.stage({}, 4, 4, 3, 4);
+  const bucket b{.dims = {4, 1, 1}};
+  REQUIRE(one.capture(0, b, dummy).ok);
+  REQUIRE(two.capture(0, b, dummy).ok);
+  CHECK(two.uploaded_bytes() - one.uploaded_bytes() == 12 * 4);  // the capacity, all padding
+  ints t1{11}, t2{21}, b1{3, 9}, b2{4};
+  std::vector<sequence> live{{.tokens = t1, .context = 5, .block_table = b1, .id = 1},
+                             {.tokens = t2, .context = 2, .block_table = b2, .id = 2}};
+  padded_batch p;
+  p.stage(live, 4, 4, 3, 4);
+  ints g1a{7, 8}, g1b{5};
+  std::vector<std::span<const std::int32_t>> spans{b1, b2, g1a, g1b};
+  auto step = [&](std::int64_t want) {
+    two.stage_groups(group_tables{.groups = 2, .rows = 2, .tables = spans});
+    one.replay(0, p);
+    two.replay(0, p);
+    CHECK(two.uploaded_bytes() - one.uploaded_bytes() == want);
+  };
+  step(3 * 4);  // over the capture's padding: 7, 8 and 5
+  step(0);      // unchanged
+  g1a[0] = kv::null_block;
+  step(4);      // one entry
+  CHECK_THROWS_WITH(two.stage_groups(group_tables{.groups = 3, .rows = 0, .tables = {}}),
+                    "host_backend: the allocator stages 3 attention groups; options::groups = 2 (the forward reads that "
+                    "many block tables)");
+  CHECK_THROWS_WITH(host_backend(forward, {.groups = 0}), "host_backend: options::groups = 0 must be at least 1");
+}

@@ -278,10 +278,7 @@ class cuda_backend {
   /// backend.hpp, group_tables). A capture in between runs on padding and leaves them staged.
   /// Throws std::invalid_argument when `t` has another number of groups than options::groups.
   void stage_groups(const group_tables& t) {
-    if (t.groups != opts_.groups)
-      throw std::invalid_argument("cuda_backend: the allocator stages " + std::to_string(t.groups) +
-                                  " attention groups; options::groups = " + std::to_string(opts_.groups) +
-                                  " (the forward reads that many block tables)");
+    group_table_copy::check_staged("cuda_backend", t, opts_.groups);
     pending_ = t;
   }
 
@@ -301,9 +298,9 @@ class cuda_backend {
   /// The failed step may have copied part of its inputs, or none: every device copy of the
   /// persistent staging is forgotten, so the next step uploads its view whole.
   bool recover() {
-    for (buffers& b : static_) b.copy.forget(), b.groups_known = false;
+    for (buffers& b : static_) b.copy.forget(), b.groups.forget();
     eager_.copy.forget();
-    eager_.groups_known = false;
+    eager_.groups.forget();
     pending_.reset();
     cudaStreamSynchronize(stream_);
     cudaGetLastError();
@@ -363,12 +360,8 @@ class cuda_backend {
     std::size_t bytes = 0;
     float* out = nullptr;
     upload_tracker copy{};
-    // The further groups' tables in the pinned copy (which the device copy equals when
-    // groups_known): per group and row, the entries [0, held) that may be non-zero, in rows
-    // group_width apart; every other entry is 0.
-    bool groups_known = false;
-    std::int64_t group_width = 0;
-    std::vector<std::int64_t> group_held;  // [groups - 1][seqs]
+    // The further groups' tables, mirrored in the pinned buffer (the device copy equals it).
+    group_table_copy groups{};
   };
 
   bool fits(const buffers& b, const padded_batch& s) const {
@@ -380,7 +373,7 @@ class cuda_backend {
     free_buffers(b);
     buffers n{.seqs = seqs, .tokens = tokens, .width = width};
     n.at = layout_of(seqs, tokens, width);
-    n.group_held.assign(static_cast<std::size_t>((opts_.groups - 1) * seqs), 0);
+    n.groups = group_table_copy(opts_.groups, seqs);
     n.bytes = std::max<std::size_t>(n.at.end, 16);
     // A failed allocation leaves `b` empty (not sized for buffers it lacks): the next step
     // that needs it tries again.
@@ -485,7 +478,13 @@ class cuda_backend {
       std::memcpy(b.pinned + l.offset(c.what) + from, host_array(s, c.what) + from, n);
       add(l.offset(c.what) + from, n);
     }
-    if (opts_.groups > 1) write_groups(b, s, groups, add);
+    if (opts_.groups > 1)
+      b.groups.write(reinterpret_cast<std::int32_t*>(b.pinned + l.group_tables),
+                     static_cast<std::int64_t>(l.group_bytes / sizeof(std::int32_t)), s, groups, "cuda_backend",
+                     [&](std::int64_t entry, std::int64_t n) {
+                       add(l.group_tables + static_cast<std::size_t>(entry) * sizeof(std::int32_t),
+                           static_cast<std::size_t>(n) * sizeof(std::int32_t));
+                     });
     const std::size_t plan = align16(static_cast<std::size_t>(plan_size(s.seqs(), s.tokens(), s.width())));
     if (opts_.plan) {
       opts_.plan(s, std::span<std::byte>(b.pinned + l.plan, plan));
@@ -515,68 +514,6 @@ class cuda_backend {
                      opts_.groups,
                      at(l.group_tables),
                      static_cast<std::int64_t>(l.group_bytes / sizeof(std::int32_t))};
-  }
-
-  // The further groups' tables of `s` into the pinned buffer, each changed run of entries
-  // handed to `add` (offset, bytes) in increasing order: the entries that differ from the
-  // pinned copy, or every entry of the buffer's capacity when the device copy is unknown or the
-  // width changed. A step without tables
-  // (a capture's dummy, a dummy step) must have no real rows: its tables are all padding.
-  template <class Add>
-  void write_groups(buffers& b, const padded_batch& s, const std::optional<group_tables>& t, Add& add) {
-    const std::int64_t real = t ? t->rows : 0;
-    if (real != s.real_seqs())
-      throw std::logic_error("cuda_backend: a step of " + std::to_string(s.real_seqs()) + " sequences was given " +
-                             (t ? std::to_string(real) + " rows of group tables" : std::string("no group tables")) +
-                             " (options::groups = " + std::to_string(opts_.groups) + "; the engine stages them through stage_groups)");
-    const std::int64_t width = s.width();
-    for (std::int32_t g = 1; g < opts_.groups; ++g) {
-      const std::size_t base = b.at.group_tables + static_cast<std::size_t>(g - 1) * b.at.group_bytes;
-      auto* table = reinterpret_cast<std::int32_t*>(b.pinned + base);
-      std::int64_t* held = b.group_held.data() + (g - 1) * b.seqs;
-      auto entry = [&](std::int64_t r, std::int64_t k) -> std::int32_t {
-        if (r >= real) return 0;
-        const std::span<const std::int32_t> row = t->table(g, r);
-        return k < static_cast<std::int64_t>(row.size()) ? std::max(row[static_cast<std::size_t>(k)], 0) : 0;
-      };
-      auto row_size = [&](std::int64_t r) {
-        return r < real ? std::min<std::int64_t>(width, static_cast<std::int64_t>(t->table(g, r).size())) : 0;
-      };
-      // The whole capacity when nothing of the device copy is known, or its rows moved (another
-      // width: as padded_batch rewrites every row).
-      if (!b.groups_known || width != b.group_width) {
-        std::memset(table, 0, b.at.group_bytes);
-        for (std::int64_t r = 0; r < b.seqs; ++r) {
-          held[r] = row_size(r);
-          for (std::int64_t k = 0; k < held[r]; ++k) table[r * width + k] = entry(r, k);
-        }
-        add(base, b.at.group_bytes);
-        continue;
-      }
-      // Writes entries [from, to) of the row at `at` that differ, one add per changed run.
-      auto put = [&](std::int64_t at, std::int64_t n, auto value) {
-        std::int64_t run = -1;
-        for (std::int64_t k = 0; k <= n; ++k) {
-          const bool differs = k < n && table[at + k] != value(k);
-          if (differs) {
-            table[at + k] = value(k);
-            if (run < 0) run = k;
-          } else if (run >= 0) {
-            add(base + static_cast<std::size_t>(at + run) * sizeof(std::int32_t),
-                static_cast<std::size_t>(k - run) * sizeof(std::int32_t));
-            run = -1;
-          }
-        }
-      };
-      for (std::int64_t r = 0; r < b.seqs; ++r) {
-        const std::int64_t n = row_size(r);
-        if (n == 0 && held[r] == 0) continue;
-        put(r * width, std::max(n, held[r]), [&](std::int64_t k) { return k < n ? entry(r, k) : 0; });
-        held[r] = n;
-      }
-    }
-    b.group_width = width;
-    b.groups_known = true;
   }
 
   void swap(cuda_backend& o) noexcept {

@@ -8,6 +8,7 @@
 // model for bytes and seconds, optionally spent for real) and failures injected per bucket.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -57,6 +58,11 @@ struct host_backend_options {
   std::optional<simulated_capture> simulate{};
   /// Workspace bytes a step of `seqs` sequences and `tokens` tokens needs.
   std::function<std::int64_t(std::int64_t seqs, std::int64_t tokens)> workspace_bytes{};
+  /// Attention groups whose block tables the forward reads (kv::hybrid_allocator's
+  /// num_groups(); cuda_backend_options::groups): group 0's is the staged batch's, the others
+  /// come through stage_groups and are counted in uploaded_bytes() as a device copy would take
+  /// them.
+  std::int32_t groups = 1;
 };
 
 class host_backend {
@@ -66,6 +72,8 @@ class host_backend {
   explicit host_backend(host_forward forward, options opts = {})
       : forward_(std::move(forward)), opts_(std::move(opts)) {
     if (!forward_) throw std::invalid_argument("host_backend: the forward function is empty");
+    if (opts_.groups < 1)
+      throw std::invalid_argument("host_backend: options::groups = " + std::to_string(opts_.groups) + " must be at least 1");
   }
 
   void setup(const backend_setup& s) {
@@ -73,6 +81,8 @@ class host_backend {
     prepared_.assign(s.slots, std::nullopt);
     slot_phase_.assign(s.slots, phase::decode);
     out_.resize(static_cast<std::size_t>(s.seqs * s.row_width));
+    for (device_copy& d : device_copies_) d = device_copy{.seqs = s.seqs, .tokens = s.tokens, .width = s.width};
+    eager_copy_ = device_copy{};
     workspace_.resize(static_cast<std::size_t>(workspace_for(s.seqs, s.tokens)));
   }
 
@@ -82,7 +92,7 @@ class host_backend {
     try {
       if (opts_.simulate && opts_.simulate->fail)
         if (auto why = opts_.simulate->fail(slot, b)) throw std::runtime_error(*why);
-      run(dummy, device_copies_[static_cast<std::size_t>(b.ph)], {});  // warm-up on padding: must leave every cache untouched
+      run(dummy, device_copies_[static_cast<std::size_t>(b.ph)], std::nullopt);  // warm-up on padding: must leave every cache untouched
       prepared_.at(slot) = dummy.shape();
       slot_phase_.at(slot) = b.ph;
       rep.ok = true;
@@ -107,12 +117,12 @@ class host_backend {
     // A graph replays the shape it was captured at and nothing else.
     if (prepared_.at(slot) != staged.shape())
       throw std::logic_error("host_backend: slot " + std::to_string(slot) + " replayed with a shape it was not prepared for");
-    run(staged, device_copies_[static_cast<std::size_t>(slot_phase_[slot])], std::exchange(groups_, {}));
+    run(staged, device_copies_[static_cast<std::size_t>(slot_phase_[slot])], std::exchange(groups_, std::nullopt));
     ++replays_;
   }
 
   void eager(const padded_batch& staged) {
-    run(staged, eager_copy_, std::exchange(groups_, {}));
+    run(staged, eager_copy_, std::exchange(groups_, std::nullopt));
     ++eager_runs_;
   }
 
@@ -120,7 +130,11 @@ class host_backend {
 
   /// The next run's group tables (the engine calls it before a runner step when its allocator
   /// has several groups): the forward finds them in host_step::groups.
-  void stage_groups(const group_tables& t) { groups_ = t; }
+  /// Throws std::invalid_argument when `t` has another number of groups than options::groups.
+  void stage_groups(const group_tables& t) {
+    group_table_copy::check_staged("host_backend", t, opts_.groups);
+    groups_ = t;
+  }
 
   std::span<const float> rows(std::int64_t n) const {
     return {out_.data(), static_cast<std::size_t>(n * setup_.row_width)};
@@ -134,7 +148,10 @@ class host_backend {
   /// Bytes a device backend would have copied to the device before the last run: what an
   /// upload_tracker plans over the device copies cuda_backend keeps (one per bucket phase for
   /// the graphs, one for eager steps): the persistent staging's changes when the run follows
-  /// the batch's previous version, the whole view otherwise.
+  /// the batch's previous version, the whole view otherwise; and with options::groups > 1,
+  /// the further groups' table entries that differ from the copy's (group_table_copy: the whole
+  /// capacity the first time). Unlike cuda_backend::last_upload(), no plan and no merging of
+  /// nearby ranges.
   std::int64_t uploaded_bytes() const { return uploaded_bytes_; }
 
  private:
@@ -142,14 +159,42 @@ class host_backend {
     return opts_.workspace_bytes ? opts_.workspace_bytes(seqs, tokens) : 0;
   }
 
-  void run(const padded_batch& staged, upload_tracker& device, const group_tables& groups) {
-    uploaded_bytes_ = upload_tracker::bytes(device.plan(staged));
+  // What cuda_backend keeps of a device copy: the staged arrays' state, and the further
+  // groups' tables, mirrored here in the capacity of cuda_backend's buffers: the largest graph
+  // shape for a phase's graphs, grown to each larger step for eager steps (new buffers: their
+  // tables unknown, so written whole). A group's tables take seqs x width entries, rounded up
+  // to cuda_backend's 16-byte alignment.
+  struct device_copy {
+    std::int64_t seqs = 0, tokens = 0, width = 0;  // capacity
+    upload_tracker arrays{};
+    group_table_copy groups{};
+    std::vector<std::int32_t> mirror{};
+    std::int64_t stride() const { return (seqs * width + 3) / 4 * 4; }
+  };
+
+  void run(const padded_batch& staged, device_copy& device, const std::optional<group_tables>& groups) {
+    uploaded_bytes_ = upload_tracker::bytes(device.arrays.plan(staged));
+    if (opts_.groups > 1) {
+      const bool fits = staged.seqs() <= device.seqs && staged.tokens() <= device.tokens &&
+                        staged.seqs() * staged.width() <= device.seqs * device.width;
+      if (!fits) {
+        device.seqs = std::max(device.seqs, staged.seqs());
+        device.tokens = std::max(device.tokens, staged.tokens());
+        device.width = std::max(device.width, staged.width());
+      }
+      if (!fits || device.groups.groups() != opts_.groups) {
+        device.groups = group_table_copy(opts_.groups, device.seqs);
+        device.mirror.assign(static_cast<std::size_t>((opts_.groups - 1) * device.stride()), 0);
+      }
+      device.groups.write(device.mirror.data(), device.stride(), staged, groups, "host_backend",
+                          [&](std::int64_t, std::int64_t n) { uploaded_bytes_ += n * std::int64_t{sizeof(std::int32_t)}; });
+    }
     auto need_out = static_cast<std::size_t>(staged.seqs() * setup_.row_width);
     if (out_.size() < need_out) out_.resize(need_out);  // only above the top bucket
     auto need_ws = static_cast<std::size_t>(workspace_for(staged.seqs(), staged.tokens()));
     if (workspace_.size() < need_ws) workspace_.resize(need_ws);
     forward_(host_step{staged.view(), std::span<float>(out_.data(), need_out), setup_.row_width,
-                       std::span<std::byte>(workspace_.data(), workspace_.size()), groups});
+                       std::span<std::byte>(workspace_.data(), workspace_.size()), groups.value_or(group_tables{})});
   }
 
   static void spin_until(std::chrono::steady_clock::time_point t) {
@@ -166,10 +211,10 @@ class host_backend {
   std::int64_t captures_ = 0, replays_ = 0, eager_runs_ = 0, uploaded_bytes_ = 0;
   // What cuda_backend's device copies of the staged arrays would hold: one per bucket phase
   // (the graphs' buffers), one for eager steps.
-  std::array<upload_tracker, 2> device_copies_;
-  upload_tracker eager_copy_;
+  std::array<device_copy, 2> device_copies_;
+  device_copy eager_copy_;
   std::vector<phase> slot_phase_;
-  group_tables groups_{};
+  std::optional<group_tables> groups_{};
 };
 
 static_assert(engine_backend<host_backend>);
