@@ -445,16 +445,21 @@ TEST_CASE("group_table_copy writes a group's tables whole once, then only the en
 // options::groups = 2; the difference of their uploaded_bytes() is the group's bytes.
 TEST_CASE("host_backend's uploaded_bytes counts a hybrid model's group tables as a device copy takes them") {
   auto forward = [](const host_step&) {};
-  host_backend one(forward), two(forward, {.groups = 2});
+  // `one` is never handed group tables (options::groups = 0: none staged, one group); `learn`
+  // takes the count from stage_groups, so its captures count nothing of group 1.
+  host_backend one(forward), two(forward, {.groups = 2}), learn(forward);
   const backend_setup setup{.slots = 1, .seqs = 4, .tokens = 4, .width = 3, .row_width = 1};
   one.setup(setup);
   two.setup(setup);
+  learn.setup(setup);
   padded_batch dummy;
   dummy.stage({}, 4, 4, 3, 4);
   const bucket b{.dims = {4, 1, 1}};
   REQUIRE(one.capture(0, b, dummy).ok);
   REQUIRE(two.capture(0, b, dummy).ok);
+  REQUIRE(learn.capture(0, b, dummy).ok);
   CHECK(two.uploaded_bytes() - one.uploaded_bytes() == 12 * 4);  // the capacity, all padding
+  CHECK(learn.uploaded_bytes() == one.uploaded_bytes());
   ints t1{11}, t2{21}, b1{3, 9}, b2{4};
   std::vector<sequence> live{{.tokens = t1, .context = 5, .block_table = b1, .id = 1},
                              {.tokens = t2, .context = 2, .block_table = b2, .id = 2}};
@@ -462,18 +467,22 @@ TEST_CASE("host_backend's uploaded_bytes counts a hybrid model's group tables as
   p.stage(live, 4, 4, 3, 4);
   ints g1a{7, 8}, g1b{5};
   std::vector<std::span<const std::int32_t>> spans{b1, b2, g1a, g1b};
-  auto step = [&](std::int64_t want) {
+  auto step = [&](std::int64_t want, std::int64_t learned) {
     two.stage_groups(group_tables{.groups = 2, .rows = 2, .tables = spans});
+    learn.stage_groups(group_tables{.groups = 2, .rows = 2, .tables = spans});
     one.replay(0, p);
     two.replay(0, p);
+    learn.replay(0, p);
     CHECK(two.uploaded_bytes() - one.uploaded_bytes() == want);
+    CHECK(learn.uploaded_bytes() - one.uploaded_bytes() == learned);
   };
-  step(3 * 4);  // over the capture's padding: 7, 8 and 5
-  step(0);      // unchanged
+  step(3 * 4, 12 * 4);  // over the capture's padding: 7, 8 and 5 (learn: the whole capacity)
+  step(0, 0);           // unchanged
   g1a[0] = kv::null_block;
-  step(4);      // one entry
+  step(4, 4);           // one entry
   CHECK_THROWS_WITH(two.stage_groups(group_tables{.groups = 3, .rows = 0, .tables = {}}),
                     "host_backend: the allocator stages 3 attention groups; options::groups = 2 (the forward reads that "
                     "many block tables)");
-  CHECK_THROWS_WITH(host_backend(forward, {.groups = 0}), "host_backend: options::groups = 0 must be at least 1");
+  CHECK_THROWS_WITH(host_backend(forward, {.groups = -1}),
+                    "host_backend: options::groups = -1 must be at least 1, or 0 for the count stage_groups hands over");
 }

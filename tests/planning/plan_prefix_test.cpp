@@ -155,8 +155,19 @@ TEST_CASE("rungs-plan simulate --tiers: hits per tier, their load, TTFT percenti
                                      "holds 64 tokens: give it without a capacity, or exactly that");
   check_usage(plan_with(args("hbm:64:5")), "--tiers: 'hbm:64:5' must be NAME or NAME:TOKENS (the top tier's hits need no load)");
   check_usage(plan_with(args("hbm,dram:64")), "--tiers: 'dram:64' must be NAME:TOKENS:BYTES_PER_S");
-  check_usage(plan_with(args("hbm", {"--replicas", "2"})),
-              "--tiers models one replica's cache: leave out --replicas, --dp and --disaggregate");
+  check_usage(plan_with(args("hbm", {"--disaggregate", "1:1"})),
+              "--tiers models each replica's own cache, not the KV a prefill pool sends a decode pool: leave out "
+              "--disaggregate");
+  // On two replicas, each with its own pool and tiers: round-robin sends A and A to replica
+  // 0 and B to replica 1, so nothing evicts A and its second turn finds both blocks in HBM.
+  const result fleet = plan_with(args("hbm,dram:64:51200", {"--replicas", "2", "--json"}));
+  REQUIRE(fleet.status == 0);
+  const auto fdoc = rungs::cli::json::parse(fleet.out);
+  const auto& frun = fdoc["runs"][0];
+  CHECK(frun["tier_looked_up_blocks"] == 6);  // 2 + 2 on replica 0, 2 on replica 1
+  CHECK(frun["tiers"][0]["hit_tokens"] == 32);
+  CHECK(frun["tiers"][1]["hit_tokens"] == 0);
+  CHECK(frun["tier_load_seconds"].get<double>() == 0);
   check_usage(plan({"simulate", "--chat", "2", "--tiers", "hbm"}),
               "--tiers keeps the blocks the prefix cache evicts: add --prefix-caching");
   check_usage(plan({"prefix-cache", "--trace", trace, "--tiers", "hbm,dram:64:1e9", "--gpu", "h100-sxm", "--model",

@@ -1,6 +1,8 @@
 // Tests of simulate with a cache in tiers (simulation_config::tiers, planning/simulate.hpp):
 // hits per tier and load seconds by hand, and the tiered study's hits at low load.
 #include <rungs/planning/cache_tiers.hpp>
+#include <rungs/planning/data_parallel.hpp>
+#include <rungs/planning/fleet.hpp>
 #include <rungs/planning/simulate.hpp>
 
 #include <catch2/catch.hpp>
@@ -146,4 +148,46 @@ TEST_CASE("simulate --tiers at low load finds what the tiered study finds, tier 
   CHECK(r.tiers[1].hit_blocks > 0);
   CHECK(r.tiers[2].hit_blocks > 0);
   CHECK(below > 0);
+}
+
+TEST_CASE("simulate --tiers on a fleet and on data-parallel ranks: each replica's own tiers, summed") {
+  // The first case's A, B, A on each of two replicas: round-robin sends requests 0, 2, 4 to
+  // replica 0 and 1, 3, 5 to replica 1, so each replica serves A, B, A on its own pool and
+  // its own dram, exactly as the single replica did.
+  const std::vector<serving::trace_request> trace = {request(0, 1), request(0.5, 1), request(1, 2),
+                                                     request(1.5, 2), request(2, 1), request(2.5, 1)};
+  const simulation_config c = tiered(4, {{.name = "hbm"}, {.name = "dram", .capacity_tokens = 64, .bandwidth = 51'200}});
+  const fleet_result f = simulate_fleet(c, trace, 2);
+  REQUIRE(f.replicas.size() == 2);
+  for (const simulation_result& s : f.replicas) {
+    REQUIRE(s.tiers.size() == 2);
+    CHECK(s.tier_looked_up_blocks == 6);
+    CHECK(s.tiers[0].hit_blocks == 1);
+    CHECK(s.tiers[1].hit_blocks == 1);
+  }
+  const simulation_result& t = f.total;
+  REQUIRE(t.tiers.size() == 2);
+  CHECK(t.tiers[0].tier.name == "hbm");
+  CHECK(t.tiers[0].tier.capacity_tokens == 64);  // one replica's pool
+  CHECK(t.tiers[1].tier.name == "dram");
+  CHECK(t.tier_looked_up_blocks == 12);
+  CHECK(t.tiers[0].hit_blocks == 2);
+  CHECK(t.tiers[0].hit_tokens == 32);
+  CHECK(t.tiers[0].load_seconds == 0);
+  CHECK(t.tiers[1].hit_blocks == 2);
+  CHECK(t.tiers[1].hit_tokens == 32);
+  CHECK(t.tiers[1].hit_rate == Approx(2.0 / 12));
+  CHECK(t.tiers[1].load_seconds == Approx(0.020));
+  CHECK(t.requests[4].ttft() == Approx(0.020));  // A's second turn on each replica: 10 ms load + 10 ms
+  CHECK(t.requests[5].ttft() == Approx(0.020));
+
+  // Data-parallel ranks in lockstep: the same split and the same hits; a rank's load is its
+  // step's, which the other rank's dummy step waits for.
+  const data_parallel_result d = simulate_data_parallel(c, trace, 2);
+  const simulation_result& l = d.lockstep.total;
+  REQUIRE(l.tiers.size() == 2);
+  CHECK(l.tier_looked_up_blocks == 12);
+  CHECK(l.tiers[1].hit_blocks == 2);
+  CHECK(l.tiers[1].load_seconds == Approx(0.020));
+  CHECK(d.independent.total.tiers[1].hit_blocks == 2);
 }

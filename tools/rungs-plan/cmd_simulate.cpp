@@ -494,8 +494,9 @@ int simulate(simulate_args& a, std::ostream& out, std::ostream& err) {
   if (!a.sim.config.tiers.empty()) {
     if (!a.sim.config.prefix_caching)
       throw usage_error("--tiers keeps the blocks the prefix cache evicts: add --prefix-caching");
-    if (a.replicas || a.dp || a.disaggregate)
-      throw usage_error("--tiers models one replica's cache: leave out --replicas, --dp and --disaggregate");
+    if (a.disaggregate)
+      throw usage_error("--tiers models each replica's own cache, not the KV a prefill pool sends a decode pool: "
+                        "leave out --disaggregate");
   }
   a.sim.config.first_requests = a.first;
   const std::vector<serving::trace_request> trace = load_workload(a.sim);

@@ -61,8 +61,10 @@ struct host_backend_options {
   /// Attention groups whose block tables the forward reads (kv::hybrid_allocator's
   /// num_groups(); cuda_backend_options::groups): group 0's is the staged batch's, the others
   /// come through stage_groups and are counted in uploaded_bytes() as a device copy would take
-  /// them.
-  std::int32_t groups = 1;
+  /// them; stage_groups with another count throws. 0: as many as stage_groups hands over,
+  /// counted from the first staged step on (whose count then includes the groups' whole
+  /// capacity, which cuda_backend, told at construction, uploads at the captures).
+  std::int32_t groups = 0;
 };
 
 class host_backend {
@@ -72,8 +74,9 @@ class host_backend {
   explicit host_backend(host_forward forward, options opts = {})
       : forward_(std::move(forward)), opts_(std::move(opts)) {
     if (!forward_) throw std::invalid_argument("host_backend: the forward function is empty");
-    if (opts_.groups < 1)
-      throw std::invalid_argument("host_backend: options::groups = " + std::to_string(opts_.groups) + " must be at least 1");
+    if (opts_.groups < 0)
+      throw std::invalid_argument("host_backend: options::groups = " + std::to_string(opts_.groups) +
+                                  " must be at least 1, or 0 for the count stage_groups hands over");
   }
 
   void setup(const backend_setup& s) {
@@ -132,7 +135,8 @@ class host_backend {
   /// has several groups): the forward finds them in host_step::groups.
   /// Throws std::invalid_argument when `t` has another number of groups than options::groups.
   void stage_groups(const group_tables& t) {
-    group_table_copy::check_staged("host_backend", t, opts_.groups);
+    if (opts_.groups > 0) group_table_copy::check_staged("host_backend", t, opts_.groups);
+    staged_groups_ = t.groups;
     groups_ = t;
   }
 
@@ -150,7 +154,7 @@ class host_backend {
   /// the graphs, one for eager steps): the persistent staging's changes when the run follows
   /// the batch's previous version, the whole view otherwise; and with options::groups > 1,
   /// the further groups' table entries that differ from the copy's (group_table_copy: the whole
-  /// capacity the first time). Unlike cuda_backend::last_upload(), no plan and no merging of
+  /// capacity the first time; see options::groups). Unlike cuda_backend::last_upload(), no plan and no merging of
   /// nearby ranges.
   std::int64_t uploaded_bytes() const { return uploaded_bytes_; }
 
@@ -174,7 +178,8 @@ class host_backend {
 
   void run(const padded_batch& staged, device_copy& device, const std::optional<group_tables>& groups) {
     uploaded_bytes_ = upload_tracker::bytes(device.arrays.plan(staged));
-    if (opts_.groups > 1) {
+    const std::int32_t count = opts_.groups > 0 ? opts_.groups : staged_groups_;
+    if (count > 1) {
       const bool fits = staged.seqs() <= device.seqs && staged.tokens() <= device.tokens &&
                         staged.seqs() * staged.width() <= device.seqs * device.width;
       if (!fits) {
@@ -182,9 +187,9 @@ class host_backend {
         device.tokens = std::max(device.tokens, staged.tokens());
         device.width = std::max(device.width, staged.width());
       }
-      if (!fits || device.groups.groups() != opts_.groups) {
-        device.groups = group_table_copy(opts_.groups, device.seqs);
-        device.mirror.assign(static_cast<std::size_t>((opts_.groups - 1) * device.stride()), 0);
+      if (!fits || device.groups.groups() != count) {
+        device.groups = group_table_copy(count, device.seqs);
+        device.mirror.assign(static_cast<std::size_t>((count - 1) * device.stride()), 0);
       }
       device.groups.write(device.mirror.data(), device.stride(), staged, groups, "host_backend",
                           [&](std::int64_t, std::int64_t n) { uploaded_bytes_ += n * std::int64_t{sizeof(std::int32_t)}; });
@@ -215,6 +220,7 @@ class host_backend {
   device_copy eager_copy_;
   std::vector<phase> slot_phase_;
   std::optional<group_tables> groups_{};
+  std::int32_t staged_groups_ = 1;  // options::groups = 0: the count stage_groups last handed over
 };
 
 static_assert(engine_backend<host_backend>);

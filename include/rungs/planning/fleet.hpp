@@ -177,7 +177,19 @@ inline void combine_replicas(const simulation_config& config, std::size_t trace_
     t.step_tokens.insert(t.step_tokens.end(), s.step_tokens.begin(), s.step_tokens.end());
     t.tokens_run += s.tokens_run;
     t.dummy_steps += s.dummy_steps;
+    // A cache in tiers: every replica has tiers of its own (its HBM, its host's DRAM and
+    // disk); the fleet's hits and loads are their sums.
+    if (t.tiers.empty())
+      for (const simulated_tier& k : s.tiers) t.tiers.push_back({.tier = k.tier});
+    for (std::size_t k = 0; k < s.tiers.size(); ++k) {
+      t.tiers[k].hit_blocks += s.tiers[k].hit_blocks;
+      t.tiers[k].hit_tokens += s.tiers[k].hit_tokens;
+      t.tiers[k].load_seconds += s.tiers[k].load_seconds;
+    }
+    t.tier_looked_up_blocks += s.tier_looked_up_blocks;
   }
+  for (simulated_tier& k : t.tiers)
+    k.hit_rate = t.tier_looked_up_blocks ? static_cast<double>(k.hit_blocks) / static_cast<double>(t.tier_looked_up_blocks) : 0.0;
   if (t.seconds_waiting_for_blocks > 0) t.mean_waiting_for_blocks = blocked / t.seconds_waiting_for_blocks;
   t.requests = f.requests;
   summarize_first(f.requests, config.first_requests, t);
