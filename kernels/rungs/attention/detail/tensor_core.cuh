@@ -146,9 +146,9 @@ struct tensor_core_storage {
   __device__ __forceinline__ float* merge_l() { return merge_m() + MergeRows; }
 };
 
-/// The tensor-core decode agent: the group's rows are the rows of the warps' mma tiles, each
-/// token warp owns 16 keys of a tile and each of its dim warps 64 output dims; the token warps'
-/// states merge through shared memory at the end.
+/// The tensor-core decode agent: the group's rows are the rows of the warps' S = Q K^T mma
+/// tiles; each warp owns kWarpKeys keys of a tile (8-key slices) and every output dim, so no two
+/// warps read the same K or V bytes; the warps' states merge through shared memory at the end.
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
@@ -162,19 +162,18 @@ struct tensor_core_decode_agent {
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = geometry::tile_tokens(HeadDim);
-  static constexpr int kTokenWarps = kTile / 16;
-  static constexpr int kDimWarps = kWarps / kTokenWarps;
-  static constexpr int kWarpDims = HeadDim / kDimWarps;
+  static constexpr int kWarpKeys = kTile / kWarps;  // D 128: 8, D 64: 16
+  static constexpr int kSlices = kWarpKeys / 8;
   static constexpr int kKSteps = HeadDim / 16;
+  static constexpr int kDimTiles = HeadDim / 16;
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
-  static constexpr bool kHighRows = Group > 8;       // rows 8-15 of the tiles hold heads
-  static constexpr int kHalves = kHighRows ? 2 : 1;  // accumulator row halves in use
+  static constexpr int kHalves = Group > 8 ? 2 : 1;  // head tiles: heads g (and g + 8: group 16)
   static constexpr int kRowsKept = 8 * kHalves;
-  static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
+  static_assert(kWarpKeys % 8 == 0);
 
   // fp8: the scores' scale and the V scale (values read from global memory, unlike the 16-bit
   // path's kernel parameter) wait in shared memory (tensor_core_storage::scales).
-  using storage = tensor_core_storage<T, HeadDim, kTile, kTokenWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
   using pipeline = typename storage::pipeline;
   using tile_layout = typename storage::tile_layout;
 
@@ -189,17 +188,17 @@ struct tensor_core_decode_agent {
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     auto [tid, warp, lane, g, t4] = fragment_lane{};  // g, t4: re-read after an fp8 loop
-    const int token_warp = warp % kTokenWarps;
-    const int dim_warp = warp / kTokenWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
     // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
-    // write zeros or an empty split: the queries are not read).
+    // write zeros or an empty split: the queries are not read). Below group 16, rows 8-15 of
+    // the mma tiles repeat rows 0-7 (their scores are not used): loaded values stay in their
+    // registers, where zeros were re-made in the loop at every tile (16 moves at head dim 128).
     const T* q_rows[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int head = g + 8 * h;
-      q_rows[h] = num_tiles > 0 && h < kHalves && head < Group
+      const int head = kHalves == 2 ? g + 8 * h : g;
+      q_rows[h] = num_tiles > 0 && head < Group
                       ? q + static_cast<std::int64_t>(rows.seq) * q_stride +
                             static_cast<std::int64_t>(rows.first_head + head) * HeadDim
                       : nullptr;
@@ -208,14 +207,16 @@ struct tensor_core_decode_agent {
     load_q_fragments<T>(qa, q_rows, t4);
 
     float m[kHalves], l[kHalves];
-    float o[kWarpDims / 8][4];
+    float o[kHalves][kDimTiles][4];  // O^T: dims x heads (slice_values)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       m[h] = kNegInf;
       l[h] = 0.0f;
-    }
 #pragma unroll
-    for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+      for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
+    }
+    // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile).
+    const slice_rows<tile_layout> slice{warp * kWarpKeys, lane};
 
     if (kFp8 && tid == 0) {  // published by the first tile's barrier (or the merge's)
       smem.scales()[0] = scale_log2;
@@ -235,27 +236,29 @@ struct tensor_core_decode_agent {
         k_tile = pipe.k_tile(tile);
         v_tile = pipe.v_tile(tile);
       }
-      const int first_key = kv_begin + tile * kTile + token_warp * 16;  // the warp's 16 keys
-      if (first_key >= kv_end) continue;                                // warp-uniform
-
-      float s[2][4];
-      score_fragments<T, tile_layout>(s, qa, k_tile, token_warp * 16, lane);
-      std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
+      const int first_key = kv_begin + tile * kTile + warp * kWarpKeys;  // the warp's keys
+      if (first_key >= kv_end) continue;                                  // warp-uniform
+      constexpr std::uint32_t kSliceBytes = 8 * HeadDim * sizeof(T);
+      float s[kSlices][4];
+#pragma unroll
+      for (int j = 0; j < kSlices; ++j) slice_scores<T>(s[j], qa, shared_address(k_tile) + j * kSliceBytes, slice);
+      std::uint32_t p[kSlices][kHalves];
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        softmax_fragments<T, Mod.soft_cap>(
-            s, h, scale_log2, transform,
+        softmax_slices<T, Mod.soft_cap>(
+            s, h, t4, scale_log2, transform,
             [&](int j, int e, float v, float (&x)[2]) {  // keys past the end: zero-filled, masked
               const int key = first_key + 8 * j + 2 * t4 + e;
               x[e] = key < kv_end ? v : kNegInf;
             },
-            m[h], l[h], o, pa);
+            m[h], l[h], o, p);
       }
-      value_fragments<T, tile_layout>(o, pa, v_tile, token_warp * 16, dim_warp * (kWarpDims / 8), lane);
+#pragma unroll
+      for (int j = 0; j < kSlices; ++j) slice_values<T>(o, p[j], shared_address(v_tile) + j * kSliceBytes, slice);
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
-    // ---- merge the token warps' states (log-sum-exp) and hand rows to the epilogue ---------
+    // ---- merge the warps' states (log-sum-exp) and hand rows to the epilogue ---------------
     if constexpr (kFp8) {
       // The fp8 loop uses every register of the 4-CTA budget: rather than hold the lane's row
       // g across it (ptxas spills it), read the thread index anew (a volatile read the
@@ -264,17 +267,16 @@ struct tensor_core_decode_agent {
       g = lane_again / 4;
       t4 = lane_again % 4;
     }
-    // merge_o [token warp][row][HeadDim], merge_m and merge_l [token warp][row]
-    stash_fragments<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), token_warp * kRowsKept + g,
-                             dim_warp * kWarpDims, dim_warp == 0 && t4 == 0, t4, o, m, l);
+    // merge_o [warp][row][HeadDim], merge_m and merge_l [warp][row]
+    stash_slices<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), warp * kRowsKept, g, t4, t4 == 0, o, m, l);
     __syncthreads();
 
     for (int item = tid; item < Group * kRowVecs; item += kThreads) {
       const int row = item / kRowVecs;
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
-      merge_row_states<kTokenWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
-                                             row_max, sum);
+      merge_row_states<kWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
+                                        row_max, sum);
       if constexpr (kFp8) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) out[e] *= smem.scales()[1];
