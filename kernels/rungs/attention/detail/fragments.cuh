@@ -1,9 +1,11 @@
 // The warp-level fragment steps of the tensor-core attention kernels (FlashInfer's
 // compute_qk / update_mdo_states / compute_sfm_v): Q as A fragments, S = Q K^T from a
 // swizzled K tile, one online-softmax step that leaves P as A fragments in registers, O += P V
-// from a swizzled V tile, and a warp's state written out for the cross-warp merge. The
-// tensor-core decode and prefill agents (tensor_core.cuh) both call these, so a change to a
-// step is made once; scripts/sass-check compares their SASS instance by instance.
+// from a swizzled V tile, and a warp's state written out for the cross-warp merge (the
+// prefill's); the decode's transposed counterparts over 8-key slices (slice_scores,
+// softmax_slices, O^T += V^T P^T in slice_values, stash_slices); the masking and online max
+// both share. The tensor-core decode and prefill agents (tensor_core.cuh) call these, so a
+// change to a step is made once; scripts/sass-check compares their SASS instance by instance.
 //
 // A warp holds 16 rows of the mma tile; lane l owns rows g = l/4 and g + 8 ("halves" 0 and 1)
 // and, of each 8-wide tile, columns 2 t4 and 2 t4 + 1 (t4 = l % 4).
@@ -177,19 +179,21 @@ __device__ __forceinline__ void value_fragments(float (&o)[OTiles][4], const std
 // of a 16-dim tile; heads 2 t4, +1) are all live up to group 8 (Q P V's would leave rows 8-15
 // idle), D/16 tiles of 4 floats per 8 heads.
 
-/// Element offsets, in a swizzled stage (Pipeline::place: chunk c of key k at c ^ (k % 8)), of
-/// the row lane `lane` gives ldmatrix.x4 over the 8 keys from first_key (a multiple of 8) and the
-/// 4 chunks from 4 i: key first_key + lane % 8, chunk 4 i + lane / 8. The swizzle permutes
-/// chunks within groups of 8 and leaves bit 3 alone, so chunk 4 i's place is chunk 4 (i % 2)'s
-/// plus 8 (i / 2) chunks: two offsets and immediates (no per-tile XOR).
+/// Element offsets, in a stage of ldmatrix rows (Pipeline::place), of the row lane `lane` gives
+/// ldmatrix.x4 over the 8 keys from first_key (a multiple of 8) and the 4 chunks from 4 i: key
+/// first_key + lane % 8, chunk 4 i + lane / 8 (.x2: lanes 0-15, chunks 4 i, 4 i + 1). Swizzled
+/// rows (chunk c of key k at c ^ (k % 8)): the swizzle permutes chunks within groups of 8 and
+/// leaves bit 3 alone, so chunk 4 i's place is chunk 4 (i % 2)'s plus 8 (i / 2) chunks; padded
+/// rows: chunk 0's plus 4 i chunks. Either way two offsets and immediates (no per-tile XOR).
 template <class Pipeline>
 struct slice_rows {
   int at[2];
   __device__ __forceinline__ slice_rows(int first_key, int lane)
-      : at{Pipeline::place(0, first_key + (lane & 7), lane >> 3), Pipeline::place(0, first_key + (lane & 7), 4 + (lane >> 3))} {}
+      : at{Pipeline::place(0, first_key + (lane & 7), lane >> 3),
+           Pipeline::place(0, first_key + (lane & 7), Pipeline::Swizzle ? 4 + (lane >> 3) : lane >> 3)} {}
   /// Byte offset of the rows of chunks 4 i .. 4 i + 3 (elements of 16 bits).
   __device__ __forceinline__ std::uint32_t bytes(int i) const {
-    return static_cast<std::uint32_t>(at[i & 1] + (i >> 1) * 64) * 2u;
+    return static_cast<std::uint32_t>(Pipeline::Swizzle ? at[i & 1] + (i >> 1) * 64 : at[0] + i * 32) * 2u;
   }
 };
 
@@ -198,7 +202,6 @@ struct slice_rows {
 template <class T, class Pipeline, int KSteps>
 __device__ __forceinline__ void slice_scores(float (&s)[4], const std::uint32_t (&qa)[KSteps][4],
                                              std::uint32_t k_stage, const slice_rows<Pipeline>& rows) {
-  static_assert(KSteps % 2 == 0, "one ldmatrix.x4 covers two k16 steps");
   s[0] = s[1] = s[2] = s[3] = 0.0f;
 #pragma unroll
   for (int i = 0; i < KSteps / 2; ++i) {
@@ -206,6 +209,11 @@ __device__ __forceinline__ void slice_scores(float (&s)[4], const std::uint32_t 
     ldmatrix_x4(b, k_stage + rows.bytes(i));
     mma_m16n8k16<T>(s, qa[2 * i], b[0], b[1]);
     mma_m16n8k16<T>(s, qa[2 * i + 1], b[2], b[3]);
+  }
+  if constexpr (KSteps % 2 != 0) {  // head dims 80 and 112: the last k step alone
+    std::uint32_t b[2];
+    ldmatrix_x2(b, k_stage + rows.bytes(KSteps / 2));
+    mma_m16n8k16<T>(s, qa[KSteps - 1], b[0], b[1]);
   }
 }
 
@@ -217,7 +225,6 @@ __device__ __forceinline__ void slice_scores(float (&s)[4], const std::uint32_t 
 template <class T, class Pipeline, int HeadTiles, int DimTiles>
 __device__ __forceinline__ void slice_values(float (&o)[HeadTiles][DimTiles][4], const std::uint32_t (&p)[HeadTiles],
                                              std::uint32_t v_stage, const slice_rows<Pipeline>& rows) {
-  static_assert(DimTiles % 2 == 0, "one ldmatrix.x4.trans covers two 16-dim tiles");
 #pragma unroll
   for (int i = 0; i < DimTiles / 2; ++i) {
     std::uint32_t a[4];
@@ -227,6 +234,12 @@ __device__ __forceinline__ void slice_values(float (&o)[HeadTiles][DimTiles][4],
       mma_m16n8k8<T>(o[h][2 * i], a[0], a[1], p[h]);
       mma_m16n8k8<T>(o[h][2 * i + 1], a[2], a[3], p[h]);
     }
+  }
+  if constexpr (DimTiles % 2 != 0) {  // head dim 80: the last 16 dims alone
+    std::uint32_t a[2];
+    ldmatrix_x2_trans(a, v_stage + rows.bytes(DimTiles / 2));
+#pragma unroll
+    for (int h = 0; h < HeadTiles; ++h) mma_m16n8k8<T>(o[h][DimTiles - 1], a[0], a[1], p[h]);
   }
 }
 

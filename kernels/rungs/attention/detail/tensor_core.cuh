@@ -1,31 +1,39 @@
-// Tensor-core GQA decode (FlashInfer's layout): the query heads of one KV head's GQA group are
-// the rows of mma.sync.m16n8k16 tiles (padded to 16), so a score is one element of an HMMA
-// accumulator instead of a 16-lane shuffle butterfly, and P V runs on tensor cores too.
+// Tensor-core GQA decode (FlashInfer's layout for the scores): the query heads of one KV
+// head's GQA group are the rows of mma.sync.m16n8k16 tiles (padded to 16), so a score is one
+// element of an HMMA accumulator instead of a 16-lane shuffle butterfly, and P V runs on
+// tensor cores too.
 //
 // Same contract as the SIMT decode (paged_attention_kernel with Decode = true): the same
 // attention_params, grid (split, KV head, sequence), KV pipeline (3 stages of
 // geometry::tile_tokens(D) tokens, 16-byte cp.async, block ids fetched a tile ahead), and the
 // same epilogue (output rows, or the split workspace the merge kernel reads). It differs in:
 //
-//  * Warps. The 4 warps split a tile as token warps x dim warps: each token warp owns 16 keys
-//    (one k16 slice of P V) and computes their scores over the whole head dim (S = Q K^T:
-//    D/8 HMMA); each dim warp of it accumulates D/dim-warps = 64 output dims (P V: 8 HMMA).
-//    D 64: 4 x 1 warps and 64-key tiles; D 128: 2 x 2 and 32. Dim warps
-//    of one token warp compute the same scores (the tensor cores have the time; the scores
-//    never cross warps).
+//  * Warps. Each of the 4 warps owns a quarter of a tile's keys (D 128: 8 of 32; D 64: 16 of
+//    64, two 8-key slices) and every output dim, so no two warps read the same K or V bytes
+//    (shared-memory traffic is the tile loop's bound on sm_90: the ldmatrix reads and the
+//    copies' writes, 256 cycles per tile against 223-300 issued instructions; until
+//    2026-11-27 2 token warps x 2 dim warps read every K slice twice, 6 KiB per warp and
+//    tile instead of 4). The warps' states merge through shared memory at the end.
 //  * Fragments. Q is held as A fragments (unscaled, in T, loaded once); K comes from shared
-//    memory through ldmatrix.x4 (rows = keys: B of S, "col"), V through ldmatrix.x4.trans
-//    (B of P V). The score accumulator's layout (row = head g = lane/4, keys 2 (lane%4), +1)
-//    is the A fragment layout of P, so P goes from S to the second mma in registers, rounded
-//    to T (as FlashAttention-2 and FlashInfer do; the softmax sum l stays fp32).
-//  * Softmax. Scores are scaled by sm_scale log2(e) in fp32 after the mma; a row's max over
-//    a warp's 16 keys is 2 shuffles within the lane quad; each thread keeps a partial l, summed
-//    over the quad at the end.
+//    memory through ldmatrix.x4 (rows = keys: B of S = Q K^T, "col", m16n8k16), 8 keys per
+//    mma. The score accumulator (row = head g = lane/4, keys 2 (lane%4), +1) is the B fragment
+//    of P^T, so the value step runs transposed: O^T (dims x heads) += V^T P^T, mma m16n8k8
+//    with A = V^T from ldmatrix.x4.trans (one x4: 32 dims of the slice's 8 keys) and B = P^T
+//    rounded to T (as FlashAttention-2 and FlashInfer round P; the softmax sum l stays fp32).
+//    The accumulators are D/16 tiles of 4 floats per 8 heads, all live (Q P V's rows 8-15
+//    would idle below group 16).
+//  * Softmax. Scores are scaled by sm_scale log2(e) in fp32 after the mma; a head's max over a
+//    warp's keys of a tile is 2 shuffles within the lane quad; an accumulator column's head
+//    is another quad's, so its rescale factor comes by 2 shuffles per 8 heads; each thread
+//    keeps a partial l, summed over the quad at the end.
 //  * Shared memory. A key's row of D/8 16-byte chunks is stored with chunk c at c ^ (key % 8),
-//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts).
+//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts); a
+//    warp's keys keep their places from tile to tile, so its ldmatrix addresses are two
+//    per-thread offsets and immediates (slice_rows).
 //
-// Groups up to 8 use rows 0-7 only (the upper 8 rows of A are zero registers, their
-// accumulators unused); group 16 fills the tile.
+// Groups up to 8 use rows 0-7 only (rows 8-15 of A repeat them: loaded registers, where
+// zeros were re-made in the loop; their scores are not used); group 16 fills the tile and
+// doubles the value step (two 8-head B fragments).
 //
 // Score transforms (score_mod.hpp) are the SIMT decode's policies, compiled in by ModBits: a
 // sliding window starts the CTA's keys at the query's window (decode_kv_begin, as the SIMT
@@ -71,7 +79,7 @@ struct fp8_tile_widening {
   /// The rows the mma loop reads: T, swizzled (a 16-bit cache's pipeline stages are these).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, kThreads, geometry::stages, true>;
   static constexpr int kVecs = Tile * HeadDim / 8;  // 8-element vectors of a K or V tile
-  static_assert(kVecs % kThreads == 0);
+  static_assert(!is_fp8_element<KV> || kVecs % kThreads == 0);
   /// Shared memory of the widened K and V tiles.
   static constexpr std::size_t kBytes = std::size_t{2} * Tile * HeadDim * sizeof(T);
 
@@ -81,7 +89,7 @@ struct fp8_tile_widening {
   /// Thread tid widens vectors tid + k kThreads: token tid / (D/8) + k kThreads / (D/8), chunk
   /// tid % (D/8). kThreads / (D/8) tokens is a multiple of the swizzle's 8 rows, so every k
   /// has the same swizzled chunk: one place per thread, and k only adds whole rows.
-  static_assert((kThreads / (HeadDim / 8)) % 8 == 0);
+  static_assert(!is_fp8_element<KV> || (kThreads / (HeadDim / 8)) % 8 == 0);
   __device__ __forceinline__ static void widen(const KV* from, T* to, int tid) {
     const KV* src = from + tid * 8;
     T* dst = to + tile_layout::place(0, tid / (HeadDim / 8), tid % (HeadDim / 8));
@@ -102,8 +110,8 @@ struct fp8_tile_widening {
   }
 };
 
-/// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; swizzled
-/// rows of T, or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
+/// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; rows of T
+/// swizzled or padded for ldmatrix (kv_pipeline's LdmatrixRows), or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
 /// floats past them, reused after the pipeline drains for MergeRows rows' states (HeadDim
 /// floats, a max and a sum each). The scales outlive the merge area: an fp8 decode reads them
 /// once per tile and once after the merge (its loop is at the 4-CTA register budget, and a value
@@ -112,7 +120,10 @@ template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, int Scale
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(KV);
+  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
+  /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
+  using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
   static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;
   static constexpr std::size_t kScaleBytes = std::size_t{ScaleFloats} * sizeof(float);
   static constexpr std::size_t kMergeBytes = std::size_t{MergeRows} * (HeadDim + 2) * sizeof(float);
@@ -123,14 +134,11 @@ struct tensor_core_storage {
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
 
-  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
-  /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
-  using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued.
   __device__ __forceinline__ pipeline start(const kv_source<KV>& src, int kv_begin, int kv_end, int num_tiles,
                                             int tid) {
     KV* k = reinterpret_cast<KV*>(bytes);
-    pipeline pipe{src, k, k + geometry::stages * Tile * HeadDim, kv_begin, kv_end, num_tiles, tid,
+    pipeline pipe{src, k, k + geometry::stages * pipeline::kStageElems, kv_begin, kv_end, num_tiles, tid,
                   (1 << src.log2_block) - 1, {}};
     pipe.start();
     return pipe;
@@ -155,9 +163,10 @@ struct tensor_core_decode_agent {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 queries");
   static_assert(std::is_same_v<KV, T> || kFp8, "the tensor-core decode takes a cache of the queries' type or fp8");
-  static_assert(HeadDim == 64 || HeadDim == 128,
-                "the tensor-core decode supports head dims 64 and 128 (80, 96, 256: the SIMT decode)");
-  static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the tensor-core decode takes GQA groups 1-8 and 16");
+  static_assert(geometry::tensor_core_decode_fits(HeadDim, Group),
+                "the tensor-core decode takes head dims 64, 80, 96, 128 and GQA groups 1-8, 16 (head dim 256: the "
+                "SIMT decode)");
+  static_assert(!kFp8 || HeadDim % 64 == 0, "the fp8 widening takes head dims 64 and 128");
 
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
@@ -238,7 +247,7 @@ struct tensor_core_decode_agent {
       }
       const int first_key = kv_begin + tile * kTile + warp * kWarpKeys;  // the warp's keys
       if (first_key >= kv_end) continue;                                  // warp-uniform
-      constexpr std::uint32_t kSliceBytes = 8 * HeadDim * sizeof(T);
+      constexpr std::uint32_t kSliceBytes = 8 * tile_layout::kRowElems * sizeof(T);
       float s[kSlices][4];
 #pragma unroll
       for (int j = 0; j < kSlices; ++j) slice_scores<T>(s[j], qa, shared_address(k_tile) + j * kSliceBytes, slice);
