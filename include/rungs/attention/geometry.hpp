@@ -61,8 +61,8 @@ constexpr int ctas_per_sm(int sm, int rows_per_thread) {
 }
 
 /// The tensor-core decode (kernels/.../tensor_core.cuh) holds per thread what fits the register
-/// budget of this many SIMT query rows at every group it takes (query fragments, 32
-/// accumulators of 64 output dims, a few softmax values).
+/// budget of this many SIMT query rows at every shape it takes (query fragments, D/16 x 4
+/// accumulators per 8 heads: 32 at head dim 128, 64 at group 16, a few softmax values).
 inline constexpr int tensor_core_decode_budget_rows = 4;
 /// CTAs per SM the tensor-core decode is built for, its __launch_bounds__ minimum (and the
 /// planner's CTA slots for it): ctas_per_sm(sm, 4), 4 on sm_90, 3 on sm_80.
