@@ -987,13 +987,17 @@ class parser {
         fail(s.line, "ldmatrix needs " + std::to_string(in.vec) + " destination registers and an address", s.text);
       }
     }
-    if (in.code == op::mma) {  // {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3}
-      const std::size_t sizes[4] = {4, 4, 2, 4};
+    if (in.code == op::mma) {  // {d0..d3}, {a0..a3}, {b0, b1}, {c0..c3} (k8: {a0, a1}, {b0})
+      const std::size_t sizes[4] = {4, 2u * in.vec, in.vec, 4};
       for (std::size_t k = 0; k < 4; ++k) {
         const operand& o = in.ops[k];
         bool regs = o.kind == operand::k_vec && o.elems.size() == sizes[k];
         for (const operand& e : o.elems) regs = regs && e.kind == operand::k_reg;
-        if (!regs) fail(s.line, "mma.m16n8k16 takes register vectors of 4, 4, 2 and 4 elements", s.text);
+        if (!regs) {
+          fail(s.line, in.vec == 2 ? "mma.m16n8k16 takes register vectors of 4, 4, 2 and 4 elements"
+                                   : "mma.m16n8k8 takes register vectors of 4, 2, 1 and 4 elements",
+               s.text);
+        }
       }
     }
   }
@@ -1082,14 +1086,18 @@ class parser {
     if (name == "mma") {
       // The tensor-core shape of FlashInfer-style GQA decode and prefill; other shapes and
       // types are not implemented (and fail when executed, naming themselves).
-      if (opcode == "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" ||
-          opcode == "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") {
-        in.code = op::mma;
-        in.type = vtype::f32;
-        in.type2 = parts[7] == "f16" ? vtype::f16 : vtype::bf16;
-        return;
+      for (const char* shape : {"m16n8k16", "m16n8k8"}) {
+        const std::string form = std::string("mma.sync.aligned.") + shape + ".row.col.f32.";
+        if (opcode == form + "f16.f16.f32" || opcode == form + "bf16.bf16.f32") {
+          in.code = op::mma;
+          in.type = vtype::f32;
+          in.type2 = parts[7] == "f16" ? vtype::f16 : vtype::bf16;
+          in.vec = shape[6] == '1' ? 2 : 1;  // K / 8
+          return;
+        }
       }
-      return unsupported("mma form '" + opcode + "' (implemented: m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+      return unsupported("mma form '" + opcode +
+                         "' (implemented: m16n8k16 and m16n8k8 .row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
     }
     if (name == "prefetch" || name == "prefetchu") {  // a cache hint: prefetch{.global,.local}.{L1,L2}[::evict_*]
       static const std::unordered_set<std::string_view> forms{

@@ -58,7 +58,7 @@ struct instr {
   cmp compare = cmp::eq;         // setp
   shfl_mode mode = shfl_mode::bfly;
   rounding round = rounding::none;
-  std::uint8_t vec = 1;          // ld/st: .v2/.v4; ldmatrix: .x1/.x2/.x4 (matrices)
+  std::uint8_t vec = 1;          // ld/st: .v2/.v4; ldmatrix: .x1/.x2/.x4 (matrices); mma: K / 8 (k8: 1, k16: 2)
   bool trans = false;            // ldmatrix .trans
   bool satfinite = false;        // cvt .satfinite
   atom_op aop = atom_op::add;    // atom/red

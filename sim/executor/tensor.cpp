@@ -51,6 +51,7 @@ void executor::ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_
 //   a0 = A[g][2t, 2t+1], a1 = A[g+8][2t, 2t+1], a2 = A[g][2t+8, 2t+9], a3 = A[g+8][2t+8, 2t+9];
 //   b0 = B[2t, 2t+1][g], b1 = B[2t+8, 2t+9][g];
 //   c0, c1 = C[g][2t, 2t+1], c2, c3 = C[g+8][2t, 2t+1] (and d likewise).
+// m16n8k8 (vec 1) is the first half in k: A 16x8 (a0, a1), B 8x8 (b0).
 // Every input is read before any output is written (d may be c). Each element is computed in
 // double (the 16 products of 16-bit values are exact) and rounded once to f32, nearest even;
 // NaN results are canonical. Tensor cores' accumulation order and intermediate rounding are
@@ -63,19 +64,20 @@ void executor::mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mas
     const auto h = static_cast<std::uint16_t>(reg >> (16 * upper));
     return bf ? rungs::detail::bf16_bits_to_float(h) : rungs::detail::f16_bits_to_float(h);
   };
+  const unsigned kk = 8u * in.vec;  // K: 16 or 8
   double a[16][16], b[16][8], c[16][8];
   const auto& av = in.ops[1].elems;
   const auto& bv = in.ops[2].elems;
   const auto& cv = in.ops[3].elems;
   for (unsigned l = 0; l < kLanes; ++l) {
     const unsigned g = l / 4, t = l % 4;
-    for (unsigned i = 0; i < 4; ++i) {
+    for (unsigned i = 0; i < 2u * in.vec; ++i) {
       const std::uint64_t reg = get(w, av[i], l);
       const unsigned row = g + ((i & 1) != 0 ? 8 : 0), col = 2 * t + (i >= 2 ? 8 : 0);
       a[row][col] = element(reg, 0);
       a[row][col + 1] = element(reg, 1);
     }
-    for (unsigned i = 0; i < 2; ++i) {
+    for (unsigned i = 0; i < in.vec; ++i) {
       const std::uint64_t reg = get(w, bv[i], l);
       b[2 * t + 8 * i][g] = element(reg, 0);
       b[2 * t + 8 * i + 1][g] = element(reg, 1);
@@ -87,7 +89,7 @@ void executor::mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mas
     for (unsigned i = 0; i < 4; ++i) {
       const unsigned row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
       double d = c[row][col];
-      for (unsigned k = 0; k < 16; ++k) d += a[row][k] * b[k][col];
+      for (unsigned k = 0; k < kk; ++k) d += a[row][k] * b[k][col];
       set(w, in.ops[0].elems[i], l, f32_out(static_cast<float>(d), false, false));
     }
   }

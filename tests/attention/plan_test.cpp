@@ -278,17 +278,17 @@ TEST_CASE("split merge geometry: chunks of a row's head dim, lanes per row, rows
   CHECK(geo::merge_rows_per_cta(80, 64) == 2);
 }
 
-TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+ (on sm_90 every shape but head dim 128, "
-          "group 1), the SIMT decode otherwise") {
+TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 64 and 128 on sm_80+ (on sm_90 "
+          "every shape the kernel takes), the SIMT decode otherwise") {
   const ra::device_info a100{108, 80}, l40{142, 89}, b200{148, 100};
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
   using enum ra::decode_kernel;
   using all = every_tensor_core_set;
   // On sm_90, by scripts/sass-check's issue margins (benchmarks/RESULTS.md; measured at group 8:
-  // 0.855x the SIMT decode's time, a tie at group 4): tensor cores but at head dim 128, group 1.
+  // 0.855x the SIMT decode's time, a tie at group 4): tensor cores wherever they fit.
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 4
   CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 8
-  CHECK(ra::plan_decode(config(32, 32, 128, 16), bucket, h100).kernel == simt);         // group 1
+  CHECK(ra::plan_decode(config(32, 32, 128, 16), bucket, h100).kernel == tensor_cores); // group 1
   CHECK(ra::plan_decode(config(32, 16, 128, 16), bucket, h100).kernel == tensor_cores); // group 2
   CHECK(ra::plan_decode(config(32, 2, 128, 16), bucket, h100).kernel == tensor_cores);  // group 16
   CHECK(ra::plan_decode(config(32, 32, 64, 16), bucket, h100).kernel == tensor_cores);  // head dim 64, group 1
@@ -302,7 +302,10 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+ (on 
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, b200).kernel == tensor_cores);  // sm_100
   CHECK(ra::plan_decode<all>(config(16, 1, 64, 8), bucket, h100).kernel == tensor_cores);  // group 16
   CHECK(ra::plan_decode<all>(config(24, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 3
-  CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == simt);           // head dim 96
+  CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == tensor_cores);   // head dim 96
+  CHECK(ra::plan_decode(config(32, 32, 80, 16), bucket, h100).kernel == tensor_cores);  // head dim 80, group 1
+  CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, a100).kernel == simt);  // 80 and 96 off sm_90: not measured
+  CHECK(ra::plan_decode(config(32, 8, 80, 16), bucket, b200).kernel == simt);
   CHECK(ra::plan_decode(config(32, 8, 256, 16), bucket, h100).kernel == simt);          // head dim 256
   // Score transforms run on either kernel: Mistral (window, group 4), gpt-oss's shape (D 64,
   // group 8, window 128; its sinks are an argument, not configuration), Gemma 2's soft-cap.
@@ -343,16 +346,22 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more on sm_80+ (on 
   // Forced: either way where the tensor-core decode fits; tensor cores elsewhere are refused.
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100, {.kernel = simt}).kernel == simt);
   CHECK(ra::plan_decode<all>(config(8, 8, 64, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
-  CHECK(error_of([&] { ra::plan_decode(config(32, 8, 96, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
-        "plan_options.kernel = tensor_cores cannot run head_dim = 96, group_size = 4 (the tensor-core decode takes "
-        "head dims 64, 128 and groups 1-8, 16)");
+  CHECK(error_of([&] { ra::plan_decode(config(32, 8, 256, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run head_dim = 256, group_size = 4 (the tensor-core decode takes "
+        "head dims 64, 80, 96, 128 and groups 1-8, 16)");
+  ra::attention_config fp8_96 = config(32, 8, 96, 16);  // the fp8 widening writes swizzled rows: 64 and 128
+  fp8_96.kv.type = ra::dtype::fp8_e4m3;
+  CHECK(ra::plan_decode(fp8_96, bucket, h100).kernel == simt);
+  CHECK(error_of([&] { ra::plan_decode(fp8_96, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3, head_dim = 96 (the tensor-core "
+        "decode takes fp8 caches at head dims 64 and 128)");
 }
 
 TEST_CASE("decode plan: the kernel is chosen among those the set compiles, and decode refuses any other") {
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
   const ra::device_info a100{108, 80};  // where group 4 runs on tensor cores
   using enum ra::decode_kernel;
-  // The default set's tensor-core instances are head dims 64 and 128 at groups 1, 2, 4, 8, 16:
+  // The default set's tensor-core instances are head dims 64, 80, 96, 128 at groups 1, 2, 4, 8, 16:
   // group 5 fits the kernel but has no instance, so the default plan is SIMT, sized for the
   // SIMT decode's CTA slots (3 per SM at 5 rows a thread on sm_90, not the 4 of tensor cores).
   const auto g5 = ra::plan_decode(config(40, 8, 128, 16), bucket, h100);

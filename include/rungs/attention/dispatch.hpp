@@ -159,8 +159,9 @@ struct tensor_core_decode_instances {
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
                 "rungs::attention::tensor_core_decode_instances: an element type is outside the supported f16, bf16");
-  static_assert(detail::all_within<HeadDims, values<64, 128>>::value,
-                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes head dims 64 and 128");
+  static_assert(detail::all_within<HeadDims, values<64, 80, 96, 128>>::value,
+                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes head dims 64, 80, 96 and "
+                "128");
   static_assert(detail::all_within<DecodeGroups, values<1, 2, 3, 4, 5, 6, 7, 8, 16>>::value,
                 "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes groups 1-8 and 16");
 
@@ -230,14 +231,14 @@ struct instantiation_set {
 using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dtype::fp8_e4m3>, values<128>, values<4>>;
 
 /// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dims
-/// 64 and 128, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8 heads), 8
-/// (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin is above
-/// the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode"; the
-/// planner's choice: plan.hpp, decode_wants_tensor_cores); groups 3, 5-7 and head dims 80, 96,
-/// 256 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core
-/// decode over the E4M3 cache (bf16, head dim 128, group 4).
+/// 64, 80, 96 and 128, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8
+/// heads), 8 (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin
+/// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode";
+/// the planner's choice: plan.hpp, decode_wants_tensor_cores); groups 3, 5-7 and head dim 256
+/// run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
+/// over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances =
-    tensor_core_decode_instances<supported_dtypes, values<64, 128>, values<1, 2, 4, 8, 16>>;
+    tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128>, values<1, 2, 4, 8, 16>>;
 
 /// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
 /// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT

@@ -408,7 +408,10 @@ inline std::string tensor_core_refusal(const attention_config& c, bool prefill) 
     os << "head_dim = " << c.shape.head_dim << " (the tensor-core prefill takes head dims 64 and 128)";
   } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
-       << " (the tensor-core decode takes head dims 64, 128 and groups 1-8, 16)";
+       << " (the tensor-core decode takes head dims 64, 80, 96, 128 and groups 1-8, 16)";
+  } else if (!prefill && c.quantized_cache() && c.shape.head_dim % 64 != 0) {
+    os << "kv cache dtype = " << name(c.cache_type()) << ", head_dim = " << c.shape.head_dim
+       << " (the tensor-core decode takes fp8 caches at head dims 64 and 128)";
   }
   return os.str();
 }
@@ -434,22 +437,23 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 
 // Whether plan_decode wants the tensor-core decode for head dim `head_dim` and GQA group `group`
 // on architecture `sm` (where the set has its instance).
-//  * sm_90: wherever scripts/sass-check's issue margin (modelled memory time over modelled issue
-//    time at full issue; bf16, H200, batch 64 x 4096, 32 query heads; benchmarks/RESULTS.md,
-//    "Issue margins of every default decode") is the tensor-core decode's: head dim 128, groups
-//    2, 4, 8, 16: 2.60, 2.56, 2.59, 3.06 against the SIMT decode's 1.92, 1.26, 0.75, 0.40; head
-//    dim 64, groups 1-16: 3.39-3.68 against 0.42-2.64. At head dim 128, group 1 the SIMT decode's
-//    2.64 beats 2.57, so it keeps the SIMT decode. Measured on an H100 80GB HBM3 (RESULTS.md,
-//    "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64 x context 4096,
-//    graph-replayed), with the kernels of that day: group 8 (64q/8kv) 0.855x the SIMT decode's
-//    time (394-430 against 497-503 us), group 4 (32q/8kv) a tie (0.985-0.990x in one process).
-//    The group-4 choice on sm_90 (tensor cores since issue 26, the SIMT decode before) and every
-//    head-dim-64 and group-1, 2 and 16 choice follow the model only: not measured.
-//  * Other architectures (no SASS model): groups of 4 and more, where the SIMT decode's
-//    per-score shuffles bound it.
+//  * sm_90: wherever it fits, by scripts/sass-check's issue margin (modelled memory time over
+//    modelled issue time at full issue; bf16, H200, batch 64 x 4096, 32 query heads;
+//    benchmarks/RESULTS.md, "The tensor-core decode without duplicated K reads"): head dim
+//    128, groups 1, 2, 4, 8, 16: 3.76, 3.76, 3.76, 3.78, 3.27 against the SIMT decode's 2.64,
+//    1.92, 1.26, 0.75, 0.40; head dim 64: 3.42-3.78 against 0.42-2.64; head dim 96: 2.49-2.97
+//    against 0.29-1.63; head dim 80: 1.99-2.34 against 0.24-1.11. Measured on an H100 80GB
+//    HBM3 (RESULTS.md, "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64 x
+//    context 4096, graph-replayed), with the kernels of that day (2 token x 2 dim warps, since
+//    replaced): group 8 (64q/8kv) 0.855x the SIMT decode's time (394-430 against 497-503 us),
+//    group 4 (32q/8kv) a tie (0.985-0.990x in one process). Every other choice, and every
+//    choice with today's kernel, follows the model only: not measured.
+//  * Other architectures (no SASS model): groups of 4 and more at head dims 64 and 128, where
+//    the SIMT decode's per-score shuffles bound it (80 and 96 keep the SIMT decode until
+//    measured).
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
-  if (sm == 90) return !(head_dim == 128 && group == 1);
-  return group >= 4;
+  if (sm == 90) return true;
+  return group >= 4 && (head_dim == 64 || head_dim == 128);
 }
 
 // The planner's kernel, among those decode<Set, Mod> (prefill<Set, Mod>) compiles:

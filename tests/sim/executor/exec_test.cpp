@@ -829,9 +829,13 @@ TEST_CASE("ldmatrix.m8n8.x1/x2/x4 (.trans): lanes 8j..8j+7 address matrix j's ro
   }
 }
 
-TEST_CASE("mma.m16n8k16.row.col.f32.{f16,bf16}: D = A B + C in the ISA's fragment layout, fed by ldmatrix",
+TEST_CASE("mma.m16n8k16 and m16n8k8 .row.col.f32.{f16,bf16}: D = A B + C in the ISA's fragment layout, fed by ldmatrix",
           "[op:mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32]"
-          "[op:mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32]") {
+          "[op:mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32]"
+          "[op:mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32]"
+          "[op:mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32]") {
+  // m16n8k8 takes the first 8 columns of A (a0, a1) and rows of B (b0), so the same loads
+  // serve it; its D sums k < 8.
   // A (16x16, row-major) and B^T (8x16: B col-major) in shared memory, loaded the way
   // FlashInfer and CUTLASS do: ldmatrix.x4 with lane l at A's row l % 16, columns 8 (l / 16)..
   // gives a0..a3; ldmatrix.x2 with lane l at B^T's row l % 8, columns 8 (l / 8 % 2).. gives
@@ -863,7 +867,7 @@ TEST_CASE("mma.m16n8k16.row.col.f32.{f16,bf16}: D = A B + C in the ISA's fragmen
   add.s64 %rd7, %rd_c, %rd6;
   ld.global.v2.f32 {%c0, %c1}, [%rd7];
   ld.global.v2.f32 {%c2, %c3}, [%rd7+256];
-  mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 {%c0, %c1, %c2, %c3}, {%a0, %a1, %a2, %a3}, {%b0, %b1}, {%c0, %c1, %c2, %c3};
+  MMA
   add.s64 %rd7, %rd_d, %rd6;
   st.global.v2.f32 [%rd7], {%c0, %c1};
   st.global.v2.f32 [%rd7+256], {%c2, %c3};
@@ -898,8 +902,8 @@ BODY
   auto a_of = [](int r, int k) { return static_cast<double>((r * 16 + k) % 13 - 6); };
   auto b_of = [](int k, int n) { return static_cast<double>((k * 8 + n) % 7 - 3); };
   auto c_of = [](int r, int n) { return r * 8 + n + 0.5; };
-  for (const bool bf : {false, true}) {
-    INFO((bf ? "bf16" : "f16"));
+  for (const bool bf : {false, true}) for (const int kdim : {16, 8}) {
+    INFO((bf ? "bf16" : "f16") << " k" << kdim);
     std::vector<std::uint16_t> ab(384);  // A row-major [16][16], then B^T [8][16]
     auto narrow = [&](double x) {
       const auto f = static_cast<float>(x);
@@ -911,6 +915,11 @@ BODY
     for (int r = 0; r < 16; ++r) for (int n = 0; n < 8; ++n) c[static_cast<std::size_t>(r * 8 + n)] = static_cast<float>(c_of(r, n));
     std::string text = kernel_text;
     std::string body = body_template;
+    body.replace(body.find("MMA"), 3,
+                 kdim == 16 ? "mma.sync.aligned.m16n8k16.row.col.f32.TYPE.TYPE.f32 {%c0, %c1, %c2, %c3}, "
+                              "{%a0, %a1, %a2, %a3}, {%b0, %b1}, {%c0, %c1, %c2, %c3};"
+                            : "mma.sync.aligned.m16n8k8.row.col.f32.TYPE.TYPE.f32 {%c0, %c1, %c2, %c3}, "
+                              "{%a0, %a1}, {%b0}, {%c0, %c1, %c2, %c3};");
     for (std::size_t at; (at = body.find("TYPE")) != std::string::npos;) body.replace(at, 4, bf ? "bf16" : "f16");
     text.replace(text.find("BODY"), 4, body);
     host_memory mem;
@@ -921,15 +930,16 @@ BODY
     for (int r = 0; r < 16; ++r) {
       for (int n = 0; n < 8; ++n) {
         double want = c_of(r, n);
-        for (int k = 0; k < 16; ++k) want += a_of(r, k) * b_of(k, n);
+        for (int k = 0; k < kdim; ++k) want += a_of(r, k) * b_of(k, n);
         INFO("D[" << r << "][" << n << "]");
         CHECK(d[static_cast<std::size_t>(r * 8 + n)] == static_cast<float>(want));
       }
     }
     // By hand: D[0][0] = 0.5 + sum_k (k % 13 - 6)(k % 7 - 3) = 0.5 + 40 (lane 0's d0); D[1][2] =
-    // 10.5 + sum_k ((16 + k) % 13 - 6)((8k + 2) % 7 - 3) = 10.5 - 12 (lane 5's d0).
-    CHECK(d[0] == 40.5f);
-    CHECK(d[10] == -1.5f);
+    // 10.5 + sum_k ((16 + k) % 13 - 6)((8k + 2) % 7 - 3) = 10.5 - 12 (lane 5's d0). k < 8:
+    // D[0][0] = 0.5 + (18 + 10 + 4 + 0 - 2 - 2 + 0 - 3) = 25.5, D[1][2] = 10.5 + (3 + 0 - 1 + 0 + 3 - 6 - 6 - 4) = -0.5.
+    CHECK(d[0] == (kdim == 16 ? 40.5f : 25.5f));
+    CHECK(d[10] == (kdim == 16 ? -1.5f : -0.5f));
   }
 }
 

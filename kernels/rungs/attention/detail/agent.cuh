@@ -97,18 +97,24 @@ struct kv_source {
 /// The KV stream's shared-memory pipeline: Stages stages of Tile tokens of K and V (KV
 /// elements, rows of HeadDim), moved by 16-byte cp.async vectors spread over the CTA's Threads,
 /// tokens past kv_end zero-filled, never read; the block ids of a tile are fetched one tile
-/// ahead, so the table lookup's latency hides behind compute. Swizzle: a token's 16-byte chunk
-/// c is stored at c ^ (token % 8) (the tensor-core decode's ldmatrix reads 8 rows at once);
-/// otherwise rows are plain.
-template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool Swizzle>
+/// ahead, so the table lookup's latency hides behind compute. LdmatrixRows: rows that the
+/// tensor cores' ldmatrix reads 8 at a time without bank conflicts: where a row is whole groups
+/// of 8 16-byte chunks (head dims 64, 128, 256 of 16-bit elements) a token's chunk c is stored
+/// at c ^ (token % 8) (Swizzle); otherwise (80, 96) rows are padded by one chunk to an odd
+/// number of chunks (Padded: 8 consecutive rows start in 8 different bank groups). Otherwise
+/// rows are plain.
+template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool LdmatrixRows>
 struct kv_pipeline {
   static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
   static constexpr int kCopyVecs = HeadDim / kCopyElems;
   static_assert(HeadDim % kCopyElems == 0, "a cache row must be whole 16-byte vectors");
-  static_assert(!Swizzle || kCopyVecs % 8 == 0, "the swizzle permutes groups of 8 chunks");
+  static constexpr bool Swizzle = LdmatrixRows && kCopyVecs % 8 == 0;
+  static constexpr bool Padded = LdmatrixRows && !Swizzle;
+  static_assert(!Padded || kCopyVecs % 2 == 0, "a padded row must be an odd number of chunks");
+  static constexpr int kRowElems = HeadDim + (Padded ? kCopyElems : 0);  ///< elements between rows
   static constexpr int kTileVecs = Tile * kCopyVecs;
   static constexpr int kLoadsPerThread = (kTileVecs + Threads - 1) / Threads;
-  static constexpr int kStageElems = Tile * HeadDim;
+  static constexpr int kStageElems = Tile * kRowElems;
 
   const kv_source<KV>& src;
   KV* smem_k;  ///< [Stages][Tile][HeadDim]
@@ -125,6 +131,8 @@ struct kv_pipeline {
   __device__ __forceinline__ static int place(int v, int token, int c) {
     if constexpr (Swizzle) {
       return token * HeadDim + (c ^ (token & 7)) * kCopyElems;
+    } else if constexpr (Padded) {
+      return token * kRowElems + c * kCopyElems;
     } else {
       return v * kCopyElems;
     }

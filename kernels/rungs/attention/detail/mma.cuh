@@ -1,5 +1,5 @@
 // The PTX the tensor-core attention kernels are built from (the bottom layer, as CUB's
-// thread- and warp-level primitives): shared-memory addresses, ldmatrix, mma.sync m16n8k16
+// thread- and warp-level primitives): shared-memory addresses, ldmatrix, mma.sync m16n8k16 and m16n8k8
 // with fp32 accumulation, and the rounding of two floats to a pair of 16-bit values. Used by
 // the warp fragment steps (fragments.cuh).
 #pragma once
@@ -31,6 +31,17 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::ui
                : "memory");
 }
 
+/// ldmatrix.x2 (and .trans): lanes 0-15 give the row addresses of matrices 0 and 1.
+__device__ __forceinline__ void ldmatrix_x2(std::uint32_t (&r)[2], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(address) : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x2_trans(std::uint32_t (&r)[2], std::uint32_t address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(address)
+               : "memory");
+}
+
 /// d += A B, m16n8k16, fp32 accumulation, A and B in T (PTX ISA fragment layouts).
 template <class T>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
@@ -45,6 +56,20 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const std::uint32_t 
         "{%0, %1, %2, %3};\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+/// d += A B, m16n8k8, fp32 accumulation, A (a0: rows 0-7, a1: rows 8-15) and B in T.
+template <class T>
+__device__ __forceinline__ void mma_m16n8k8(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t b) {
+  if constexpr (std::is_same_v<T, __half>) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b));
+  } else {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(b));
   }
 }
 

@@ -1,31 +1,39 @@
-// Tensor-core GQA decode (FlashInfer's layout): the query heads of one KV head's GQA group are
-// the rows of mma.sync.m16n8k16 tiles (padded to 16), so a score is one element of an HMMA
-// accumulator instead of a 16-lane shuffle butterfly, and P V runs on tensor cores too.
+// Tensor-core GQA decode (FlashInfer's layout for the scores): the query heads of one KV
+// head's GQA group are the rows of mma.sync.m16n8k16 tiles (padded to 16), so a score is one
+// element of an HMMA accumulator instead of a 16-lane shuffle butterfly, and P V runs on
+// tensor cores too.
 //
 // Same contract as the SIMT decode (paged_attention_kernel with Decode = true): the same
 // attention_params, grid (split, KV head, sequence), KV pipeline (3 stages of
 // geometry::tile_tokens(D) tokens, 16-byte cp.async, block ids fetched a tile ahead), and the
 // same epilogue (output rows, or the split workspace the merge kernel reads). It differs in:
 //
-//  * Warps. The 4 warps split a tile as token warps x dim warps: each token warp owns 16 keys
-//    (one k16 slice of P V) and computes their scores over the whole head dim (S = Q K^T:
-//    D/8 HMMA); each dim warp of it accumulates D/dim-warps = 64 output dims (P V: 8 HMMA).
-//    D 64: 4 x 1 warps and 64-key tiles; D 128: 2 x 2 and 32. Dim warps
-//    of one token warp compute the same scores (the tensor cores have the time; the scores
-//    never cross warps).
+//  * Warps. Each of the 4 warps owns a quarter of a tile's keys (D 128: 8 of 32; D 64: 16 of
+//    64, two 8-key slices) and every output dim, so no two warps read the same K or V bytes
+//    (shared-memory traffic is the tile loop's bound on sm_90: the ldmatrix reads and the
+//    copies' writes, 256 cycles per tile against 223-300 issued instructions; until
+//    2026-11-27 2 token warps x 2 dim warps read every K slice twice, 6 KiB per warp and
+//    tile instead of 4). The warps' states merge through shared memory at the end.
 //  * Fragments. Q is held as A fragments (unscaled, in T, loaded once); K comes from shared
-//    memory through ldmatrix.x4 (rows = keys: B of S, "col"), V through ldmatrix.x4.trans
-//    (B of P V). The score accumulator's layout (row = head g = lane/4, keys 2 (lane%4), +1)
-//    is the A fragment layout of P, so P goes from S to the second mma in registers, rounded
-//    to T (as FlashAttention-2 and FlashInfer do; the softmax sum l stays fp32).
-//  * Softmax. Scores are scaled by sm_scale log2(e) in fp32 after the mma; a row's max over
-//    a warp's 16 keys is 2 shuffles within the lane quad; each thread keeps a partial l, summed
-//    over the quad at the end.
+//    memory through ldmatrix.x4 (rows = keys: B of S = Q K^T, "col", m16n8k16), 8 keys per
+//    mma. The score accumulator (row = head g = lane/4, keys 2 (lane%4), +1) is the B fragment
+//    of P^T, so the value step runs transposed: O^T (dims x heads) += V^T P^T, mma m16n8k8
+//    with A = V^T from ldmatrix.x4.trans (one x4: 32 dims of the slice's 8 keys) and B = P^T
+//    rounded to T (as FlashAttention-2 and FlashInfer round P; the softmax sum l stays fp32).
+//    The accumulators are D/16 tiles of 4 floats per 8 heads, all live (Q P V's rows 8-15
+//    would idle below group 16).
+//  * Softmax. Scores are scaled by sm_scale log2(e) in fp32 after the mma; a head's max over a
+//    warp's keys of a tile is 2 shuffles within the lane quad; an accumulator column's head
+//    is another quad's, so its rescale factor comes by 2 shuffles per 8 heads; each thread
+//    keeps a partial l, summed over the quad at the end.
 //  * Shared memory. A key's row of D/8 16-byte chunks is stored with chunk c at c ^ (key % 8),
-//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts).
+//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts); a
+//    warp's keys keep their places from tile to tile, so its ldmatrix addresses are two
+//    per-thread offsets and immediates (slice_rows).
 //
-// Groups up to 8 use rows 0-7 only (the upper 8 rows of A are zero registers, their
-// accumulators unused); group 16 fills the tile.
+// Groups up to 8 use rows 0-7 only (rows 8-15 of A repeat them: loaded registers, where
+// zeros were re-made in the loop; their scores are not used); group 16 fills the tile and
+// doubles the value step (two 8-head B fragments).
 //
 // Score transforms (score_mod.hpp) are the SIMT decode's policies, compiled in by ModBits: a
 // sliding window starts the CTA's keys at the query's window (decode_kv_begin, as the SIMT
@@ -71,7 +79,7 @@ struct fp8_tile_widening {
   /// The rows the mma loop reads: T, swizzled (a 16-bit cache's pipeline stages are these).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, kThreads, geometry::stages, true>;
   static constexpr int kVecs = Tile * HeadDim / 8;  // 8-element vectors of a K or V tile
-  static_assert(kVecs % kThreads == 0);
+  static_assert(!is_fp8_element<KV> || kVecs % kThreads == 0);
   /// Shared memory of the widened K and V tiles.
   static constexpr std::size_t kBytes = std::size_t{2} * Tile * HeadDim * sizeof(T);
 
@@ -81,7 +89,7 @@ struct fp8_tile_widening {
   /// Thread tid widens vectors tid + k kThreads: token tid / (D/8) + k kThreads / (D/8), chunk
   /// tid % (D/8). kThreads / (D/8) tokens is a multiple of the swizzle's 8 rows, so every k
   /// has the same swizzled chunk: one place per thread, and k only adds whole rows.
-  static_assert((kThreads / (HeadDim / 8)) % 8 == 0);
+  static_assert(!is_fp8_element<KV> || (kThreads / (HeadDim / 8)) % 8 == 0);
   __device__ __forceinline__ static void widen(const KV* from, T* to, int tid) {
     const KV* src = from + tid * 8;
     T* dst = to + tile_layout::place(0, tid / (HeadDim / 8), tid % (HeadDim / 8));
@@ -102,8 +110,8 @@ struct fp8_tile_widening {
   }
 };
 
-/// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; swizzled
-/// rows of T, or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
+/// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; rows of T
+/// swizzled or padded for ldmatrix (kv_pipeline's LdmatrixRows), or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
 /// floats past them, reused after the pipeline drains for MergeRows rows' states (HeadDim
 /// floats, a max and a sum each). The scales outlive the merge area: an fp8 decode reads them
 /// once per tile and once after the merge (its loop is at the 4-CTA register budget, and a value
@@ -112,7 +120,10 @@ template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, int Scale
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
-  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * Tile * HeadDim * sizeof(KV);
+  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
+  /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
+  using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
+  static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
   static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;
   static constexpr std::size_t kScaleBytes = std::size_t{ScaleFloats} * sizeof(float);
   static constexpr std::size_t kMergeBytes = std::size_t{MergeRows} * (HeadDim + 2) * sizeof(float);
@@ -123,14 +134,11 @@ struct tensor_core_storage {
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
 
-  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
-  /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
-  using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued.
   __device__ __forceinline__ pipeline start(const kv_source<KV>& src, int kv_begin, int kv_end, int num_tiles,
                                             int tid) {
     KV* k = reinterpret_cast<KV*>(bytes);
-    pipeline pipe{src, k, k + geometry::stages * Tile * HeadDim, kv_begin, kv_end, num_tiles, tid,
+    pipeline pipe{src, k, k + geometry::stages * pipeline::kStageElems, kv_begin, kv_end, num_tiles, tid,
                   (1 << src.log2_block) - 1, {}};
     pipe.start();
     return pipe;
@@ -146,35 +154,35 @@ struct tensor_core_storage {
   __device__ __forceinline__ float* merge_l() { return merge_m() + MergeRows; }
 };
 
-/// The tensor-core decode agent: the group's rows are the rows of the warps' mma tiles, each
-/// token warp owns 16 keys of a tile and each of its dim warps 64 output dims; the token warps'
-/// states merge through shared memory at the end.
+/// The tensor-core decode agent: the group's rows are the rows of the warps' S = Q K^T mma
+/// tiles; each warp owns kWarpKeys keys of a tile (8-key slices) and every output dim, so no two
+/// warps read the same K or V bytes; the warps' states merge through shared memory at the end.
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
   static constexpr bool kFp8 = is_fp8_element<KV>;
   static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 queries");
   static_assert(std::is_same_v<KV, T> || kFp8, "the tensor-core decode takes a cache of the queries' type or fp8");
-  static_assert(HeadDim == 64 || HeadDim == 128,
-                "the tensor-core decode supports head dims 64 and 128 (80, 96, 256: the SIMT decode)");
-  static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the tensor-core decode takes GQA groups 1-8 and 16");
+  static_assert(geometry::tensor_core_decode_fits(HeadDim, Group),
+                "the tensor-core decode takes head dims 64, 80, 96, 128 and GQA groups 1-8, 16 (head dim 256: the "
+                "SIMT decode)");
+  static_assert(!kFp8 || HeadDim % 64 == 0, "the fp8 widening takes head dims 64 and 128");
 
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = geometry::tile_tokens(HeadDim);
-  static constexpr int kTokenWarps = kTile / 16;
-  static constexpr int kDimWarps = kWarps / kTokenWarps;
-  static constexpr int kWarpDims = HeadDim / kDimWarps;
+  static constexpr int kWarpKeys = kTile / kWarps;  // D 128: 8, D 64: 16
+  static constexpr int kSlices = kWarpKeys / 8;
   static constexpr int kKSteps = HeadDim / 16;
+  static constexpr int kDimTiles = HeadDim / 16;
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
-  static constexpr bool kHighRows = Group > 8;       // rows 8-15 of the tiles hold heads
-  static constexpr int kHalves = kHighRows ? 2 : 1;  // accumulator row halves in use
+  static constexpr int kHalves = Group > 8 ? 2 : 1;  // head tiles: heads g (and g + 8: group 16)
   static constexpr int kRowsKept = 8 * kHalves;
-  static_assert(kTokenWarps * kDimWarps == kWarps && kWarpDims == 64);
+  static_assert(kWarpKeys % 8 == 0);
 
   // fp8: the scores' scale and the V scale (values read from global memory, unlike the 16-bit
   // path's kernel parameter) wait in shared memory (tensor_core_storage::scales).
-  using storage = tensor_core_storage<T, HeadDim, kTile, kTokenWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
   using pipeline = typename storage::pipeline;
   using tile_layout = typename storage::tile_layout;
 
@@ -189,17 +197,17 @@ struct tensor_core_decode_agent {
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     auto [tid, warp, lane, g, t4] = fragment_lane{};  // g, t4: re-read after an fp8 loop
-    const int token_warp = warp % kTokenWarps;
-    const int dim_warp = warp / kTokenWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
     // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
-    // write zeros or an empty split: the queries are not read).
+    // write zeros or an empty split: the queries are not read). Below group 16, rows 8-15 of
+    // the mma tiles repeat rows 0-7 (their scores are not used): loaded values stay in their
+    // registers, where zeros were re-made in the loop at every tile (16 moves at head dim 128).
     const T* q_rows[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int head = g + 8 * h;
-      q_rows[h] = num_tiles > 0 && h < kHalves && head < Group
+      const int head = kHalves == 2 ? g + 8 * h : g;
+      q_rows[h] = num_tiles > 0 && head < Group
                       ? q + static_cast<std::int64_t>(rows.seq) * q_stride +
                             static_cast<std::int64_t>(rows.first_head + head) * HeadDim
                       : nullptr;
@@ -208,14 +216,16 @@ struct tensor_core_decode_agent {
     load_q_fragments<T>(qa, q_rows, t4);
 
     float m[kHalves], l[kHalves];
-    float o[kWarpDims / 8][4];
+    float o[kHalves][kDimTiles][4];  // O^T: dims x heads (slice_values)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       m[h] = kNegInf;
       l[h] = 0.0f;
-    }
 #pragma unroll
-    for (int n = 0; n < kWarpDims / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+      for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
+    }
+    // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile).
+    const slice_rows<tile_layout> slice{warp * kWarpKeys, lane};
 
     if (kFp8 && tid == 0) {  // published by the first tile's barrier (or the merge's)
       smem.scales()[0] = scale_log2;
@@ -235,27 +245,29 @@ struct tensor_core_decode_agent {
         k_tile = pipe.k_tile(tile);
         v_tile = pipe.v_tile(tile);
       }
-      const int first_key = kv_begin + tile * kTile + token_warp * 16;  // the warp's 16 keys
-      if (first_key >= kv_end) continue;                                // warp-uniform
-
-      float s[2][4];
-      score_fragments<T, tile_layout>(s, qa, k_tile, token_warp * 16, lane);
-      std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
+      const int first_key = kv_begin + tile * kTile + warp * kWarpKeys;  // the warp's keys
+      if (first_key >= kv_end) continue;                                  // warp-uniform
+      constexpr std::uint32_t kSliceBytes = 8 * tile_layout::kRowElems * sizeof(T);
+      float s[kSlices][4];
+#pragma unroll
+      for (int j = 0; j < kSlices; ++j) slice_scores<T>(s[j], qa, shared_address(k_tile) + j * kSliceBytes, slice);
+      std::uint32_t p[kSlices][kHalves];
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        softmax_fragments<T, Mod.soft_cap>(
-            s, h, scale_log2, transform,
+        softmax_slices<T, Mod.soft_cap>(
+            s, h, t4, scale_log2, transform,
             [&](int j, int e, float v, float (&x)[2]) {  // keys past the end: zero-filled, masked
               const int key = first_key + 8 * j + 2 * t4 + e;
               x[e] = key < kv_end ? v : kNegInf;
             },
-            m[h], l[h], o, pa);
+            m[h], l[h], o, p);
       }
-      value_fragments<T, tile_layout>(o, pa, v_tile, token_warp * 16, dim_warp * (kWarpDims / 8), lane);
+#pragma unroll
+      for (int j = 0; j < kSlices; ++j) slice_values<T>(o, p[j], shared_address(v_tile) + j * kSliceBytes, slice);
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
-    // ---- merge the token warps' states (log-sum-exp) and hand rows to the epilogue ---------
+    // ---- merge the warps' states (log-sum-exp) and hand rows to the epilogue ---------------
     if constexpr (kFp8) {
       // The fp8 loop uses every register of the 4-CTA budget: rather than hold the lane's row
       // g across it (ptxas spills it), read the thread index anew (a volatile read the
@@ -264,17 +276,16 @@ struct tensor_core_decode_agent {
       g = lane_again / 4;
       t4 = lane_again % 4;
     }
-    // merge_o [token warp][row][HeadDim], merge_m and merge_l [token warp][row]
-    stash_fragments<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), token_warp * kRowsKept + g,
-                             dim_warp * kWarpDims, dim_warp == 0 && t4 == 0, t4, o, m, l);
+    // merge_o [warp][row][HeadDim], merge_m and merge_l [warp][row]
+    stash_slices<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), warp * kRowsKept, g, t4, t4 == 0, o, m, l);
     __syncthreads();
 
     for (int item = tid; item < Group * kRowVecs; item += kThreads) {
       const int row = item / kRowVecs;
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
-      merge_row_states<kTokenWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
-                                             row_max, sum);
+      merge_row_states<kWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
+                                        row_max, sum);
       if constexpr (kFp8) {
 #pragma unroll
         for (int e = 0; e < 8; ++e) out[e] *= smem.scales()[1];
