@@ -92,15 +92,24 @@ void executor::run_cta(dim3s id) {
     w = warp{};
     w.regs = std::move(regs);
     w.index = wi;
-    w.regs.assign(slots * kLanes, 0);
     if (sched_.randomize) {  // registers hold garbage on hardware; so do they here
-      std::uint64_t x = rng_() | 1;
-      for (auto& r : w.regs) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        r = x;
+      w.regs.resize(slots * kLanes);
+      // Four xorshift64 streams side by side (independent chains the compiler vectorises; one
+      // chain was a twentieth of a checked launch).
+      std::uint64_t x[4];
+      for (auto& s : x) s = rng_() | 1;
+      std::uint64_t* r = w.regs.data();
+      const std::size_t n = w.regs.size();  // a multiple of 32
+      for (std::size_t i = 0; i < n; i += 4) {
+        for (unsigned k = 0; k < 4; ++k) {
+          x[k] ^= x[k] << 13;
+          x[k] ^= x[k] >> 7;
+          x[k] ^= x[k] << 17;
+          r[i + k] = x[k];
+        }
       }
+    } else {
+      w.regs.assign(slots * kLanes, 0);
     }
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
@@ -145,7 +154,7 @@ void executor::run_cta(dim3s id) {
       warp& w = warps_[runnable[rng_() % runnable.size()]];
       const unsigned quantum = 1 + static_cast<unsigned>(rng_() % 48);
       for (unsigned q = 0; q < quantum && step(w); ++q) {
-        if (!unlanded_.empty() && rng_() % 4 == 0) land_random();
+        if (!unlanded_.empty() && one_in_four()) land_random();
       }
     } else {
       warp& w = warps_[runnable[rr++ % runnable.size()]];
@@ -371,6 +380,19 @@ std::uint32_t executor::ready_lanes(std::uint32_t arrived, const std::uint32_t* 
 
 bool executor::warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const operand& member = in.ops.back();
+  if (mask == 0xffffffffu && w.group_mask == 0xffffffffu) {
+    // The whole warp, converged (the usual case): no lane waits or is dead, so with full member
+    // masks every lane is ready at once.
+    std::uint32_t masks[kLanes];
+    const lanes_in m(w.regs, member);
+    std::uint32_t all = 0xffffffffu;
+    for (unsigned l = 0; l < kLanes; ++l) all &= masks[l] = static_cast<std::uint32_t>(m[l]);
+    if (all == 0xffffffffu) {
+      sync_execute(w, in, pc, 0xffffffffu, masks);
+      ++w.group_pc;
+      return true;
+    }
+  }
   const std::uint32_t dead = dead_lanes(w);
   std::uint32_t masks[kLanes];
   for_lanes(mask, [&](unsigned l) {

@@ -262,6 +262,7 @@ class executor {
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
+  void shfl_whole_warp(warp& w, const instr& in);
   void sync_vote(warp& w, const instr& in, std::uint32_t ready);
   void sync_match(warp& w, const instr& in, std::uint32_t ready);
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
@@ -329,6 +330,20 @@ class executor {
   const global_memory& memory_;
   const schedule& sched_;
   std::mt19937_64 rng_;
+  // A 1-in-4 chance per instruction (landing a cp.async) from 2 bits of a 64-bit draw: a draw
+  // per instruction was 3% of a checked launch.
+  std::uint64_t coin_bits_ = 0;
+  unsigned coin_left_ = 0;
+  bool one_in_four() {
+    if (coin_left_ == 0) {
+      coin_bits_ = rng_();
+      coin_left_ = 32;
+    }
+    --coin_left_;
+    const bool hit = (coin_bits_ & 3) == 0;
+    coin_bits_ >>= 2;
+    return hit;
+  }
   unsigned threads_ = 0;
   std::size_t shared_bytes_ = 0, dynamic_shared_ = 0;
   bool shadow_on_ = true;

@@ -311,7 +311,16 @@ void executor::land(std::uint32_t index) {
   if (c.landed) return;
   c.landed = true;
   unsigned char* dst = shared_.data() + c.dst;
-  if (c.src_size > 0) std::memcpy(dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)), c.src_size);
+  const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
+  // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a
+  // run-time size is a library call, 2% of a checked decode launch).
+  switch (c.src_size == c.size ? c.size : 0) {
+    case 16: std::memcpy(dst, src, 16); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 4: std::memcpy(dst, src, 4); return;
+    default: break;
+  }
+  if (c.src_size > 0) std::memcpy(dst, src, c.src_size);
   std::memset(dst + c.src_size, 0, c.size - c.src_size);
 }
 
