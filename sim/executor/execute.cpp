@@ -122,7 +122,10 @@ void executor::run_cta(dim3s id) {
   }
   shared_.assign(shared_bytes_, 0);
   if (sched_.randomize) {
-    for (auto& b : shared_) b = static_cast<unsigned char>(rng_());
+    for (std::size_t i = 0; i < shared_.size(); i += 8) {  // 8 bytes per draw
+      const std::uint64_t x = rng_();
+      std::memcpy(shared_.data() + i, &x, std::min<std::size_t>(8, shared_.size() - i));
+    }
   }
   if (shadow_on_) shadow_.assign((shared_bytes_ + 3) / 4, shadow_word{});  // split words reset too
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);

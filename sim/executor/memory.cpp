@@ -175,6 +175,13 @@ void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
     default: std::memcpy(p, &v, 8); return;
   }
 }
+
+// The distinct sectors of one instruction's lanes, sorted at the front of `s` (lanes mostly
+// touch ascending addresses: then no sort is needed).
+unsigned distinct_sectors(std::uint64_t* s, unsigned n) {
+  if (!std::is_sorted(s, s + n)) std::sort(s, s + n);
+  return static_cast<unsigned>(std::unique(s, s + n) - s);
+}
 }  // namespace
 
 // ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
@@ -240,8 +247,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
   });
   if (nsectors > 0) {
     const std::uint64_t bytes = total * nsectors;
-    std::sort(sectors, sectors + nsectors);
-    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    const unsigned distinct = distinct_sectors(sectors, nsectors);
     auto& set = load ? sectors_read_ : sectors_written_;
     set.insert(sectors, sectors + distinct);
     if (load) {
@@ -290,8 +296,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     unlanded_.push_back(index);
   });
   if (nsectors > 0) {
-    std::sort(sectors, sectors + nsectors);
-    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    const unsigned distinct = distinct_sectors(sectors, nsectors);
     sectors_read_.insert(sectors, sectors + distinct);
     async_sectors_.insert(sectors, sectors + distinct);
     result_.global.sector_reads_total += distinct;
