@@ -280,6 +280,9 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     if (c.src_size > 0) {
       if (c.src % c.size != 0) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
+      // The copy lands later (land): start reading its source now (its cache misses were most
+      // of the landing's time). A hint only: the data are still read when the copy lands.
+      __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)));
       if (sched_.race_check) check_published(pc, tid, c.src, c.src_size);
       sectors[nsectors++] = c.src / 32;
       result_.global.bytes_read += c.src_size;
