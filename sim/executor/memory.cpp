@@ -33,9 +33,22 @@ bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, 
   return !happens_before(a, tid, w, lane) && !(strong && a.strong);
 }
 
+namespace {
+// A write's cell keeps no readers. Each record is cleared from a constant (a chained
+// `r1 = r2 = {}` compiled to narrow stores reread as one wide load: a store-forwarding stall,
+// half of a cp.async issue's shadow time).
+void forget_readers(shadow_byte& s) {
+  static constexpr access_rec none{};
+  s.r1 = none;
+  s.r2 = none;
+}
+}  // namespace
+
 // One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
 // the checks, then the record update. `byte` is the first byte it stands for (messages).
-void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, unsigned lane, bool write, bool strong,
+// `me` comes by value, in registers: a reference to the caller's freshly built record was
+// reread as one wide load after narrow stores (a store-forwarding stall per access).
+void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                            std::size_t byte) const {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
@@ -59,7 +72,7 @@ void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, 
   }
   if (write) {
     s.w = me;
-    s.r1 = s.r2 = access_rec{};
+    forget_readers(s);
   } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
     s.r1 = me;
   } else if (s.r2.tid < 0 || s.r2.tid == me.tid || s.r2.epoch < epoch_) {
@@ -346,7 +359,7 @@ void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
       if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, byte);
     }
     s.w = me;
-    s.r1 = s.r2 = access_rec{};
+    forget_readers(s);
     s.pending = true;
   };
   // The destination is whole words (4, 8 or 16 bytes, aligned to its size).
