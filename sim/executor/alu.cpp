@@ -67,13 +67,19 @@ void f32_lanes(std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std
   });
 }
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// fma.rn.f32 over a whole warp with the processor's fused multiply-add (the same correctly
-// rounded result as std::fma, which without -mfma is a library call per lane: a tenth of a
-// checked launch), used where the processor has it.
-__attribute__((target("avx2,fma"))) void f32_fma_warp_hw(std::uint64_t* d, const std::uint64_t* a, const std::uint64_t* b,
-                                                           const std::uint64_t* c) {
+// add, sub, mul and fma.rn .f32 over a whole warp with AVX2 and the processor's fused
+// multiply-add (the same correctly rounded results; std::fma without -mfma is a library call
+// per lane, a tenth of a checked launch), used where the processor has them.
+template <op Code>
+__attribute__((target("avx2,fma"))) void f32_warp_hw(std::uint64_t* d, const std::uint64_t* a, const std::uint64_t* b,
+                                                       const std::uint64_t* c) {
   for (unsigned l = 0; l < kLanes; ++l) {
-    const float r = __builtin_fmaf(as_f32(a[l]), as_f32(b[l]), as_f32(c[l]));
+    const float x = as_f32(a[l]), y = as_f32(b[l]);
+    float r = 0;
+    if constexpr (Code == op::fma) r = __builtin_fmaf(x, y, as_f32(c[l]));
+    else if constexpr (Code == op::add) r = x + y;
+    else if constexpr (Code == op::sub) r = x - y;
+    else r = x * y;
     d[l] = r != r ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
   }
 }
@@ -85,7 +91,8 @@ bool hardware_fma() {
   return has;
 }
 #else
-void f32_fma_warp_hw(std::uint64_t*, const std::uint64_t*, const std::uint64_t*, const std::uint64_t*) {}
+template <op Code>
+void f32_warp_hw(std::uint64_t*, const std::uint64_t*, const std::uint64_t*, const std::uint64_t*) {}
 bool hardware_fma() { return false; }
 #endif
 
@@ -113,8 +120,16 @@ void executor::arith_f32(const lane_io& io) {
   const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
   if (three) {
     const lanes_in c(io.w.regs, in.ops[3]);
-    if (mask == 0xffffffffu && !ftz && !sat && hardware_fma()) return f32_fma_warp_hw(d, a.p, b.p, c.p);
+    if (mask == 0xffffffffu && !ftz && !sat && hardware_fma()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
     return f32_lanes<op::fma>(ftz, sat, d, a, b, c.p, mask);
+  }
+  if (mask == 0xffffffffu && !ftz && !sat && hardware_fma()) {
+    switch (in.code) {
+      case op::add: return f32_warp_hw<op::add>(d, a.p, b.p, nullptr);
+      case op::sub: return f32_warp_hw<op::sub>(d, a.p, b.p, nullptr);
+      case op::mul: return f32_warp_hw<op::mul>(d, a.p, b.p, nullptr);
+      default: break;
+    }
   }
   switch (in.code) {
     case op::add: return f32_lanes<op::add>(ftz, sat, d, a, b, nullptr, mask);
