@@ -83,17 +83,9 @@ __attribute__((target("avx2,fma"))) void f32_warp_hw(std::uint64_t* d, const std
     d[l] = r != r ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
   }
 }
-bool hardware_fma() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2");
-  }();
-  return has;
-}
 #else
 template <op Code>
 void f32_warp_hw(std::uint64_t*, const std::uint64_t*, const std::uint64_t*, const std::uint64_t*) {}
-bool hardware_fma() { return false; }
 #endif
 
 template <op Code>
@@ -120,10 +112,10 @@ void executor::arith_f32(const lane_io& io) {
   const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
   if (three) {
     const lanes_in c(io.w.regs, in.ops[3]);
-    if (mask == 0xffffffffu && !ftz && !sat && hardware_fma()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
+    if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2_fma()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
     return f32_lanes<op::fma>(ftz, sat, d, a, b, c.p, mask);
   }
-  if (mask == 0xffffffffu && !ftz && !sat && hardware_fma()) {
+  if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2_fma()) {
     switch (in.code) {
       case op::add: return f32_warp_hw<op::add>(d, a.p, b.p, nullptr);
       case op::sub: return f32_warp_hw<op::sub>(d, a.p, b.p, nullptr);

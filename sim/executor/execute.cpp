@@ -78,6 +78,27 @@ std::string executor::at(std::uint32_t instr_index) const {
 }
 
 // ---- CTA -------------------------------------------------------------------------------
+namespace {
+// Garbage register bits: four xorshift64 streams side by side, seeded by `x` (independent
+// chains that vectorise; one chain was a twentieth of a checked launch). `n` is a multiple of 4.
+inline void garbage(std::uint64_t* __restrict r, std::size_t n, const std::uint64_t* seeds) {
+  std::uint64_t x[4] = {seeds[0], seeds[1], seeds[2], seeds[3]};
+  for (std::size_t i = 0; i < n; i += 4) {
+    for (unsigned k = 0; k < 4; ++k) {
+      x[k] ^= x[k] << 13;
+      x[k] ^= x[k] >> 7;
+      x[k] ^= x[k] << 17;
+      r[i + k] = x[k];
+    }
+  }
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
+#else
+void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
+#endif
+}  // namespace
+
 void executor::run_cta(dim3s id) {
   cta_ = id;
   cta_end_ = sched_.cta_instruction_limit == 0 ? ~std::uint64_t{0} : result_.warp_instructions + sched_.cta_instruction_limit;
@@ -94,20 +115,10 @@ void executor::run_cta(dim3s id) {
     w.index = wi;
     if (sched_.randomize) {  // registers hold garbage on hardware; so do they here
       w.regs.resize(slots * kLanes);
-      // Four xorshift64 streams side by side (independent chains the compiler vectorises; one
-      // chain was a twentieth of a checked launch).
       std::uint64_t x[4];
       for (auto& s : x) s = rng_() | 1;
-      std::uint64_t* r = w.regs.data();
-      const std::size_t n = w.regs.size();  // a multiple of 32
-      for (std::size_t i = 0; i < n; i += 4) {
-        for (unsigned k = 0; k < 4; ++k) {
-          x[k] ^= x[k] << 13;
-          x[k] ^= x[k] >> 7;
-          x[k] ^= x[k] << 17;
-          r[i + k] = x[k];
-        }
-      }
+      if (cpu_has_avx2_fma()) garbage_avx2(w.regs.data(), w.regs.size(), x);
+      else garbage(w.regs.data(), w.regs.size(), x);
     } else {
       w.regs.assign(slots * kLanes, 0);
     }

@@ -191,6 +191,20 @@ inline void for_mask(std::uint32_t mask, F&& f) {
   }
 }
 
+// Whether the processor has AVX2 and FMA: lane loops compiled for them (target attributes)
+// are used where it does, with the same results as the plain loops.
+inline bool cpu_has_avx2_fma() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
