@@ -302,6 +302,7 @@ class executor {
                          bool write, std::size_t offset) const;
   void shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                      bool write, bool strong = false);
+  [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte) const;
   shadow_byte* split_word(std::size_t word);

@@ -9,7 +9,7 @@
 namespace rungs::sim::detail {
 
 // ---- memory ----------------------------------------------------------------------------
-bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const {
+inline bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const {
   if (a.tid < 0 || static_cast<std::uint32_t>(a.tid) == tid) return true;
   if (a.epoch < epoch_) return true;
   const unsigned a_warp = static_cast<unsigned>(a.tid) / kLanes;
@@ -29,7 +29,7 @@ bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp
 
 // Whether an earlier access `a` and one by thread `tid` now conflict: not ordered by a barrier
 // or warp sync, and not both strong (PTX ISA, "Data Race": morally strong accesses do not race).
-bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const {
+inline bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const {
   return !happens_before(a, tid, w, lane) && !(strong && a.strong);
 }
 
@@ -44,12 +44,8 @@ void forget_readers(shadow_byte& s) {
 }
 }  // namespace
 
-// One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
-// the checks, then the record update. `byte` is the first byte it stands for (messages).
-// `me` comes by value, in registers: a reference to the caller's freshly built record was
-// reread as one wide load after narrow stores (a store-forwarding stall per access).
-void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
-                           std::size_t byte) const {
+// An access to a cell with a cp.async in flight, or a read of a never-written cell.
+void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
   if (s.pending) {
@@ -60,9 +56,19 @@ void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigne
     }
     race(s.w, true, instr_index, tid, write, byte);
   }
-  if (!write && sched_.uninitialized_check && s.w.tid < 0) {
-    fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
-  }
+  fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+}
+
+// One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
+// the checks, then the record update. `byte` is the first byte it stands for (messages).
+// `me` comes by value, in registers: a reference to the caller's freshly built record was
+// reread as one wide load after narrow stores (a store-forwarding stall per access).
+// Inline in its callers (shared_access), with its findings out of line (shadow_finding, race).
+inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
+                                  std::size_t byte) const {
+  const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
+  const std::uint32_t instr_index = me.instr;
+  if (s.pending || (!write && sched_.uninitialized_check && s.w.tid < 0)) shadow_finding(s, me, write, byte);
   if (sched_.race_check) {
     if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
     if (write) {
