@@ -59,6 +59,7 @@ struct copy_op {
   std::uint64_t src = 0;
   std::uint32_t size = 0, src_size = 0;
   std::uint32_t tid = 0, instr = 0, group = 0, epoch = 0;
+  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands
   bool landed = false;
 };
 

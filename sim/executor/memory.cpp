@@ -315,6 +315,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     const auto index = static_cast<std::uint32_t>(copies_.size());
     copies_.push_back(c);
     async_[tid].pending.push_back(index);
+    copies_.back().slot = static_cast<std::uint32_t>(unlanded_.size());
     unlanded_.push_back(index);
   });
   if (nsectors > 0) {
@@ -326,17 +327,19 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
 }
 
 void executor::land_random() {
-  const std::size_t k = rng_() % unlanded_.size();
-  const std::uint32_t index = unlanded_[k];
-  unlanded_[k] = unlanded_.back();
-  unlanded_.pop_back();
-  land(index);
+  land(unlanded_[rng_() % unlanded_.size()]);
 }
 
 void executor::land(std::uint32_t index) {
   copy_op& c = copies_[index];
   if (c.landed) return;
   c.landed = true;
+  // Out of the unlanded list in O(1): the last entry takes its slot (a scan of the list at
+  // every wait was 2% of a checked launch).
+  const std::uint32_t last = unlanded_.back();
+  unlanded_[c.slot] = last;
+  copies_[last].slot = c.slot;
+  unlanded_.pop_back();
   unsigned char* dst = shared_.data() + c.dst;
   const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
   // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a
@@ -418,9 +421,6 @@ void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, 
     }
     t.pending.resize(keep);
   });
-  if (!unlanded_.empty()) {
-    std::erase_if(unlanded_, [&](std::uint32_t i) { return copies_[i].landed; });
-  }
 }
 
 }  // namespace rungs::sim::detail
