@@ -125,7 +125,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
             "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
                 ") outside the block's " + std::to_string(shared_.size()) + " bytes");
   }
-  if (offset % size != 0) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
+  if (misaligned(offset, size)) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
@@ -146,7 +146,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
 }
 
 void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
-  if (addr % size != 0) {
+  if (misaligned(addr, size)) {
     fail_at(instr_index, tid, "misaligned global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr));
   }
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
@@ -249,7 +249,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         base = const_cast<unsigned char*>(params_) + a;
         break;
       case space::local:
-        if (a % esize != 0) fail_at(pc, tid, "misaligned local access");
+        if (misaligned(a, esize)) fail_at(pc, tid, "misaligned local access");
         base = local_at(pc, tid, a, total);
         break;
     }
@@ -293,11 +293,11 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     if (c.src_size > c.size) {
       fail_at(pc, tid, "cp.async src-size " + std::to_string(c.src_size) + " exceeds cp-size " + std::to_string(c.size));
     }
-    if (c.dst + std::uint64_t{c.size} > shared_.size() || c.dst % c.size != 0) {
+    if (c.dst + std::uint64_t{c.size} > shared_.size() || misaligned(c.dst, c.size)) {
       fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
     }
     if (c.src_size > 0) {
-      if (c.src % c.size != 0) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
+      if (misaligned(c.src, c.size)) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
