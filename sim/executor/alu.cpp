@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -323,8 +324,48 @@ void executor::exec_shift(warp& w, const instr& in, std::uint32_t pc, std::uint3
   });
 }
 
+namespace {
+// setp on 32-bit integers and f32 (no .ftz) over the lanes of `mask`, the comparison chosen
+// once per instruction (the same results as the lane-by-lane form below).
+template <class T, class Convert>
+void setp_lanes(warp& w, const instr& in, std::uint32_t mask, Convert conv) {
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
+  const operand& d0 = in.ops[0].kind == operand::k_vec ? in.ops[0].elems[0] : in.ops[0];
+  const bool has_q = in.ops[0].kind == operand::k_vec && in.ops[0].elems.size() > 1 && in.ops[0].elems[1].kind == operand::k_reg;
+  std::uint64_t* d = w.regs.data() + std::size_t{d0.reg} * kLanes;
+  std::uint64_t* q = has_q ? w.regs.data() + std::size_t{in.ops[0].elems[1].reg} * kLanes : nullptr;
+  const auto run = [&](auto compare) {
+    for_mask(mask, [&](unsigned l) {
+      const bool r = compare(conv(a[l]), conv(b[l]));
+      d[l] = r ? 1 : 0;
+      if (q) q[l] = r ? 0 : 1;
+    });
+  };
+  if constexpr (std::is_floating_point_v<T>) {
+    run([c = in.compare](T x, T y) { return float_compare(x, y, c); });
+    return;
+  } else {
+    switch (in.compare) {
+      case cmp::eq: return run([](T x, T y) { return x == y; });
+      case cmp::ne: return run([](T x, T y) { return x != y; });
+      case cmp::lt: return run([](T x, T y) { return x < y; });
+      case cmp::le: return run([](T x, T y) { return x <= y; });
+      case cmp::gt: return run([](T x, T y) { return x > y; });
+      default: return run([](T x, T y) { return x >= y; });
+    }
+  }
+}
+}  // namespace
+
 void executor::exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const lane_io io{*this, w, in, pc, mask};
+  const bool ordered = static_cast<unsigned>(in.compare) <= static_cast<unsigned>(cmp::ge);
+  const bool d_reg = (in.ops[0].kind == operand::k_vec ? in.ops[0].elems[0] : in.ops[0]).kind == operand::k_reg;
+  if (d_reg && ordered && (in.type == vtype::s32 || in.type == vtype::u32 || in.type == vtype::b32)) {
+    if (in.type == vtype::s32) return setp_lanes<std::int32_t>(w, in, mask, [](std::uint64_t v) { return static_cast<std::int32_t>(v); });
+    return setp_lanes<std::uint32_t>(w, in, mask, [](std::uint64_t v) { return static_cast<std::uint32_t>(v); });
+  }
+  if (d_reg && in.type == vtype::f32 && !in.ftz) return setp_lanes<float>(w, in, mask, [](std::uint64_t v) { return as_f32(v); });
   const vtype t = in.type;
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;

@@ -395,13 +395,16 @@ std::uint32_t executor::ready_lanes(std::uint32_t arrived, const std::uint32_t* 
 bool executor::warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const operand& member = in.ops.back();
   if (mask == 0xffffffffu && w.group_mask == 0xffffffffu) {
-    // The whole warp, converged (the usual case): no lane waits or is dead, so with full member
-    // masks every lane is ready at once.
+    // The whole warp, converged (the usual case): no lane waits or is dead, so every lane whose
+    // mask names itself has all the lanes it names, and is ready at once.
     std::uint32_t masks[kLanes];
     const lanes_in m(w.regs, member);
-    std::uint32_t all = 0xffffffffu;
-    for (unsigned l = 0; l < kLanes; ++l) all &= masks[l] = static_cast<std::uint32_t>(m[l]);
-    if (all == 0xffffffffu) {
+    std::uint32_t self = 0;
+    for (unsigned l = 0; l < kLanes; ++l) {
+      masks[l] = static_cast<std::uint32_t>(m[l]);
+      self |= masks[l] & (1u << l);
+    }
+    if (self == 0xffffffffu) {
       sync_execute(w, in, pc, 0xffffffffu, masks);
       ++w.group_pc;
       return true;
