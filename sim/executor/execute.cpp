@@ -150,6 +150,7 @@ void executor::run_cta(dim3s id) {
     t.pending.clear();
   }
   copies_.clear();
+  free_copies_.clear();
   unlanded_.clear();
   epoch_ = 0;
   bar_waiting_ = 0;

@@ -408,7 +408,9 @@ class executor {
   std::vector<shadow_byte> shadow_bytes_;  // per byte, for split words (allocated at the first split)
   std::vector<unsigned char> local_;
   std::vector<thread_async> async_;
-  std::vector<copy_op> copies_;
+  std::vector<copy_op> copies_;            // cp.async copies in flight or not yet waited for
+  std::vector<std::uint32_t> free_copies_;  // entries of copies_ whose copy is complete (reused:
+                                            // a small table stays in cache)
   std::vector<std::uint32_t> unlanded_;
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;

@@ -312,10 +312,17 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     c.group = async_[tid].open_group;
     c.epoch = epoch_;
     if (shadow_on_) issue_shadow(w, l, c);
-    const auto index = static_cast<std::uint32_t>(copies_.size());
-    copies_.push_back(c);
+    c.slot = static_cast<std::uint32_t>(unlanded_.size());
+    std::uint32_t index = 0;
+    if (free_copies_.empty()) {
+      index = static_cast<std::uint32_t>(copies_.size());
+      copies_.push_back(c);
+    } else {
+      index = free_copies_.back();
+      free_copies_.pop_back();
+      copies_[index] = c;
+    }
     async_[tid].pending.push_back(index);
-    copies_.back().slot = static_cast<std::uint32_t>(unlanded_.size());
     unlanded_.push_back(index);
   });
   if (nsectors > 0) {
@@ -415,6 +422,7 @@ void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, 
     for (const std::uint32_t index : t.pending) {
       if (copies_[index].group < limit) {
         complete(index, w, l);
+        free_copies_.push_back(index);  // nothing refers to a completed copy: its entry is reused
       } else {
         t.pending[keep++] = index;
       }
