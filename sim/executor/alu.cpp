@@ -242,20 +242,26 @@ void executor::exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;
   const bool is_max = in.code == op::max;
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
   if (t == vtype::f32) {
-    for_lanes(mask, [&](unsigned l) { io.wr(l, f32_minmax(as_f32(io.rd(1, l)), as_f32(io.rd(2, l)), is_max, in.ftz)); });
+    const bool ftz = in.ftz;
+    for_mask(mask, [&](unsigned l) { d[l] = f32_minmax(as_f32(a[l]), as_f32(b[l]), is_max, ftz) & wm; });
     return;
   }
   if (!is_int(t)) io.no("min/max on this type");
-  for_lanes(mask, [&](unsigned l) {
-    if (sgn) {
-      const std::int64_t a = io.rs(1, l), b = io.rs(2, l);
-      io.wr(l, static_cast<std::uint64_t>(is_max ? std::max(a, b) : std::min(a, b)));
-    } else {
-      const std::uint64_t a = io.rd(1, l) & wm, b = io.rd(2, l) & wm;
-      io.wr(l, is_max ? std::max(a, b) : std::min(a, b));
-    }
-  });
+  const unsigned bits = io.bits;
+  if (sgn) {
+    for_mask(mask, [&](unsigned l) {
+      const std::int64_t x = sext(a[l], bits), y = sext(b[l], bits);
+      d[l] = static_cast<std::uint64_t>(is_max ? std::max(x, y) : std::min(x, y)) & wm;
+    });
+  } else {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t x = a[l] & wm, y = b[l] & wm;
+      d[l] = (is_max ? std::max(x, y) : std::min(x, y)) & wm;
+    });
+  }
 }
 
 void executor::exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
@@ -311,17 +317,24 @@ void executor::exec_shift(warp& w, const instr& in, std::uint32_t pc, std::uint3
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;
   // Shift amounts are unsigned and clamp at the register width (PTX ISA: shl, shr).
-  for_lanes(mask, [&](unsigned l) {
-    const std::uint64_t n = io.rd(2, l) & 0xffffffffu;
-    const std::uint64_t a = io.rd(1, l) & wm;
-    if (in.code == op::shl) {
-      io.wr(l, n >= bits ? 0 : a << n);
-    } else if (sgn) {
-      io.wr(l, static_cast<std::uint64_t>(sext(a, bits) >> (n >= bits ? bits - 1 : n)));
-    } else {
-      io.wr(l, n >= bits ? 0 : a >> n);
-    }
-  });
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
+  if (in.code == op::shl) {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = (n >= bits ? 0 : (a[l] & wm) << n) & wm;
+    });
+  } else if (sgn) {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = static_cast<std::uint64_t>(sext(a[l] & wm, bits) >> (n >= bits ? bits - 1 : n)) & wm;
+    });
+  } else {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = (n >= bits ? 0 : (a[l] & wm) >> n) & wm;
+    });
+  }
 }
 
 namespace {
@@ -386,7 +399,11 @@ void executor::exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32
 
 void executor::exec_selp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const lane_io io{*this, w, in, pc, mask};
-  for_lanes(mask, [&](unsigned l) { io.wr(l, io.pred(3, l) ? io.rd(1, l) : io.rd(2, l)); });
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]), p(w.regs, in.ops[3]);
+  const bool negate = in.ops[3].negate;
+  const std::uint64_t wm = io.wm;
+  for_mask(mask, [&](unsigned l) { d[l] = (((p[l] & 1) != 0) != negate ? a[l] : b[l]) & wm; });
 }
 
 void executor::exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {

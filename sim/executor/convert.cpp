@@ -188,9 +188,9 @@ void executor::exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     return;
   }
   if (in.ops.size() != 2) io.no("cvt operand count");
+  if (convert_lanes(w, in, mask)) return;  // implemented combinations: no probe needed
   std::uint64_t probe = 0;
   if (!convert(in, 0, probe)) io.no("this cvt combination");
-  if (convert_lanes(w, in, mask)) return;
   for_lanes(mask, [&](unsigned l) {
     std::uint64_t r = 0;
     convert(in, io.rd(1, l), r);
