@@ -213,6 +213,15 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
   const unsigned n = in.vec;
   const std::size_t total = esize * n;
   const bool sign = is_signed(in.type);
+  if (n > 4) lane_io{*this, w, in, pc, mask}.no("a vector of more than 4 elements");
+  // Each element's value register resolved once (null: an immediate, or a sink `_`).
+  std::uint64_t* vregs[4] = {};
+  std::uint64_t vimm[4] = {};
+  for (unsigned e = 0; e < n; ++e) {
+    const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
+    if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
+    else vimm[e] = r.imm;
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -254,13 +263,12 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         break;
     }
     for (unsigned e = 0; e < n; ++e) {
-      const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
       if (load) {
         std::uint64_t v = load_bytes(base + e * esize, esize);
         if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
-        if (r.kind == operand::k_reg) set(w, r, l, v);
+        if (vregs[e]) vregs[e][l] = v;
       } else {
-        store_bytes(base + e * esize, get(w, r, l), esize);
+        store_bytes(base + e * esize, vregs[e] ? vregs[e][l] : vimm[e], esize);
       }
     }
   });
