@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace rungs::sim::detail {
@@ -112,61 +113,83 @@ inline std::int64_t sext(std::uint64_t v, unsigned bits) {
                     : static_cast<std::int64_t>(v << (64 - bits)) >> (64 - bits);
 }
 
-// The distinct 32-byte sectors a launch touches, as a bitmap per run of 64 sectors (2 KiB) in
-// an open-addressing hash table (linear probing, a power-of-two table at most half full): an
-// instruction's lanes mostly touch neighbouring sectors, so one probe of a small, cached table
-// serves several. A sorted list compacted on doubling cost 2% of a checked launch in its sorts,
-// std::unordered_set 4-5% in its nodes, a hash set of single sectors its cache misses.
+// A hash map from 64-bit keys to small values, open addressing (linear probing, a
+// power-of-two table at most half full): one probe of a flat table where std::unordered_map
+// allocates a node per key (its inserts, lookups and frees were 2-3% of a checked launch).
+template <class V>
+class word_map {
+ public:
+  V& operator[](std::uint64_t key) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    const std::size_t i = probe(key + 1);
+    if (slots_[i].key == 0) {
+      slots_[i].key = key + 1;
+      ++used_;
+    }
+    return slots_[i].value;
+  }
+  const V* find(std::uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    const std::size_t i = probe(key + 1);
+    return slots_[i].key == 0 ? nullptr : &slots_[i].value;
+  }
+  V* find(std::uint64_t key) { return const_cast<V*>(std::as_const(*this).find(key)); }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const slot& s : slots_) {
+      if (s.key != 0) f(s.value);
+    }
+  }
+
+ private:
+  struct slot {
+    std::uint64_t key = 0;  // the key + 1; 0: empty
+    V value{};
+  };
+  // The slot holding `stored` (key + 1), or the empty slot where it would go.
+  std::size_t probe(std::uint64_t stored) const {
+    const std::size_t m = slots_.size() - 1;
+    std::size_t i = static_cast<std::size_t>((stored * 0x9e3779b97f4a7c15ull) >> 20) & m;
+    while (slots_[i].key != stored && slots_[i].key != 0) i = (i + 1) & m;
+    return i;
+  }
+  void grow() {
+    std::vector<slot> old(std::max<std::size_t>(256, slots_.size() * 2));
+    old.swap(slots_);
+    for (slot& s : old) {
+      if (s.key != 0) slots_[probe(s.key)] = std::move(s);
+    }
+  }
+  std::vector<slot> slots_;
+  std::size_t used_ = 0;
+};
+
+// The distinct 32-byte sectors a launch touches, as a bitmap per run of 64 sectors (2 KiB):
+// an instruction's lanes mostly touch neighbouring sectors, so one probe of a small, cached
+// table serves several. A sorted list compacted on doubling cost 2% of a checked launch in its
+// sorts, std::unordered_set 4-5% in its nodes, a hash set of single sectors its cache misses.
 class sector_set {
  public:
   void insert(const std::uint64_t* first, const std::uint64_t* last) {
-    for (; first != last; ++first) runs_[slot(*first >> 6)].bits |= std::uint64_t{1} << (*first & 63);
+    for (; first != last; ++first) {
+      const std::uint64_t run = *first >> 6;
+      if (last_ == nullptr || run != last_run_) {
+        last_ = &runs_[run];  // stays valid until the next insertion of a new run
+        last_run_ = run;
+      }
+      *last_ |= std::uint64_t{1} << (*first & 63);
+    }
   }
   std::size_t count() const {
     std::size_t n = 0;
-    for (const run& r : runs_) n += static_cast<std::size_t>(std::popcount(r.bits));
+    runs_.for_each([&](std::uint64_t bits) { n += static_cast<std::size_t>(std::popcount(bits)); });
     return n;
   }
 
  private:
-  struct run {
-    std::uint64_t key = 0;   // the run's number + 1; 0: an empty slot
-    std::uint64_t bits = 0;  // its sectors touched
-  };
-  std::size_t slot(std::uint64_t number) {
-    const std::uint64_t key = number + 1;
-    if (key == last_key_) return last_slot_;
-    if (2 * (used_ + 1) > runs_.size()) grow();
-    const std::size_t m = runs_.size() - 1;
-    std::size_t i = hash(key) & m;
-    for (; runs_[i].key != key; i = (i + 1) & m) {
-      if (runs_[i].key == 0) {
-        runs_[i].key = key;
-        ++used_;
-        break;
-      }
-    }
-    last_key_ = key;
-    last_slot_ = i;
-    return i;
-  }
-  static std::size_t hash(std::uint64_t k) { return static_cast<std::size_t>((k * 0x9e3779b97f4a7c15ull) >> 20); }
-  void grow() {
-    std::vector<run> old(std::max<std::size_t>(256, runs_.size() * 2));
-    old.swap(runs_);
-    const std::size_t m = runs_.size() - 1;
-    for (const run& r : old) {
-      if (r.key == 0) continue;
-      std::size_t i = hash(r.key) & m;
-      while (runs_[i].key != 0) i = (i + 1) & m;
-      runs_[i] = r;
-    }
-    last_key_ = 0;
-  }
-  std::vector<run> runs_;
-  std::size_t used_ = 0;
-  std::uint64_t last_key_ = 0;
-  std::size_t last_slot_ = 0;
+  word_map<std::uint64_t> runs_;  // run of 64 sectors -> its sectors touched
+  std::uint64_t* last_ = nullptr;
+  std::uint64_t last_run_ = 0;
 };
 
 // One source operand's 32 lanes, resolved once per instruction: a register's lanes in place,
@@ -429,7 +452,7 @@ class executor {
     std::uint32_t tid = 0;
     bool published = false;
   };
-  std::unordered_map<std::uint64_t, weak_write> weak_writes_;
+  word_map<weak_write> weak_writes_;
   std::uint64_t weak_lo_ = ~std::uint64_t{0}, weak_hi_ = 0;  // their words' range: a cheap filter for loads
   std::vector<std::vector<std::uint64_t>> unpublished_;   // per thread of the current block: its weak words
   struct printed {  // one device printf call's text, with where it comes from (the output's order)

@@ -555,10 +555,8 @@ void executor::note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_
 
 void executor::publish(std::uint32_t tid) {
   for (const std::uint64_t word : unpublished_[tid]) {
-    const auto it = weak_writes_.find(word);
-    if (it != weak_writes_.end() && it->second.tid == tid && it->second.cta == cta_) {
-      it->second.published = true;
-    }
+    weak_write* wr = weak_writes_.find(word);
+    if (wr != nullptr && wr->tid == tid && wr->cta == cta_) wr->published = true;
   }
   unpublished_[tid].clear();
 }
@@ -567,9 +565,9 @@ void executor::check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_
   const std::uint64_t first = addr / 4, last = (addr + bytes - 1) / 4;
   if (last < weak_lo_ || first > weak_hi_) return;
   for (std::uint64_t word = first; word <= last; ++word) {
-    const auto it = weak_writes_.find(word);
-    if (it == weak_writes_.end() || it->second.published) continue;
-    const weak_write& wr = it->second;
+    const weak_write* found = weak_writes_.find(word);
+    if (found == nullptr || found->published) continue;
+    const weak_write& wr = *found;
     if (wr.cta == cta_) continue;  // its own block: bar.sync orders it
     std::ostringstream os;
     os << "global read of 0x" << std::hex << word * 4 << std::dec << ", written in this launch by thread ("
