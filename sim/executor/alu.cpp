@@ -113,10 +113,10 @@ void executor::arith_f32(const lane_io& io) {
   const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
   if (three) {
     const lanes_in c(io.w.regs, in.ops[3]);
-    if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2_fma()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
+    if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
     return f32_lanes<op::fma>(ftz, sat, d, a, b, c.p, mask);
   }
-  if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2_fma()) {
+  if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2()) {
     switch (in.code) {
       case op::add: return f32_warp_hw<op::add>(d, a.p, b.p, nullptr);
       case op::sub: return f32_warp_hw<op::sub>(d, a.p, b.p, nullptr);

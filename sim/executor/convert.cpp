@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace rungs::sim::detail {
 namespace {
@@ -128,9 +131,27 @@ void cvt_lanes(warp& w, const instr& in, std::uint32_t mask, F&& f) {
   const lanes_in a(w.regs, in.ops[1]);
   for_mask(mask, [&](unsigned l) { d[l] = f(a[l]); });
 }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// f16 -> f32 over a whole warp with the processor's conversion (exact, as f32_from_f16; a NaN
+// made canonical the same way).
+__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a) {
+  for (unsigned l = 0; l < kLanes; ++l) {
+    const float x = _cvtsh_ss(static_cast<unsigned short>(a[l]));
+    d[l] = x != x ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
+  }
+}
+#else
+void f32_from_f16_warp_hw(std::uint64_t*, const std::uint64_t*) {}
+#endif
+
 bool convert_lanes(warp& w, const instr& in, std::uint32_t mask) {
   if (in.ftz || in.sat || in.ops[0].kind != operand::k_reg) return false;
   const vtype dt = in.type, st = in.type2;
+  if (dt == vtype::f32 && st == vtype::f16 && in.round == rounding::none && mask == 0xffffffffu && cpu_has_avx2()) {
+    const lanes_in a(w.regs, in.ops[1]);
+    f32_from_f16_warp_hw(w.regs.data() + std::size_t{in.ops[0].reg} * kLanes, a.p);
+    return true;
+  }
   if (dt == vtype::f32 && st == vtype::f16 && in.round == rounding::none) {
     cvt_lanes(w, in, mask, [](std::uint64_t a) -> std::uint64_t { return f32_from_f16(static_cast<std::uint16_t>(a)); });
     return true;

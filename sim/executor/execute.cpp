@@ -117,7 +117,7 @@ void executor::run_cta(dim3s id) {
       w.regs.resize(slots * kLanes);
       std::uint64_t x[4];
       for (auto& s : x) s = rng_() | 1;
-      if (cpu_has_avx2_fma()) garbage_avx2(w.regs.data(), w.regs.size(), x);
+      if (cpu_has_avx2()) garbage_avx2(w.regs.data(), w.regs.size(), x);
       else garbage(w.regs.data(), w.regs.size(), x);
     } else {
       w.regs.assign(slots * kLanes, 0);

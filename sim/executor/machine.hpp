@@ -221,13 +221,14 @@ inline void for_mask(std::uint32_t mask, F&& f) {
   }
 }
 
-// Whether the processor has AVX2 and FMA: lane loops compiled for them (target attributes)
-// are used where it does, with the same results as the plain loops.
-inline bool cpu_has_avx2_fma() {
+// Whether the processor has AVX2, FMA and F16C (every AVX2 processor has the other two): lane
+// loops compiled for them (target attributes) are used where it does, with the same results
+// as the plain loops.
+inline bool cpu_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const bool has = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
   }();
   return has;
 #else
