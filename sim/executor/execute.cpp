@@ -166,8 +166,8 @@ void executor::run_cta(dim3s id) {
     }
     if (runnable.empty()) break;
     if (sched_.randomize) {
-      warp& w = warps_[runnable[rng_() % runnable.size()]];
-      const unsigned quantum = 1 + static_cast<unsigned>(rng_() % 48);
+      warp& w = warps_[runnable[draw_below(runnable.size())]];
+      const unsigned quantum = 1 + static_cast<unsigned>(draw_below(48));
       for (unsigned q = 0; q < quantum && step(w); ++q) {
         if (!unlanded_.empty() && one_in_four()) land_random();
       }

@@ -413,6 +413,12 @@ class executor {
   // per instruction was 3% of a checked launch.
   std::uint64_t coin_bits_ = 0;
   unsigned coin_left_ = 0;
+  // A draw in [0, n) by a multiply and a shift (Lemire's reduction: a division per draw was
+  // most of a random landing's cost).
+  std::uint64_t draw_below(std::uint64_t n) {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::uint64_t>((u128{rng_()} * n) >> 64);
+  }
   bool one_in_four() {
     if (coin_left_ == 0) {
       coin_bits_ = rng_();

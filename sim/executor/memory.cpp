@@ -342,7 +342,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
 }
 
 void executor::land_random() {
-  land(unlanded_[rng_() % unlanded_.size()]);
+  land(unlanded_[draw_below(unlanded_.size())]);
 }
 
 void executor::land(std::uint32_t index) {
