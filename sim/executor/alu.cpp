@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -14,21 +15,32 @@ void executor::exec_mov(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   const lane_io io{*this, w, in, pc, mask};
   const vtype t = in.type;
   const unsigned bits = io.bits;
-  if (in.ops[0].kind == operand::k_vec) {  // unpack: mov.b32 {lo, hi}, %r
-    const unsigned eb = bits / static_cast<unsigned>(in.ops[0].elems.size());
-    for_lanes(mask, [&](unsigned l) {
-      const std::uint64_t v = io.rd(1, l);
-      for (std::size_t e = 0; e < in.ops[0].elems.size(); ++e) {
-        if (in.ops[0].elems[e].kind == operand::k_reg) set(w, in.ops[0].elems[e], l, (v >> (e * eb)) & width_mask(eb));
-      }
-    });
+  if (in.ops[0].kind == operand::k_vec) {  // unpack: mov.b32 {lo, hi}, %r (element by element, lanes inner)
+    const auto& elems = in.ops[0].elems;
+    const unsigned eb = bits / static_cast<unsigned>(elems.size());
+    const std::uint64_t em = width_mask(eb);
+    const lanes_in a(w.regs, in.ops[1]);
+    std::uint64_t v[kLanes];  // the source first: a destination may be the source register
+    for_mask(mask, [&](unsigned l) { v[l] = a[l]; });
+    for (std::size_t e = 0; e < elems.size(); ++e) {
+      if (elems[e].kind != operand::k_reg) continue;
+      std::uint64_t* d = w.regs.data() + std::size_t{elems[e].reg} * kLanes;
+      const unsigned shift = static_cast<unsigned>(e) * eb;
+      for_mask(mask, [&](unsigned l) { d[l] = (v[l] >> shift) & em; });
+    }
   } else if (in.ops[1].kind == operand::k_vec) {  // pack: mov.b32 %r, {lo, hi}
-    const unsigned eb = bits / static_cast<unsigned>(in.ops[1].elems.size());
-    for_lanes(mask, [&](unsigned l) {
-      std::uint64_t v = 0;
-      for (std::size_t e = 0; e < in.ops[1].elems.size(); ++e) v |= (get(w, in.ops[1].elems[e], l) & width_mask(eb)) << (e * eb);
-      io.wr(l, v);
-    });
+    const auto& elems = in.ops[1].elems;
+    const unsigned eb = bits / static_cast<unsigned>(elems.size());
+    const std::uint64_t em = width_mask(eb);
+    std::uint64_t v[kLanes] = {};
+    for (std::size_t e = 0; e < elems.size(); ++e) {
+      const lanes_in a(w.regs, elems[e]);
+      const unsigned shift = static_cast<unsigned>(e) * eb;
+      for_mask(mask, [&](unsigned l) { v[l] |= (a[l] & em) << shift; });
+    }
+    std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+    const std::uint64_t wm = io.wm;
+    for_mask(mask, [&](unsigned l) { d[l] = v[l] & wm; });
   } else if (t == vtype::pred) {
     for_lanes(mask, [&](unsigned l) { io.wr(l, io.pred(1, l) ? 1 : 0); });
   } else {
@@ -55,6 +67,28 @@ void f32_lanes(std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std
     d[l] = f32_out(r, Ftz, Sat);
   });
 }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// add, sub, mul and fma.rn .f32 over a whole warp with AVX2 and the processor's fused
+// multiply-add (the same correctly rounded results; std::fma without -mfma is a library call
+// per lane, a tenth of a checked launch), used where the processor has them.
+template <op Code>
+__attribute__((target("avx2,fma"))) void f32_warp_hw(std::uint64_t* d, const std::uint64_t* a, const std::uint64_t* b,
+                                                       const std::uint64_t* c) {
+  for (unsigned l = 0; l < kLanes; ++l) {
+    const float x = as_f32(a[l]), y = as_f32(b[l]);
+    float r = 0;
+    if constexpr (Code == op::fma) r = __builtin_fmaf(x, y, as_f32(c[l]));
+    else if constexpr (Code == op::add) r = x + y;
+    else if constexpr (Code == op::sub) r = x - y;
+    else r = x * y;
+    d[l] = r != r ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
+  }
+}
+#else
+template <op Code>
+void f32_warp_hw(std::uint64_t*, const std::uint64_t*, const std::uint64_t*, const std::uint64_t*) {}
+#endif
+
 template <op Code>
 void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std::uint64_t* c,
                std::uint32_t mask) {
@@ -79,7 +113,16 @@ void executor::arith_f32(const lane_io& io) {
   const lanes_in a(io.w.regs, in.ops[1]), b(io.w.regs, in.ops[2]);
   if (three) {
     const lanes_in c(io.w.regs, in.ops[3]);
+    if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2()) return f32_warp_hw<op::fma>(d, a.p, b.p, c.p);
     return f32_lanes<op::fma>(ftz, sat, d, a, b, c.p, mask);
+  }
+  if (mask == 0xffffffffu && !ftz && !sat && cpu_has_avx2()) {
+    switch (in.code) {
+      case op::add: return f32_warp_hw<op::add>(d, a.p, b.p, nullptr);
+      case op::sub: return f32_warp_hw<op::sub>(d, a.p, b.p, nullptr);
+      case op::mul: return f32_warp_hw<op::mul>(d, a.p, b.p, nullptr);
+      default: break;
+    }
   }
   switch (in.code) {
     case op::add: return f32_lanes<op::add>(ftz, sat, d, a, b, nullptr, mask);
@@ -199,20 +242,26 @@ void executor::exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;
   const bool is_max = in.code == op::max;
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
   if (t == vtype::f32) {
-    for_lanes(mask, [&](unsigned l) { io.wr(l, f32_minmax(as_f32(io.rd(1, l)), as_f32(io.rd(2, l)), is_max, in.ftz)); });
+    const bool ftz = in.ftz;
+    for_mask(mask, [&](unsigned l) { d[l] = f32_minmax(as_f32(a[l]), as_f32(b[l]), is_max, ftz) & wm; });
     return;
   }
   if (!is_int(t)) io.no("min/max on this type");
-  for_lanes(mask, [&](unsigned l) {
-    if (sgn) {
-      const std::int64_t a = io.rs(1, l), b = io.rs(2, l);
-      io.wr(l, static_cast<std::uint64_t>(is_max ? std::max(a, b) : std::min(a, b)));
-    } else {
-      const std::uint64_t a = io.rd(1, l) & wm, b = io.rd(2, l) & wm;
-      io.wr(l, is_max ? std::max(a, b) : std::min(a, b));
-    }
-  });
+  const unsigned bits = io.bits;
+  if (sgn) {
+    for_mask(mask, [&](unsigned l) {
+      const std::int64_t x = sext(a[l], bits), y = sext(b[l], bits);
+      d[l] = static_cast<std::uint64_t>(is_max ? std::max(x, y) : std::min(x, y)) & wm;
+    });
+  } else {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t x = a[l] & wm, y = b[l] & wm;
+      d[l] = (is_max ? std::max(x, y) : std::min(x, y)) & wm;
+    });
+  }
 }
 
 void executor::exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
@@ -268,21 +317,68 @@ void executor::exec_shift(warp& w, const instr& in, std::uint32_t pc, std::uint3
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;
   // Shift amounts are unsigned and clamp at the register width (PTX ISA: shl, shr).
-  for_lanes(mask, [&](unsigned l) {
-    const std::uint64_t n = io.rd(2, l) & 0xffffffffu;
-    const std::uint64_t a = io.rd(1, l) & wm;
-    if (in.code == op::shl) {
-      io.wr(l, n >= bits ? 0 : a << n);
-    } else if (sgn) {
-      io.wr(l, static_cast<std::uint64_t>(sext(a, bits) >> (n >= bits ? bits - 1 : n)));
-    } else {
-      io.wr(l, n >= bits ? 0 : a >> n);
-    }
-  });
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
+  if (in.code == op::shl) {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = (n >= bits ? 0 : (a[l] & wm) << n) & wm;
+    });
+  } else if (sgn) {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = static_cast<std::uint64_t>(sext(a[l] & wm, bits) >> (n >= bits ? bits - 1 : n)) & wm;
+    });
+  } else {
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t n = b[l] & 0xffffffffu;
+      d[l] = (n >= bits ? 0 : (a[l] & wm) >> n) & wm;
+    });
+  }
 }
+
+namespace {
+// setp on 32-bit integers and f32 (no .ftz) over the lanes of `mask`, the comparison chosen
+// once per instruction (the same results as the lane-by-lane form below).
+template <class T, class Convert>
+void setp_lanes(warp& w, const instr& in, std::uint32_t mask, Convert conv) {
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]);
+  const operand& d0 = in.ops[0].kind == operand::k_vec ? in.ops[0].elems[0] : in.ops[0];
+  const bool has_q = in.ops[0].kind == operand::k_vec && in.ops[0].elems.size() > 1 && in.ops[0].elems[1].kind == operand::k_reg;
+  std::uint64_t* d = w.regs.data() + std::size_t{d0.reg} * kLanes;
+  std::uint64_t* q = has_q ? w.regs.data() + std::size_t{in.ops[0].elems[1].reg} * kLanes : nullptr;
+  const auto run = [&](auto compare) {
+    for_mask(mask, [&](unsigned l) {
+      const bool r = compare(conv(a[l]), conv(b[l]));
+      d[l] = r ? 1 : 0;
+      if (q) q[l] = r ? 0 : 1;
+    });
+  };
+  if constexpr (std::is_floating_point_v<T>) {
+    run([c = in.compare](T x, T y) { return float_compare(x, y, c); });
+    return;
+  } else {
+    switch (in.compare) {
+      case cmp::eq: return run([](T x, T y) { return x == y; });
+      case cmp::ne: return run([](T x, T y) { return x != y; });
+      case cmp::lt: return run([](T x, T y) { return x < y; });
+      case cmp::le: return run([](T x, T y) { return x <= y; });
+      case cmp::gt: return run([](T x, T y) { return x > y; });
+      default: return run([](T x, T y) { return x >= y; });
+    }
+  }
+}
+}  // namespace
 
 void executor::exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const lane_io io{*this, w, in, pc, mask};
+  const bool ordered = static_cast<unsigned>(in.compare) <= static_cast<unsigned>(cmp::ge);
+  const bool d_reg = (in.ops[0].kind == operand::k_vec ? in.ops[0].elems[0] : in.ops[0]).kind == operand::k_reg;
+  if (d_reg && ordered && (in.type == vtype::s32 || in.type == vtype::u32 || in.type == vtype::b32)) {
+    if (in.type == vtype::s32) return setp_lanes<std::int32_t>(w, in, mask, [](std::uint64_t v) { return static_cast<std::int32_t>(v); });
+    return setp_lanes<std::uint32_t>(w, in, mask, [](std::uint64_t v) { return static_cast<std::uint32_t>(v); });
+  }
+  if (d_reg && in.type == vtype::f32 && !in.ftz) return setp_lanes<float>(w, in, mask, [](std::uint64_t v) { return as_f32(v); });
   const vtype t = in.type;
   const std::uint64_t wm = io.wm;
   const bool sgn = io.sgn;
@@ -303,7 +399,11 @@ void executor::exec_setp(warp& w, const instr& in, std::uint32_t pc, std::uint32
 
 void executor::exec_selp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const lane_io io{*this, w, in, pc, mask};
-  for_lanes(mask, [&](unsigned l) { io.wr(l, io.pred(3, l) ? io.rd(1, l) : io.rd(2, l)); });
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]), p(w.regs, in.ops[3]);
+  const bool negate = in.ops[3].negate;
+  const std::uint64_t wm = io.wm;
+  for_mask(mask, [&](unsigned l) { d[l] = (((p[l] & 1) != 0) != negate ? a[l] : b[l]) & wm; });
 }
 
 void executor::exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace rungs::sim::detail {
 namespace {
@@ -120,6 +123,54 @@ inline bool convert(const instr& in, std::uint64_t a, std::uint64_t& out) {
   return false;
 }
 
+// The conversions a kernel runs most (widening an f16 to f32, an index to 64 bits), as lane
+// loops with operands resolved once; the same results as convert(). False: not one of them.
+template <class F>
+void cvt_lanes(warp& w, const instr& in, std::uint32_t mask, F&& f) {
+  std::uint64_t* d = w.regs.data() + std::size_t{in.ops[0].reg} * kLanes;
+  const lanes_in a(w.regs, in.ops[1]);
+  for_mask(mask, [&](unsigned l) { d[l] = f(a[l]); });
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// f16 -> f32 over a whole warp with the processor's conversion (exact, as f32_from_f16; a NaN
+// made canonical the same way).
+__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a) {
+  for (unsigned l = 0; l < kLanes; ++l) {
+    const float x = _cvtsh_ss(static_cast<unsigned short>(a[l]));
+    d[l] = x != x ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
+  }
+}
+#else
+void f32_from_f16_warp_hw(std::uint64_t*, const std::uint64_t*) {}
+#endif
+
+bool convert_lanes(warp& w, const instr& in, std::uint32_t mask) {
+  if (in.ftz || in.sat || in.ops[0].kind != operand::k_reg) return false;
+  const vtype dt = in.type, st = in.type2;
+  if (dt == vtype::f32 && st == vtype::f16 && in.round == rounding::none && mask == 0xffffffffu && cpu_has_avx2()) {
+    const lanes_in a(w.regs, in.ops[1]);
+    f32_from_f16_warp_hw(w.regs.data() + std::size_t{in.ops[0].reg} * kLanes, a.p);
+    return true;
+  }
+  if (dt == vtype::f32 && st == vtype::f16 && in.round == rounding::none) {
+    cvt_lanes(w, in, mask, [](std::uint64_t a) -> std::uint64_t { return f32_from_f16(static_cast<std::uint16_t>(a)); });
+    return true;
+  }
+  if (dt == vtype::f16 && st == vtype::f32 && in.round == rounding::rn) {
+    cvt_lanes(w, in, mask, [](std::uint64_t a) -> std::uint64_t { return f16_from_f32(as_f32(a)); });
+    return true;
+  }
+  if ((dt == vtype::s64 || dt == vtype::u64) && st == vtype::s32) {
+    cvt_lanes(w, in, mask, [](std::uint64_t a) { return static_cast<std::uint64_t>(sext(a, 32)); });
+    return true;
+  }
+  if ((dt == vtype::s64 || dt == vtype::u64) && st == vtype::u32) {
+    cvt_lanes(w, in, mask, [](std::uint64_t a) { return a & 0xffffffffu; });
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void executor::exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
@@ -158,6 +209,7 @@ void executor::exec_cvt(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     return;
   }
   if (in.ops.size() != 2) io.no("cvt operand count");
+  if (convert_lanes(w, in, mask)) return;  // implemented combinations: no probe needed
   std::uint64_t probe = 0;
   if (!convert(in, 0, probe)) io.no("this cvt combination");
   for_lanes(mask, [&](unsigned l) {

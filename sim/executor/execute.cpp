@@ -78,6 +78,27 @@ std::string executor::at(std::uint32_t instr_index) const {
 }
 
 // ---- CTA -------------------------------------------------------------------------------
+namespace {
+// Garbage register bits: four xorshift64 streams side by side, seeded by `x` (independent
+// chains that vectorise; one chain was a twentieth of a checked launch). `n` is a multiple of 4.
+inline void garbage(std::uint64_t* __restrict r, std::size_t n, const std::uint64_t* seeds) {
+  std::uint64_t x[4] = {seeds[0], seeds[1], seeds[2], seeds[3]};
+  for (std::size_t i = 0; i < n; i += 4) {
+    for (unsigned k = 0; k < 4; ++k) {
+      x[k] ^= x[k] << 13;
+      x[k] ^= x[k] >> 7;
+      x[k] ^= x[k] << 17;
+      r[i + k] = x[k];
+    }
+  }
+}
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2"))) void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
+#else
+void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
+#endif
+}  // namespace
+
 void executor::run_cta(dim3s id) {
   cta_ = id;
   cta_end_ = sched_.cta_instruction_limit == 0 ? ~std::uint64_t{0} : result_.warp_instructions + sched_.cta_instruction_limit;
@@ -92,15 +113,14 @@ void executor::run_cta(dim3s id) {
     w = warp{};
     w.regs = std::move(regs);
     w.index = wi;
-    w.regs.assign(slots * kLanes, 0);
     if (sched_.randomize) {  // registers hold garbage on hardware; so do they here
-      std::uint64_t x = rng_() | 1;
-      for (auto& r : w.regs) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        r = x;
-      }
+      w.regs.resize(slots * kLanes);
+      std::uint64_t x[4];
+      for (auto& s : x) s = rng_() | 1;
+      if (cpu_has_avx2()) garbage_avx2(w.regs.data(), w.regs.size(), x);
+      else garbage(w.regs.data(), w.regs.size(), x);
+    } else {
+      w.regs.assign(slots * kLanes, 0);
     }
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
@@ -113,7 +133,10 @@ void executor::run_cta(dim3s id) {
   }
   shared_.assign(shared_bytes_, 0);
   if (sched_.randomize) {
-    for (auto& b : shared_) b = static_cast<unsigned char>(rng_());
+    for (std::size_t i = 0; i < shared_.size(); i += 8) {  // 8 bytes per draw
+      const std::uint64_t x = rng_();
+      std::memcpy(shared_.data() + i, &x, std::min<std::size_t>(8, shared_.size() - i));
+    }
   }
   if (shadow_on_) shadow_.assign((shared_bytes_ + 3) / 4, shadow_word{});  // split words reset too
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
@@ -127,6 +150,7 @@ void executor::run_cta(dim3s id) {
     t.pending.clear();
   }
   copies_.clear();
+  free_copies_.clear();
   unlanded_.clear();
   epoch_ = 0;
   bar_waiting_ = 0;
@@ -142,10 +166,10 @@ void executor::run_cta(dim3s id) {
     }
     if (runnable.empty()) break;
     if (sched_.randomize) {
-      warp& w = warps_[runnable[rng_() % runnable.size()]];
-      const unsigned quantum = 1 + static_cast<unsigned>(rng_() % 48);
+      warp& w = warps_[runnable[draw_below(runnable.size())]];
+      const unsigned quantum = 1 + static_cast<unsigned>(draw_below(48));
       for (unsigned q = 0; q < quantum && step(w); ++q) {
-        if (!unlanded_.empty() && rng_() % 4 == 0) land_random();
+        if (!unlanded_.empty() && one_in_four()) land_random();
       }
     } else {
       warp& w = warps_[runnable[rr++ % runnable.size()]];
@@ -371,6 +395,22 @@ std::uint32_t executor::ready_lanes(std::uint32_t arrived, const std::uint32_t* 
 
 bool executor::warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
   const operand& member = in.ops.back();
+  if (mask == 0xffffffffu && w.group_mask == 0xffffffffu) {
+    // The whole warp, converged (the usual case): no lane waits or is dead, so every lane whose
+    // mask names itself has all the lanes it names, and is ready at once.
+    std::uint32_t masks[kLanes];
+    const lanes_in m(w.regs, member);
+    std::uint32_t self = 0;
+    for (unsigned l = 0; l < kLanes; ++l) {
+      masks[l] = static_cast<std::uint32_t>(m[l]);
+      self |= masks[l] & (1u << l);
+    }
+    if (self == 0xffffffffu) {
+      sync_execute(w, in, pc, 0xffffffffu, masks);
+      ++w.group_pc;
+      return true;
+    }
+  }
   const std::uint32_t dead = dead_lanes(w);
   std::uint32_t masks[kLanes];
   for_lanes(mask, [&](unsigned l) {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace rungs::sim::detail {
@@ -59,6 +60,7 @@ struct copy_op {
   std::uint64_t src = 0;
   std::uint32_t size = 0, src_size = 0;
   std::uint32_t tid = 0, instr = 0, group = 0, epoch = 0;
+  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands
   bool landed = false;
 };
 
@@ -85,6 +87,12 @@ inline void for_lanes(std::uint32_t mask, F&& f) {
   for (; mask; mask &= mask - 1) f(static_cast<unsigned>(std::countr_zero(mask)));
 }
 
+// Whether `a` is not a multiple of `size` (a mask for the power-of-two sizes of every access;
+// a division per lane was a tenth of the shared-memory checks' time).
+inline bool misaligned(std::uint64_t a, std::uint64_t size) {
+  return (size & (size - 1)) == 0 ? (a & (size - 1)) != 0 : a % size != 0;
+}
+
 inline std::uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~0ull : ((1ull << bits) - 1); }
 
 inline unsigned type_bits(vtype t) {
@@ -105,28 +113,83 @@ inline std::int64_t sext(std::uint64_t v, unsigned bits) {
                     : static_cast<std::int64_t>(v << (64 - bits)) >> (64 - bits);
 }
 
-// The distinct 32-byte sectors a launch touches: appended per access and sorted and
-// deduplicated when counted (or when the list has doubled), which costs less than a hash-set
-// insert per access (the hash sets were 4-5% of a checked launch's time).
-class sector_set {
+// A hash map from 64-bit keys to small values, open addressing (linear probing, a
+// power-of-two table at most half full): one probe of a flat table where std::unordered_map
+// allocates a node per key (its inserts, lookups and frees were 2-3% of a checked launch).
+template <class V>
+class word_map {
  public:
-  void insert(const std::uint64_t* first, const std::uint64_t* last) {
-    sectors_.insert(sectors_.end(), first, last);
-    if (sectors_.size() > 2 * distinct_ + (std::size_t{1} << 16)) compact();
+  V& operator[](std::uint64_t key) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    const std::size_t i = probe(key + 1);
+    if (slots_[i].key == 0) {
+      slots_[i].key = key + 1;
+      ++used_;
+    }
+    return slots_[i].value;
   }
-  std::size_t count() {
-    compact();
-    return sectors_.size();
+  const V* find(std::uint64_t key) const {
+    if (slots_.empty()) return nullptr;
+    const std::size_t i = probe(key + 1);
+    return slots_[i].key == 0 ? nullptr : &slots_[i].value;
+  }
+  V* find(std::uint64_t key) { return const_cast<V*>(std::as_const(*this).find(key)); }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const slot& s : slots_) {
+      if (s.key != 0) f(s.value);
+    }
   }
 
  private:
-  void compact() {
-    std::sort(sectors_.begin(), sectors_.end());
-    sectors_.erase(std::unique(sectors_.begin(), sectors_.end()), sectors_.end());
-    distinct_ = sectors_.size();
+  struct slot {
+    std::uint64_t key = 0;  // the key + 1; 0: empty
+    V value{};
+  };
+  // The slot holding `stored` (key + 1), or the empty slot where it would go.
+  std::size_t probe(std::uint64_t stored) const {
+    const std::size_t m = slots_.size() - 1;
+    std::size_t i = static_cast<std::size_t>((stored * 0x9e3779b97f4a7c15ull) >> 20) & m;
+    while (slots_[i].key != stored && slots_[i].key != 0) i = (i + 1) & m;
+    return i;
   }
-  std::vector<std::uint64_t> sectors_;
-  std::size_t distinct_ = 0;
+  void grow() {
+    std::vector<slot> old(std::max<std::size_t>(256, slots_.size() * 2));
+    old.swap(slots_);
+    for (slot& s : old) {
+      if (s.key != 0) slots_[probe(s.key)] = std::move(s);
+    }
+  }
+  std::vector<slot> slots_;
+  std::size_t used_ = 0;
+};
+
+// The distinct 32-byte sectors a launch touches, as a bitmap per run of 64 sectors (2 KiB):
+// an instruction's lanes mostly touch neighbouring sectors, so one probe of a small, cached
+// table serves several. A sorted list compacted on doubling cost 2% of a checked launch in its
+// sorts, std::unordered_set 4-5% in its nodes, a hash set of single sectors its cache misses.
+class sector_set {
+ public:
+  void insert(const std::uint64_t* first, const std::uint64_t* last) {
+    for (; first != last; ++first) {
+      const std::uint64_t run = *first >> 6;
+      if (last_ == nullptr || run != last_run_) {
+        last_ = &runs_[run];  // stays valid until the next insertion of a new run
+        last_run_ = run;
+      }
+      *last_ |= std::uint64_t{1} << (*first & 63);
+    }
+  }
+  std::size_t count() const {
+    std::size_t n = 0;
+    runs_.for_each([&](std::uint64_t bits) { n += static_cast<std::size_t>(std::popcount(bits)); });
+    return n;
+  }
+
+ private:
+  word_map<std::uint64_t> runs_;  // run of 64 sectors -> its sectors touched
+  std::uint64_t* last_ = nullptr;
+  std::uint64_t last_run_ = 0;
 };
 
 // One source operand's 32 lanes, resolved once per instruction: a register's lanes in place,
@@ -156,6 +219,21 @@ inline void for_mask(std::uint32_t mask, F&& f) {
   } else {
     for_lanes(mask, f);
   }
+}
+
+// Whether the processor has AVX2, FMA and F16C (every AVX2 processor has the other two): lane
+// loops compiled for them (target attributes) are used where it does, with the same results
+// as the plain loops.
+inline bool cpu_has_avx2() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  }();
+  return has;
+#else
+  return false;
+#endif
 }
 
 class executor;
@@ -255,13 +333,15 @@ class executor {
                          bool write, std::size_t offset) const;
   void shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                      bool write, bool strong = false);
-  void shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, unsigned lane, bool write, bool strong,
+  [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
+  void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte) const;
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
+  void shfl_whole_warp(warp& w, const instr& in);
   void sync_vote(warp& w, const instr& in, std::uint32_t ready);
   void sync_match(warp& w, const instr& in, std::uint32_t ready);
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
@@ -329,6 +409,26 @@ class executor {
   const global_memory& memory_;
   const schedule& sched_;
   std::mt19937_64 rng_;
+  // A 1-in-4 chance per instruction (landing a cp.async) from 2 bits of a 64-bit draw: a draw
+  // per instruction was 3% of a checked launch.
+  std::uint64_t coin_bits_ = 0;
+  unsigned coin_left_ = 0;
+  // A draw in [0, n) by a multiply and a shift (Lemire's reduction: a division per draw was
+  // most of a random landing's cost).
+  std::uint64_t draw_below(std::uint64_t n) {
+    __extension__ using u128 = unsigned __int128;
+    return static_cast<std::uint64_t>((u128{rng_()} * n) >> 64);
+  }
+  bool one_in_four() {
+    if (coin_left_ == 0) {
+      coin_bits_ = rng_();
+      coin_left_ = 32;
+    }
+    --coin_left_;
+    const bool hit = (coin_bits_ & 3) == 0;
+    coin_bits_ >>= 2;
+    return hit;
+  }
   unsigned threads_ = 0;
   std::size_t shared_bytes_ = 0, dynamic_shared_ = 0;
   bool shadow_on_ = true;
@@ -338,7 +438,9 @@ class executor {
   std::vector<shadow_byte> shadow_bytes_;  // per byte, for split words (allocated at the first split)
   std::vector<unsigned char> local_;
   std::vector<thread_async> async_;
-  std::vector<copy_op> copies_;
+  std::vector<copy_op> copies_;            // cp.async copies in flight or not yet waited for
+  std::vector<std::uint32_t> free_copies_;  // entries of copies_ whose copy is complete (reused:
+                                            // a small table stays in cache)
   std::vector<std::uint32_t> unlanded_;
   std::uint32_t epoch_ = 0;
   unsigned bar_waiting_ = 0, live_ = 0;
@@ -357,7 +459,7 @@ class executor {
     std::uint32_t tid = 0;
     bool published = false;
   };
-  std::unordered_map<std::uint64_t, weak_write> weak_writes_;
+  word_map<weak_write> weak_writes_;
   std::uint64_t weak_lo_ = ~std::uint64_t{0}, weak_hi_ = 0;  // their words' range: a cheap filter for loads
   std::vector<std::vector<std::uint64_t>> unpublished_;   // per thread of the current block: its weak words
   struct printed {  // one device printf call's text, with where it comes from (the output's order)

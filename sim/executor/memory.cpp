@@ -9,7 +9,7 @@
 namespace rungs::sim::detail {
 
 // ---- memory ----------------------------------------------------------------------------
-bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const {
+inline bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const {
   if (a.tid < 0 || static_cast<std::uint32_t>(a.tid) == tid) return true;
   if (a.epoch < epoch_) return true;
   const unsigned a_warp = static_cast<unsigned>(a.tid) / kLanes;
@@ -29,14 +29,23 @@ bool executor::happens_before(const access_rec& a, std::uint32_t tid, const warp
 
 // Whether an earlier access `a` and one by thread `tid` now conflict: not ordered by a barrier
 // or warp sync, and not both strong (PTX ISA, "Data Race": morally strong accesses do not race).
-bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const {
+inline bool executor::conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const {
   return !happens_before(a, tid, w, lane) && !(strong && a.strong);
 }
 
-// One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
-// the checks, then the record update. `byte` is the first byte it stands for (messages).
-void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, unsigned lane, bool write, bool strong,
-                           std::size_t byte) const {
+namespace {
+// A write's cell keeps no readers. Each record is cleared from a constant (a chained
+// `r1 = r2 = {}` compiled to narrow stores reread as one wide load: a store-forwarding stall,
+// half of a cp.async issue's shadow time).
+void forget_readers(shadow_byte& s) {
+  static constexpr access_rec none{};
+  s.r1 = none;
+  s.r2 = none;
+}
+}  // namespace
+
+// An access to a cell with a cp.async in flight, or a read of a never-written cell.
+void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
   if (s.pending) {
@@ -47,9 +56,19 @@ void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, 
     }
     race(s.w, true, instr_index, tid, write, byte);
   }
-  if (!write && sched_.uninitialized_check && s.w.tid < 0) {
-    fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
-  }
+  fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+}
+
+// One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
+// the checks, then the record update. `byte` is the first byte it stands for (messages).
+// `me` comes by value, in registers: a reference to the caller's freshly built record was
+// reread as one wide load after narrow stores (a store-forwarding stall per access).
+// Inline in its callers (shared_access), with its findings out of line (shadow_finding, race).
+inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
+                                  std::size_t byte) const {
+  const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
+  const std::uint32_t instr_index = me.instr;
+  if (s.pending || (!write && sched_.uninitialized_check && s.w.tid < 0)) shadow_finding(s, me, write, byte);
   if (sched_.race_check) {
     if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
     if (write) {
@@ -59,7 +78,7 @@ void executor::shadow_cell(shadow_byte& s, const access_rec& me, const warp& w, 
   }
   if (write) {
     s.w = me;
-    s.r1 = s.r2 = access_rec{};
+    forget_readers(s);
   } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
     s.r1 = me;
   } else if (s.r2.tid < 0 || s.r2.tid == me.tid || s.r2.epoch < epoch_) {
@@ -106,7 +125,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
             "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
                 ") outside the block's " + std::to_string(shared_.size()) + " bytes");
   }
-  if (offset % size != 0) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
+  if (misaligned(offset, size)) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
@@ -127,7 +146,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
 }
 
 void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
-  if (addr % size != 0) {
+  if (misaligned(addr, size)) {
     fail_at(instr_index, tid, "misaligned global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr));
   }
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
@@ -175,6 +194,13 @@ void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
     default: std::memcpy(p, &v, 8); return;
   }
 }
+
+// The distinct sectors of one instruction's lanes, sorted at the front of `s` (lanes mostly
+// touch ascending addresses: then no sort is needed).
+unsigned distinct_sectors(std::uint64_t* s, unsigned n) {
+  if (!std::is_sorted(s, s + n)) std::sort(s, s + n);
+  return static_cast<unsigned>(std::unique(s, s + n) - s);
+}
 }  // namespace
 
 // ld/st of one lane: `n` elements of `esize` bytes at `addr` in space `sp`.
@@ -187,6 +213,15 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
   const unsigned n = in.vec;
   const std::size_t total = esize * n;
   const bool sign = is_signed(in.type);
+  if (n > 4) lane_io{*this, w, in, pc, mask}.no("a vector of more than 4 elements");
+  // Each element's value register resolved once (null: an immediate, or a sink `_`).
+  std::uint64_t* vregs[4] = {};
+  std::uint64_t vimm[4] = {};
+  for (unsigned e = 0; e < n; ++e) {
+    const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
+    if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
+    else vimm[e] = r.imm;
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -223,25 +258,23 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         base = const_cast<unsigned char*>(params_) + a;
         break;
       case space::local:
-        if (a % esize != 0) fail_at(pc, tid, "misaligned local access");
+        if (misaligned(a, esize)) fail_at(pc, tid, "misaligned local access");
         base = local_at(pc, tid, a, total);
         break;
     }
     for (unsigned e = 0; e < n; ++e) {
-      const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
       if (load) {
         std::uint64_t v = load_bytes(base + e * esize, esize);
         if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
-        if (r.kind == operand::k_reg) set(w, r, l, v);
+        if (vregs[e]) vregs[e][l] = v;
       } else {
-        store_bytes(base + e * esize, get(w, r, l), esize);
+        store_bytes(base + e * esize, vregs[e] ? vregs[e][l] : vimm[e], esize);
       }
     }
   });
   if (nsectors > 0) {
     const std::uint64_t bytes = total * nsectors;
-    std::sort(sectors, sectors + nsectors);
-    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    const unsigned distinct = distinct_sectors(sectors, nsectors);
     auto& set = load ? sectors_read_ : sectors_written_;
     set.insert(sectors, sectors + distinct);
     if (load) {
@@ -268,12 +301,15 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     if (c.src_size > c.size) {
       fail_at(pc, tid, "cp.async src-size " + std::to_string(c.src_size) + " exceeds cp-size " + std::to_string(c.size));
     }
-    if (c.dst + std::uint64_t{c.size} > shared_.size() || c.dst % c.size != 0) {
+    if (c.dst + std::uint64_t{c.size} > shared_.size() || misaligned(c.dst, c.size)) {
       fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
     }
     if (c.src_size > 0) {
-      if (c.src % c.size != 0) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
+      if (misaligned(c.src, c.size)) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
+      // The copy lands later (land): start reading its source now (its cache misses were most
+      // of the landing's time). A hint only: the data are still read when the copy lands.
+      __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)));
       if (sched_.race_check) check_published(pc, tid, c.src, c.src_size);
       sectors[nsectors++] = c.src / 32;
       result_.global.bytes_read += c.src_size;
@@ -284,14 +320,21 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     c.group = async_[tid].open_group;
     c.epoch = epoch_;
     if (shadow_on_) issue_shadow(w, l, c);
-    const auto index = static_cast<std::uint32_t>(copies_.size());
-    copies_.push_back(c);
+    c.slot = static_cast<std::uint32_t>(unlanded_.size());
+    std::uint32_t index = 0;
+    if (free_copies_.empty()) {
+      index = static_cast<std::uint32_t>(copies_.size());
+      copies_.push_back(c);
+    } else {
+      index = free_copies_.back();
+      free_copies_.pop_back();
+      copies_[index] = c;
+    }
     async_[tid].pending.push_back(index);
     unlanded_.push_back(index);
   });
   if (nsectors > 0) {
-    std::sort(sectors, sectors + nsectors);
-    const unsigned distinct = static_cast<unsigned>(std::unique(sectors, sectors + nsectors) - sectors);
+    const unsigned distinct = distinct_sectors(sectors, nsectors);
     sectors_read_.insert(sectors, sectors + distinct);
     async_sectors_.insert(sectors, sectors + distinct);
     result_.global.sector_reads_total += distinct;
@@ -299,19 +342,30 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
 }
 
 void executor::land_random() {
-  const std::size_t k = rng_() % unlanded_.size();
-  const std::uint32_t index = unlanded_[k];
-  unlanded_[k] = unlanded_.back();
-  unlanded_.pop_back();
-  land(index);
+  land(unlanded_[draw_below(unlanded_.size())]);
 }
 
 void executor::land(std::uint32_t index) {
   copy_op& c = copies_[index];
   if (c.landed) return;
   c.landed = true;
+  // Out of the unlanded list in O(1): the last entry takes its slot (a scan of the list at
+  // every wait was 2% of a checked launch).
+  const std::uint32_t last = unlanded_.back();
+  unlanded_[c.slot] = last;
+  copies_[last].slot = c.slot;
+  unlanded_.pop_back();
   unsigned char* dst = shared_.data() + c.dst;
-  if (c.src_size > 0) std::memcpy(dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)), c.src_size);
+  const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
+  // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a
+  // run-time size is a library call, 2% of a checked decode launch).
+  switch (c.src_size == c.size ? c.size : 0) {
+    case 16: std::memcpy(dst, src, 16); return;
+    case 8: std::memcpy(dst, src, 8); return;
+    case 4: std::memcpy(dst, src, 4); return;
+    default: break;
+  }
+  if (c.src_size > 0) std::memcpy(dst, src, c.src_size);
   std::memset(dst + c.src_size, 0, c.size - c.src_size);
 }
 
@@ -329,7 +383,7 @@ void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
       if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, byte);
     }
     s.w = me;
-    s.r1 = s.r2 = access_rec{};
+    forget_readers(s);
     s.pending = true;
   };
   // The destination is whole words (4, 8 or 16 bytes, aligned to its size).
@@ -376,15 +430,13 @@ void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, 
     for (const std::uint32_t index : t.pending) {
       if (copies_[index].group < limit) {
         complete(index, w, l);
+        free_copies_.push_back(index);  // nothing refers to a completed copy: its entry is reused
       } else {
         t.pending[keep++] = index;
       }
     }
     t.pending.resize(keep);
   });
-  if (!unlanded_.empty()) {
-    std::erase_if(unlanded_, [&](std::uint32_t i) { return copies_[i].landed; });
-  }
 }
 
 }  // namespace rungs::sim::detail
@@ -503,10 +555,8 @@ void executor::note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_
 
 void executor::publish(std::uint32_t tid) {
   for (const std::uint64_t word : unpublished_[tid]) {
-    const auto it = weak_writes_.find(word);
-    if (it != weak_writes_.end() && it->second.tid == tid && it->second.cta == cta_) {
-      it->second.published = true;
-    }
+    weak_write* wr = weak_writes_.find(word);
+    if (wr != nullptr && wr->tid == tid && wr->cta == cta_) wr->published = true;
   }
   unpublished_[tid].clear();
 }
@@ -515,9 +565,9 @@ void executor::check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_
   const std::uint64_t first = addr / 4, last = (addr + bytes - 1) / 4;
   if (last < weak_lo_ || first > weak_hi_) return;
   for (std::uint64_t word = first; word <= last; ++word) {
-    const auto it = weak_writes_.find(word);
-    if (it == weak_writes_.end() || it->second.published) continue;
-    const weak_write& wr = it->second;
+    const weak_write* found = weak_writes_.find(word);
+    if (found == nullptr || found->published) continue;
+    const weak_write& wr = *found;
     if (wr.cta == cta_) continue;  // its own block: bar.sync orders it
     std::ostringstream os;
     os << "global read of 0x" << std::hex << word * 4 << std::dec << ", written in this launch by thread ("

@@ -21,32 +21,37 @@ void executor::sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uin
   }
 }
 
+namespace {
+// The lane that lane l reads in shfl.sync with operands b and c (PTX ISA: shfl.sync): the
+// computed source if in range (pval), else l itself.
+int shfl_source(shfl_mode mode, int l, std::uint64_t b, std::uint64_t c, bool& pval) {
+  const int bval = static_cast<int>(b & 0x1f);
+  const int cval = static_cast<int>(c & 0x1f);
+  const int segmask = static_cast<int>((c >> 8) & 0x1f);
+  const int max_lane = (l & segmask) | (cval & ~segmask);
+  int j = 0;
+  switch (mode) {
+    case shfl_mode::up: j = l - bval; pval = j >= max_lane; break;
+    case shfl_mode::down: j = l + bval; pval = j <= max_lane; break;
+    case shfl_mode::bfly: j = l ^ bval; pval = j <= max_lane; break;
+    case shfl_mode::idx: j = (l & segmask) | (bval & ~segmask); pval = j <= max_lane; break;
+  }
+  return pval ? j : l;
+}
+}  // namespace
+
 // shfl.sync d(|p), a, b, c, membermask (PTX ISA: shfl.sync)
 void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks) {
-  const std::uint32_t dead = dead_lanes(w);
-  std::uint32_t src[kLanes];
-  for_lanes(ready, [&](unsigned l) { src[l] = static_cast<std::uint32_t>(get(w, in.ops[1], l)); });
   const operand& dst = in.ops[0];
   const operand& d = dst.kind == operand::k_vec ? dst.elems[0] : dst;
   const operand* p = dst.kind == operand::k_vec && dst.elems.size() > 1 ? &dst.elems[1] : nullptr;
+  if (ready == 0xffffffffu && d.kind == operand::k_reg) return shfl_whole_warp(w, in);
+  const std::uint32_t dead = dead_lanes(w);
+  std::uint32_t src[kLanes];
+  for_lanes(ready, [&](unsigned l) { src[l] = static_cast<std::uint32_t>(get(w, in.ops[1], l)); });
   for_lanes(ready, [&](unsigned lane) {
-    const std::uint32_t b = static_cast<std::uint32_t>(get(w, in.ops[2], lane));
-    const std::uint32_t c = static_cast<std::uint32_t>(get(w, in.ops[3], lane));
-    const int bval = static_cast<int>(b & 0x1f);
-    const int cval = static_cast<int>(c & 0x1f);
-    const int segmask = static_cast<int>((c >> 8) & 0x1f);
-    const int l = static_cast<int>(lane);
-    const int max_lane = (l & segmask) | (cval & ~segmask);
-    const int min_lane = l & segmask;
-    int j = 0;
     bool pval = false;
-    switch (in.mode) {
-      case shfl_mode::up: j = l - bval; pval = j >= max_lane; break;
-      case shfl_mode::down: j = l + bval; pval = j <= max_lane; break;
-      case shfl_mode::bfly: j = l ^ bval; pval = j <= max_lane; break;
-      case shfl_mode::idx: j = min_lane | (bval & ~segmask); pval = j <= max_lane; break;
-    }
-    if (!pval) j = l;
+    const int j = shfl_source(in.mode, static_cast<int>(lane), get(w, in.ops[2], lane), get(w, in.ops[3], lane), pval);
     if (((dead >> j) & 1) != 0) {  // an exited or absent lane: undefined bits (CUDA: "the value is undefined")
       set(w, d, lane, static_cast<std::uint32_t>(rng_()));
       if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
@@ -60,6 +65,23 @@ void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32
     set(w, d, lane, src[j]);
     if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
   });
+}
+
+// shfl.sync with every lane taking part (the butterfly reductions of a kernel): each lane's
+// source lane computed as in sync_shfl, with operands resolved once and no lane dead or missing.
+void executor::shfl_whole_warp(warp& w, const instr& in) {
+  const lanes_in a(w.regs, in.ops[1]), b(w.regs, in.ops[2]), c(w.regs, in.ops[3]);
+  std::uint32_t src[kLanes];
+  for (unsigned l = 0; l < kLanes; ++l) src[l] = static_cast<std::uint32_t>(a[l]);
+  const operand& dst = in.ops[0];
+  const bool has_p = dst.kind == operand::k_vec && dst.elems.size() > 1 && dst.elems[1].kind == operand::k_reg;
+  std::uint64_t* d = w.regs.data() + std::size_t{(dst.kind == operand::k_vec ? dst.elems[0] : dst).reg} * kLanes;
+  std::uint64_t* p = has_p ? w.regs.data() + std::size_t{dst.elems[1].reg} * kLanes : nullptr;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    bool pval = false;
+    d[l] = src[shfl_source(in.mode, static_cast<int>(l), b[l], c[l], pval)];
+    if (p) p[l] = pval ? 1 : 0;
+  }
 }
 
 // vote.sync.{all,any,uni}.pred d, {!}a, membermask and vote.sync.ballot.b32 d, {!}a, membermask

@@ -4,7 +4,9 @@
 // coverage check (coverage_test.cpp) requires one for every string rungs' kernels use.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <vector>
 
 #include "eval.hpp"
 
@@ -45,6 +47,38 @@ TEST_CASE("fma.rn.f32 rounds once", "[op:fma.rn.f32]") {
   CHECK(eval32("fma.rn.f32 %d, %a, %b, %c", kInf, 0u, kOne) == kNaN);
   CHECK(eval32("fma.rn.ftz.f32 %d, %a, %b, %c", 1u, kOne, 0u) == 0u);
   CHECK(eval32("fma.rn.sat.f32 %d, %a, %b, %c", bits(2.0f), bits(3.0f), 0u) == kOne);
+}
+
+TEST_CASE("a whole warp gives each lane the bits one lane gets (the executor's whole-warp lane loops, AVX2 where the CPU has it)",
+          "[op:fma.rn.f32][op:add.f32][op:sub.f32][op:mul.f32][op:cvt.f32.f16][op:setp.lt.s32][op:setp.lt.f32]") {
+  using row = std::array<std::uint32_t, 4>;  // a, b, c, expected d
+  // Each instruction over 32 lanes, the cases below repeated across them (so the lanes differ).
+  const auto warp_of = [](const std::string& instruction, const std::vector<row>& cases) {
+    std::vector<std::array<std::uint32_t, 3>> in;
+    for (unsigned l = 0; l < 32; ++l) {
+      const row& r = cases[l % cases.size()];
+      in.push_back({r[0], r[1], r[2]});
+    }
+    const std::vector<std::uint32_t> out = eval32(instruction, in);
+    for (unsigned l = 0; l < 32; ++l) {
+      INFO(instruction << ", lane " << l);
+      CHECK(out[l] == cases[l % cases.size()][3]);
+    }
+  };
+  warp_of("fma.rn.f32 %d, %a, %b, %c", {{0x3f800800u, 0x3f800800u, bits(-1.0f), 0x3a000400u},  // rounded once
+                                        {bits(2.0f), bits(3.0f), bits(1.0f), bits(7.0f)},
+                                        {kInf, 0u, kOne, kNaN}});
+  warp_of("add.f32 %d, %a, %b", {{kOne, 0x33800000u, 0, kOne}, {kQNaN, kOne, 0, kNaN}, {kInf, kNegInf, 0, kNaN},
+                                 {bits(1.5f), bits(2.25f), 0, bits(3.75f)}});
+  warp_of("sub.f32 %d, %a, %b", {{kOne, kOne, 0, 0u}, {kInf, kInf, 0, kNaN}, {bits(3.0f), kOne, 0, bits(2.0f)}});
+  warp_of("mul.f32 %d, %a, %b", {{bits(3.0f), bits(-2.0f), 0, bits(-6.0f)}, {kInf, 0u, 0, kNaN},
+                                 {0x00800000u, bits(0.5f), 0, 0x00400000u}});  // a subnormal product kept
+  warp_of("{ .reg .f16 low, high; mov.b32 {low, high}, %a; cvt.f32.f16 %d, high; }",
+          {{0x3c000000u, 0, 0, kOne}, {0x00010000u, 0, 0, 0x33800000u}, {0xfc000000u, 0, 0, kNegInf},
+           {0xfe010000u, 0, 0, kNaN}, {0x80000000u, 0, 0, 0x80000000u}});
+  warp_of("setp.lt.s32 %p, %a, %b; selp.u32 %d, 1, 0, %p", {{~0u, 0u, 0, 1u}, {0u, ~0u, 0, 0u}, {5u, 5u, 0, 0u}});
+  warp_of("setp.lt.u32 %p, %a, %b; selp.u32 %d, 1, 0, %p", {{~0u, 0u, 0, 0u}, {0u, ~0u, 0, 1u}});
+  warp_of("setp.lt.f32 %p, %a, %b; selp.u32 %d, 1, 0, %p", {{kQNaN, kOne, 0, 0u}, {bits(-1.0f), kOne, 0, 1u}});
 }
 
 TEST_CASE("div/rcp.rn.f32 are IEEE-exact; rcp of zeros is a signed infinity", "[op:div.rn.f32][op:rcp.rn.f32]") {
