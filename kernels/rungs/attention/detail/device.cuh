@@ -1,6 +1,7 @@
 // Device building blocks of rungs' paged-attention kernels: element types, 16-byte vectors,
 // fp8 KV conversions, cp.async, exp2, and the lane-group all-reduce. Needs sm_80 or newer
-// (cp.async, bf16; fp8 is converted with integer operations, no fp8 hardware needed).
+// (cp.async, bf16). fp8 is widened by sm_89's cvt.f16x2.e4m3x2 where the target has it, and
+// by integer operations on sm_80 and sm_86 (no fp8 hardware): the same values either way.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -98,8 +99,31 @@ __device__ __forceinline__ int thread_index_again() {
 /// magnitude 0x3f80 (1.875): with KeepNan it gets bit 14 too, the all-ones exponent of a
 /// binary16 NaN. 0x3f80 is the only magnitude at which adding 0x80 carries into bit 14, so
 /// the fix-up is two integer operations, no compare.
+///
+/// On sm_89 and newer an E4M3 pair is one cvt.rn.f16x2.e4m3x2 (exact: every E4M3 value, NaN
+/// included, is a binary16) and one multiply by 2^-8 (exact: the smallest code, 2^-9, becomes
+/// the binary16 subnormal 2^-17), 2 instructions a pair where the integer route takes about 4;
+/// NaN comes out a NaN whatever KeepNan says. fp8_hardware_cvt says which route this
+/// compilation takes. E5M2 stays on bytes (one PRMT a pair: no instruction to save).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+inline constexpr bool fp8_hardware_cvt = true;
+#else
+inline constexpr bool fp8_hardware_cvt = false;
+#endif
 template <class KV, bool KeepNan = false>
 __device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32_t (&pairs)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, lo;\n\tcvt.rn.f16x2.e4m3x2 %1, hi;\n\t}"
+        : "=r"(pairs[0]), "=r"(pairs[1])
+        : "r"(x));
+    constexpr std::uint32_t kUnit = 0x1c001c00u;  // (2^-8, 2^-8): x / kv_unit, exactly
+#pragma unroll
+    for (int p = 0; p < 2; ++p) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(pairs[p]) : "r"(kUnit));
+    return;
+  }
+#endif
   // Bytes into the high bytes of the pairs' halves.
   pairs[0] = ((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u);
   pairs[1] = ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u);
@@ -127,7 +151,7 @@ __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
       out[4 * w + 2 * p] = f.x;
       out[4 * w + 2 * p + 1] = f.y;
-      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
+      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3> && !fp8_hardware_cvt) {
         if (fabsf(f.x) == 1.875f) out[4 * w + 2 * p] = __int_as_float(0x7fffffff);
         if (fabsf(f.y) == 1.875f) out[4 * w + 2 * p + 1] = __int_as_float(0x7fffffff);
       }
