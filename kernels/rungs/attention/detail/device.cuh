@@ -156,25 +156,29 @@ __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]
   }
 }
 
-/// 8 fp8 codes (8 bytes) widened to 8 elements of T (16 bytes), exactly, divided by
-/// kv_unit<KV>, NaN kept (every such value is a binary16 and a bfloat16 value). To bfloat16
+/// 4 fp8 codes (one word) widened to 2 pairs of T (fp8x4_to_half_pairs' pairs), and 8 codes
+/// (8 bytes) to 8 elements of T (16 bytes), exactly, divided by kv_unit<KV>, NaN kept (every such value is a binary16 and a bfloat16 value). To bfloat16
 /// through float: a value of at most 4 significant bits is its float's high half, so one PRMT
 /// packs a pair where cvt.rn.bf16x2.f32 (F2FP, the conversion pipe: a quarter of the
 /// integer pipe's rate) would round nothing.
 template <class T, class KV>
-__device__ __forceinline__ uint4 fp8x8_to(const uint2& raw) {
+__device__ __forceinline__ void fp8x4_to(std::uint32_t x, std::uint32_t (&pairs)[2]) {
   static_assert(is_fp8_element<KV> && is_device_element<T>);
-  std::uint32_t out[4];
-  fp8x4_to_half_pairs<KV, true>(raw.x, *reinterpret_cast<std::uint32_t(*)[2]>(&out[0]));
-  fp8x4_to_half_pairs<KV, true>(raw.y, *reinterpret_cast<std::uint32_t(*)[2]>(&out[2]));
+  fp8x4_to_half_pairs<KV, true>(x, pairs);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&out[i]));
-      out[i] = __byte_perm(__float_as_uint(f.x), __float_as_uint(f.y), 0x7632);
+    for (int i = 0; i < 2; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&pairs[i]));
+      pairs[i] = __byte_perm(__float_as_uint(f.x), __float_as_uint(f.y), 0x7632);
     }
   }
-  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+template <class T, class KV>
+__device__ __forceinline__ uint4 fp8x8_to(const uint2& raw) {
+  std::uint32_t lo[2], hi[2];
+  fp8x4_to<T, KV>(raw.x, lo);
+  fp8x4_to<T, KV>(raw.y, hi);
+  return make_uint4(lo[0], lo[1], hi[0], hi[1]);
 }
 
 /// 8 consecutive cache elements widened to float, divided by kv_unit<KV>: 16 bytes of a
