@@ -62,11 +62,13 @@ struct fp8_decode_agent {
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kWarpKeys == 8 || kWarpKeys == 16);
 
-  /// Shared memory: the fp8 pipeline (swizzled where a row is 8 chunks), reused after it
-  /// drains for the warps' row states (HeadDim floats, a max and a sum each), and past both the
-  /// scores' scale and the V scale: the loop uses every register of the 4-CTA budget on sm_90,
-  /// and a value held across it spills (as in tensor_core_decode_agent).
+  /// A row of 8 16-byte chunks (D 128) is swizzled; a row of 4 (D 64) is plain.
   static constexpr bool kSwizzle = HeadDim / 16 % 8 == 0;
+
+  /// Shared memory: the fp8 pipeline, reused after it drains for the warps' row states
+  /// (HeadDim floats, a max and a sum each), and past both the scores' scale and the V scale:
+  /// the loop uses every register of the 4-CTA budget on sm_90, and a value held across it
+  /// spills (as in tensor_core_decode_agent).
   struct storage {
     using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle>;
     static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * kTile * HeadDim * sizeof(KV);
