@@ -1,6 +1,7 @@
 // Device building blocks of rungs' paged-attention kernels: element types, 16-byte vectors,
 // fp8 KV conversions, cp.async, exp2, and the lane-group all-reduce. Needs sm_80 or newer
-// (cp.async, bf16; fp8 is converted with integer operations, no fp8 hardware needed).
+// (cp.async, bf16). fp8 is widened by sm_89's cvt.f16x2.e4m3x2 where the target has it, and
+// by integer operations on sm_80 and sm_86 (no fp8 hardware): the same values either way.
 #pragma once
 
 #if !defined(__CUDACC__)
@@ -52,11 +53,23 @@ inline constexpr bool is_fp8_element = std::is_same_v<KV, __nv_fp8_e4m3> || std:
 template <class KV>
 inline constexpr bool is_kv_element = is_device_element<KV> || is_fp8_element<KV>;
 
-/// What load_float8 returns for a cache element of value x is x / kv_unit<KV>: 2^8 for E4M3
-/// (its codes are read as binary16 with the exponent rebased, see fp8x8_to_float), 1 otherwise.
-/// The kernels fold it into their K and V scales (a power of two: exact).
+/// Whether this compilation widens E4M3 with sm_89's cvt.rn.f16x2.e4m3x2 (one instruction a
+/// pair, exact: every E4M3 value, NaN included, is a binary16) or, for sm_80 and sm_86 (no fp8
+/// hardware), with integer operations (fp8x4_to_half_pairs). E5M2 is bytes on every GPU (an
+/// E5M2 code is the top byte of a binary16: one PRMT a pair, no instruction to save).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+inline constexpr bool fp8_hardware_cvt = true;
+#else
+inline constexpr bool fp8_hardware_cvt = false;
+#endif
+
+/// What load_float8 returns for a cache element of value x is x / kv_unit<KV>: for E4M3 on the
+/// integer route 2^8 (its codes are read as binary16 with the exponent rebased, see
+/// fp8x4_to_half_pairs), 1 otherwise (the hardware conversion gives x itself; multiplying by
+/// 2^-8 would cost one more instruction a pair). The kernels fold it into their K and V scales
+/// in device code (a power of two: exact), so each architecture's code uses its own unit.
 template <class KV>
-inline constexpr float kv_unit = std::is_same_v<KV, __nv_fp8_e4m3> ? 256.0f : 1.0f;
+inline constexpr float kv_unit = std::is_same_v<KV, __nv_fp8_e4m3> && !fp8_hardware_cvt ? 256.0f : 1.0f;
 
 /// 8 elements (16 bytes) of T widened to float.
 template <class T>
@@ -80,11 +93,6 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[8]) {
   }
 }
 
-/// 8 fp8 codes (8 bytes) widened to float, exactly, divided by kv_unit<KV>. An E5M2 code is
-/// the top byte of a binary16; an E4M3 code s.eeee.mmm becomes the binary16 s.0eeee.mmm0000000,
-/// its value times 2^-8 (the biases differ by 8), subnormals included, and its NaN (s.1111.111,
-/// read as 1.875) is restored. Integer operations and cvt.f32.f16: no fp8 hardware (sm_89+)
-/// needed, and the same code on every GPU.
 /// threadIdx.x, read by a volatile instruction the compiler does not merge with other reads:
 /// values derived from it can be recomputed after a loop instead of held (or spilled) across.
 __device__ __forceinline__ int thread_index_again() {
@@ -94,12 +102,22 @@ __device__ __forceinline__ int thread_index_again() {
 }
 
 /// The binary16 pairs of 4 fp8 codes (one word, bytes b0..b3): (b0, b1) and (b2, b3), each
-/// value x / kv_unit<KV> (fp8x8_to_float's mapping). An E4M3 NaN (s.1111.111) maps to
-/// magnitude 0x3f80 (1.875): with KeepNan it gets bit 14 too, the all-ones exponent of a
-/// binary16 NaN. 0x3f80 is the only magnitude at which adding 0x80 carries into bit 14, so
-/// the fix-up is two integer operations, no compare.
+/// value x / kv_unit<KV>, exactly, subnormals included. E4M3 on sm_89+ (fp8_hardware_cvt): two
+/// cvt.rn.f16x2.e4m3x2, NaN a NaN. Otherwise integer operations: an E5M2 code is the top byte
+/// of a binary16; an E4M3 code s.eeee.mmm becomes the binary16 s.0eeee.mmm0000000, its value
+/// times 2^-8 (the biases differ by 8), and its NaN (s.1111.111) maps to magnitude 0x3f80
+/// (1.875): with KeepNan it gets bit 14 too, the all-ones exponent of a binary16 NaN. 0x3f80 is
+/// the only magnitude at which adding 0x80 carries into bit 14, so the fix-up is two integer
+/// operations, no compare.
 template <class KV, bool KeepNan = false>
 __device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32_t (&pairs)[2]) {
+  if constexpr (fp8_hardware_cvt && std::is_same_v<KV, __nv_fp8_e4m3>) {
+    asm("{\n\t.reg .b16 lo, hi;\n\tmov.b32 {lo, hi}, %2;\n\t"
+        "cvt.rn.f16x2.e4m3x2 %0, lo;\n\tcvt.rn.f16x2.e4m3x2 %1, hi;\n\t}"
+        : "=r"(pairs[0]), "=r"(pairs[1])
+        : "r"(x));
+    return;
+  }
   // Bytes into the high bytes of the pairs' halves.
   pairs[0] = ((x << 8) & 0x0000ff00u) | ((x << 16) & 0xff000000u);
   pairs[1] = ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u);
@@ -113,6 +131,9 @@ __device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32
   }
 }
 
+/// 8 fp8 codes (8 bytes) widened to float, exactly, divided by kv_unit<KV>
+/// (fp8x4_to_half_pairs, then cvt.f32.f16); the integer route's E4M3 NaN (read as 1.875) is
+/// restored by a compare.
 template <class KV>
 __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]) {
   static_assert(is_fp8_element<KV>);
@@ -127,7 +148,7 @@ __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]
       const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
       out[4 * w + 2 * p] = f.x;
       out[4 * w + 2 * p + 1] = f.y;
-      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
+      if constexpr (std::is_same_v<KV, __nv_fp8_e4m3> && !fp8_hardware_cvt) {
         if (fabsf(f.x) == 1.875f) out[4 * w + 2 * p] = __int_as_float(0x7fffffff);
         if (fabsf(f.y) == 1.875f) out[4 * w + 2 * p + 1] = __int_as_float(0x7fffffff);
       }
@@ -135,22 +156,29 @@ __device__ __forceinline__ void fp8x8_to_float(const uint2& raw, float (&out)[8]
   }
 }
 
-/// 8 fp8 codes (8 bytes) widened to 8 elements of T (16 bytes), exactly, divided by
-/// kv_unit<KV>, NaN kept (every such value is a binary16 and a bfloat16 value).
+/// 4 fp8 codes (one word) widened to 2 pairs of T (fp8x4_to_half_pairs' pairs), and 8 codes
+/// (8 bytes) to 8 elements of T (16 bytes), exactly, divided by kv_unit<KV>, NaN kept (every such value is a binary16 and a bfloat16 value). To bfloat16
+/// through float: a value of at most 4 significant bits is its float's high half, so one PRMT
+/// packs a pair where cvt.rn.bf16x2.f32 (F2FP, the conversion pipe: a quarter of the
+/// integer pipe's rate) would round nothing.
 template <class T, class KV>
-__device__ __forceinline__ uint4 fp8x8_to(const uint2& raw) {
+__device__ __forceinline__ void fp8x4_to(std::uint32_t x, std::uint32_t (&pairs)[2]) {
   static_assert(is_fp8_element<KV> && is_device_element<T>);
-  std::uint32_t out[4];
-  fp8x4_to_half_pairs<KV, true>(raw.x, *reinterpret_cast<std::uint32_t(*)[2]>(&out[0]));
-  fp8x4_to_half_pairs<KV, true>(raw.y, *reinterpret_cast<std::uint32_t(*)[2]>(&out[2]));
+  fp8x4_to_half_pairs<KV, true>(x, pairs);
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 b = __float22bfloat162_rn(__half22float2(*reinterpret_cast<const __half2*>(&out[i])));
-      out[i] = *reinterpret_cast<const std::uint32_t*>(&b);
+    for (int i = 0; i < 2; ++i) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&pairs[i]));
+      pairs[i] = __byte_perm(__float_as_uint(f.x), __float_as_uint(f.y), 0x7632);
     }
   }
-  return make_uint4(out[0], out[1], out[2], out[3]);
+}
+template <class T, class KV>
+__device__ __forceinline__ uint4 fp8x8_to(const uint2& raw) {
+  std::uint32_t lo[2], hi[2];
+  fp8x4_to<T, KV>(raw.x, lo);
+  fp8x4_to<T, KV>(raw.y, hi);
+  return make_uint4(lo[0], lo[1], hi[0], hi[1]);
 }
 
 /// 8 consecutive cache elements widened to float, divided by kv_unit<KV>: 16 bytes of a

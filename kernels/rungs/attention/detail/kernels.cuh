@@ -1,6 +1,7 @@
 // The __global__ entry points of rungs' paged attention (CUB's "kernels" layer): cache write,
 // attention (the SIMT decode and prefill share one kernel template and agent; the tensor-core
-// decode and prefill build their agents from tensor_core.cuh), and the split merge.
+// decode and prefill build their agents from tensor_core.cuh, the fp8 decode its own from
+// fp8_decode.cuh), and the split merge.
 // Each reads a small parameter struct (params.cuh) by value; everything that changes per step is
 // read from device memory, so a captured launch stays valid.
 #pragma once
@@ -11,6 +12,7 @@
 // The source-level SIMT emulator (tests/attention/emulation) runs the SIMT kernels only: it
 // has no tensor cores, so it compiles this header without them.
 #if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
+#include <rungs/attention/detail/fp8_decode.cuh>
 #include <rungs/attention/detail/tensor_core.cuh>
 #endif
 #include <rungs/attention/geometry.hpp>
@@ -18,6 +20,7 @@
 #include <cuda/std/limits>
 
 #include <cstdint>
+#include <type_traits>
 
 namespace rungs::attention::detail {
 
@@ -220,7 +223,9 @@ constexpr int tensor_core_min_ctas_per_sm() {
 template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
 __global__ void __launch_bounds__(geometry::threads, tensor_core_min_ctas_per_sm<true>())
     tensor_core_decode_kernel(const attention_params p) {
-  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>;
+  // An fp8 cache: fp8_decode_agent converts its fragments in registers (fp8_decode.cuh).
+  using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
+                                   tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>>;
   __shared__ typename agent::storage smem;
   const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
   const int kv_end = min(split_begin + p.split_tokens, kv_len);

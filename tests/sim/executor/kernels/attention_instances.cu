@@ -7,6 +7,8 @@
 #include <rungs/attention/detail/tensor_core.cuh>
 #include <rungs/attention/dispatch.hpp>
 
+#include "fp8_widen_probe.cuh"
+
 #include <type_traits>
 
 namespace ra = rungs::attention;
@@ -126,24 +128,6 @@ void rungs_sim_tensor_core_instances(void** out) {
   *out++ = reinterpret_cast<void*>(&rd::merge_splits_kernel<__nv_bfloat16, 64, true>);
 }
 
-// fp8x8_to (device.cuh), the tensor-core decode's widening of an fp8 tile, over every code:
-// thread i widens codes 8i .. 8i + 7 (kernels_test.cpp compares each with the host's value
-// over kv_unit, NaN included, which no kernel test's cache holds where it is read).
-struct fp8_widen_params {
-  const uint2* codes;  // 256 codes
-  uint4* out;          // 256 elements of T
-};
-template <class T, class KV>
-__global__ void fp8_widen_probe(const fp8_widen_params p) {
-  p.out[threadIdx.x] = rd::fp8x8_to<T, KV>(p.codes[threadIdx.x]);
-}
-extern void* const rungs_sim_fp8_widen_probes[];
-void* const rungs_sim_fp8_widen_probes[] = {
-    reinterpret_cast<void*>(&fp8_widen_probe<__half, __nv_fp8_e4m3>),
-    reinterpret_cast<void*>(&fp8_widen_probe<__half, __nv_fp8_e5m2>),
-    reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e4m3>),
-    reinterpret_cast<void*>(&fp8_widen_probe<__nv_bfloat16, __nv_fp8_e5m2>),
-};
 
 // The tensor-core prefill (tensor_core.cuh): the set's instances (tensor_core_prefill_instances,
 // and over an fp8 cache those its fp8_kv_instances list too), and beside them f16 at head dim

@@ -53,13 +53,24 @@ std::string merge_name(const std::string& type, int d, bool sinks) {
   return "merge_splits_kernel<" + type + ", " + std::to_string(d) + ", " + (sinks ? "true" : "false") + ">";
 }
 
+// The PTX module launch() runs kernels from: attention_instances.cu's (compute_80), or while a
+// compute_90 scope lives, fp8_sm90_instances.cu's (the fp8 hardware conversion's path).
+const sim::module* ptx_override = nullptr;
+struct compute_90_scope {
+  compute_90_scope() { ptx_override = &rungs_sim_test::ptx_module(RUNGS_SIM_FP8_SM90_PTX, "fp8_sm90_instances.ptx"); }
+  ~compute_90_scope() { ptx_override = nullptr; }
+  compute_90_scope(const compute_90_scope&) = delete;
+  compute_90_scope& operator=(const compute_90_scope&) = delete;
+};
+
 template <class Params>
 sim::launch_result launch(const std::string& kernel, rd::launch_grid grid, unsigned threads, Params p,
                           const rungs_sim_test::host_memory& mem, std::uint64_t seed) {
   void* args[] = {&p};
   sim::schedule s;
   s.seed = seed;
-  return sim::launch(rungs_sim_test::attention_module(), rungs_sim_test::attention_entry(kernel), {grid.x, grid.y, grid.z}, {threads, 1, 1}, 0, args, mem, s);
+  const sim::module& m = ptx_override != nullptr ? *ptx_override : rungs_sim_test::attention_module();
+  return sim::launch(m, rungs_sim_test::attention_entry(kernel, m), {grid.x, grid.y, grid.z}, {threads, 1, 1}, 0, args, mem, s);
 }
 
 template <class T, class A>
@@ -448,10 +459,11 @@ TEST_CASE("tensor-core decode with a sliding window, soft-cap and sinks (nvcc's 
 }
 
 namespace {
-// fp8_widen_probe<T, KV> (attention_instances.cu): every one of the 256 codes widened to T
-// equals the code's value over kv_unit<KV> (2^8 for E4M3, 1 for E5M2) exactly; NaN stays NaN.
+// fp8_widen_probe<T, KV> (fp8_widen_probe.cuh): every one of the 256 codes widened to T
+// equals the code's value over kv_unit<KV> exactly (E4M3: 2^8 on the integer route of
+// compute_80, 1 on the hardware route, `hardware`; E5M2: 1); NaN stays NaN.
 template <class T, class KV>
-void check_widen() {
+void check_widen(bool hardware = false) {
   struct params {
     const void* codes;
     void* out;
@@ -464,7 +476,7 @@ void check_widen() {
   const std::string name = "fp8_widen_probe<" + type_name<T>() + ", " + type_name<KV>() + ">";
   INFO(name);
   launch(name, {1, 1, 1}, 32, params{codes.data(), out.data()}, mem, 1);
-  const double unit = std::is_same_v<KV, rungs::e4m3> ? 256.0 : 1.0;
+  const double unit = std::is_same_v<KV, rungs::e4m3> && !hardware ? 256.0 : 1.0;
   for (int i = 0; i < 256; ++i) {
     const double want = rungs::to_double(KV::from_bits(static_cast<std::uint8_t>(i))) / unit;
     const double got = rungs::to_double(out[static_cast<std::size_t>(i)]);
@@ -483,6 +495,17 @@ TEST_CASE("fp8 widening for the tensor-core decode (nvcc's PTX): every code exac
   check_widen<rungs::f16, rungs::e5m2>();
   check_widen<rungs::bf16, rungs::e4m3>();
   check_widen<rungs::bf16, rungs::e5m2>();
+}
+
+TEST_CASE("fp8 on sm_89+ (compute_90 PTX: cvt.rn.f16x2.e4m3x2): widening and both decodes exact", "[cuda-sim]") {
+  // The hardware route of device.cuh, which the compute_80 PTX above never takes: every code,
+  // then the default set's E4M3 decode on tensor cores and SIMT, every split plan.
+  const compute_90_scope scope;
+  check_widen<rungs::f16, rungs::e4m3>(true);
+  check_widen<rungs::bf16, rungs::e4m3>(true);
+  check_widen<rungs::f16, rungs::e5m2>(true);
+  check_widen<rungs::bf16, rungs::e5m2>(true);
+  check_tensor_core_decode<rungs::bf16, 128, 4, ra::score_mod{}, rungs::e4m3>(16, 61, true);
 }
 
 TEST_CASE("tensor-core decode over fp8 KV caches (nvcc's PTX) matches the reference", "[cuda-sim]") {

@@ -1,0 +1,263 @@
+// The tensor-core decode over an fp8 cache (KV E4M3 or E5M2): the tensor-core decode's contract
+// (tensor_core.cuh: same grid, pipeline, epilogue and split workspace) with no widening pass.
+// The fp8 tile stays in shared memory as it landed (rows of D bytes, 16-byte chunks swizzled
+// c ^ (key % 8) where a row has 8 of them), and each warp converts the K and V codes of its
+// own mma fragments in registers (fp8x4_to: one cvt.rn.f16x2.e4m3x2 a pair on sm_89+), so a
+// tile costs no extra barrier, no 16-bit copy of itself and no ldmatrix.
+//
+//  * Warps. Each of the 4 warps owns kTile / 4 keys of a tile (D 128: 8, D 64: 16) and all D
+//    output dims: its scores (m16n8k16 over the head dim) and its P V (m16n8k16 with the keys as
+//    k; 8 keys fill the lower half and the upper half is zeros) are its own, and the warps'
+//    states merge through shared memory at the end, as the 16-bit decode's token warps do.
+//  * K fragments. The head-dim axis of Q and K is permuted alike (a score is a sum over dims,
+//    so any order gives the same products): the mma's k index 16 ks + 2 t4 + e (+ 8) is dim
+//    (D/4) t4 + 4 ks + e (+ 2). A thread's B values of key g over all k steps are then D/4
+//    consecutive bytes of the key's row (two 16-byte loads at D 128), one word per k step.
+//  * V fragments. B of P V holds keys 2 t4, 2 t4 + 1 of one dim per register; output tile n,
+//    column c is dim (D/8) c + n, so thread (g, t4) reads the D/8 consecutive bytes at dim
+//    (D/8) g of its two keys' rows and interleaves them with PRMT (byte i of one row, byte i
+//    of the other: one register's pair per dim). The accumulators come out in that order and
+//    are put back in dim order when the warp's state is stashed.
+//  * Softmax. softmax_fragments (fragments.cuh) over two 8-key tiles; with 8 keys a warp the
+//    second is all -inf (P zero, the mma's upper half).
+//
+// Group 16 fills the mma rows; groups up to 8 use rows 0-7 (rows 8-15 are zeros).
+#pragma once
+
+#include <rungs/attention/detail/agent.cuh>
+#include <rungs/attention/detail/device.cuh>
+#include <rungs/attention/detail/fragments.cuh>
+#include <rungs/attention/geometry.hpp>
+
+#include <cuda/std/limits>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace rungs::attention::detail {
+
+template <class T, int HeadDim, int Group, unsigned ModBits, class KV>
+struct fp8_decode_agent {
+  static constexpr score_mod Mod = score_mod_from_bits(ModBits);
+  static_assert(is_device_element<T> && is_fp8_element<KV>, "the fp8 decode takes 16-bit queries and an fp8 cache");
+  static_assert(HeadDim == 64 || HeadDim == 128, "the fp8 tensor-core decode supports head dims 64 and 128");
+  static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the fp8 tensor-core decode takes GQA groups 1-8 and 16");
+
+  /// The type of P V's operands: binary16 whatever T is. Every fp8 value is a binary16 (one
+  /// cvt a pair on sm_89+, where bfloat16 would take 3 more instructions), and P in [0, 1]
+  /// rounds to binary16 with 3 more bits than to bfloat16 (below 2^-24 it flushes to zero,
+  /// 2^-24 of the row's largest term).
+  using PV = __half;
+  static constexpr int kThreads = geometry::threads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kTile = geometry::tile_tokens(HeadDim);
+  static constexpr int kWarpKeys = kTile / kWarps;    // 8 (D 128) or 16 (D 64)
+  static constexpr int kKeyTiles = kWarpKeys / 8;     // 8-key tiles of a warp's scores
+  static constexpr int kKSteps = HeadDim / 16;
+  static constexpr int kOTiles = HeadDim / 8;         // 8-dim output tiles, and a lane's V bytes
+  static constexpr int kKBytes = HeadDim / 4;         // a lane's K bytes of a key
+  static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
+  static constexpr int kHalves = Group > 8 ? 2 : 1;
+  static constexpr int kRowsKept = 8 * kHalves;
+  static_assert(kWarpKeys == 8 || kWarpKeys == 16);
+
+  /// A row of 8 16-byte chunks (D 128) is swizzled; a row of 4 (D 64) is plain.
+  static constexpr bool kSwizzle = HeadDim / 16 % 8 == 0;
+
+  /// Shared memory: the fp8 pipeline, reused after it drains for the warps' row states
+  /// (HeadDim floats, a max and a sum each), and past both the scores' scale and the V scale:
+  /// the loop uses every register of the 4-CTA budget on sm_90, and a value held across it
+  /// spills (as in tensor_core_decode_agent).
+  struct storage {
+    using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle>;
+    static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * kTile * HeadDim * sizeof(KV);
+    static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kRowsKept * (HeadDim + 2) * sizeof(float);
+    static constexpr std::size_t kScalesAt = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+    static constexpr std::size_t kBytes = kScalesAt + 2 * sizeof(float);
+    static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
+    alignas(128) unsigned char bytes[kBytes];
+    __device__ __forceinline__ float* scales() { return reinterpret_cast<float*>(bytes + kScalesAt); }
+    __device__ __forceinline__ float* merge_o() { return reinterpret_cast<float*>(bytes); }
+    __device__ __forceinline__ float* merge_m() { return merge_o() + kWarps * kRowsKept * HeadDim; }
+    __device__ __forceinline__ float* merge_l() { return merge_m() + kWarps * kRowsKept; }
+  };
+  using pipeline = typename storage::pipeline;
+
+  /// Byte offset in a stage of chunk c of key `key`'s row (pipeline::place), and of the same
+  /// chunk's neighbours: chunk c + 1 (c even) is at offset ^ 16 and key + 1's (key even) at
+  /// (offset + HeadDim) ^ 16 swizzled (bit 0 of c ^ (key % 8) flips), offset + HeadDim plain.
+  /// A thread holds one K and one V offset across the loop and derives the rest (holding all
+  /// four spilled on sm_90).
+  __device__ __forceinline__ static int chunk_at(int key, int c) {
+    return pipeline::place(key * pipeline::kCopyVecs + c, key, c);
+  }
+  __device__ __forceinline__ static int next_key_at(int at) {
+    return kSwizzle ? (at + HeadDim) ^ 16 : at + HeadDim;
+  }
+
+  /// S = Q K^T of one 8-key tile over the permuted dims: the lane's key (g of the tile) has its
+  /// kKBytes bytes from chunk offset k_at on (chunks 2 t4, 2 t4 + 1 at D 128; t4 at D 64).
+  __device__ __forceinline__ static void scores(float (&s)[4], const std::uint32_t (&qa)[kKSteps][4], const KV* k_stage,
+                                                int k_at) {
+    s[0] = s[1] = s[2] = s[3] = 0.0f;
+    std::uint32_t w[kKSteps];
+#pragma unroll
+    for (int i = 0; i < kKBytes / 16; ++i) {
+      const uint4 v = *reinterpret_cast<const uint4*>(k_stage + (k_at ^ (16 * i)));
+      w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+    }
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+      std::uint32_t b[2];
+      fp8x4_to<T, KV>(w[ks], b);
+      mma_m16n8k16<T>(s, qa[ks], b[0], b[1]);
+    }
+  }
+
+  /// O += P V over the warp's keys: B of 8-key tile j is keys r + 8 j, r + 8 j + 1 (r = first
+  /// + 2 t4, the lane's bytes of r's row at v_at) of dim kOTiles g + n for output tile n. Each
+  /// word of both rows gives 4 dims, whose mma run before the next word is converted.
+  __device__ __forceinline__ static void values(float (&o)[kOTiles][4], const std::uint32_t (&pa)[4],
+                                                const KV* v_stage, int v_at) {
+    using Word = std::conditional_t<kOTiles == 16, uint4, uint2>;
+    constexpr int kWords = kOTiles / 4;
+    std::uint32_t rows[kKeyTiles][2][kWords];
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      const int at = v_at + 8 * j * HeadDim;  // 8 rows on: the swizzle repeats
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const Word w = *reinterpret_cast<const Word*>(v_stage + (e == 0 ? at : next_key_at(at)));
+#pragma unroll
+        for (int i = 0; i < kWords; ++i) rows[j][e][i] = reinterpret_cast<const std::uint32_t*>(&w)[i];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      std::uint32_t b[kKeyTiles][4];
+#pragma unroll
+      for (int j = 0; j < kKeyTiles; ++j) {
+        std::uint32_t lo[2], hi[2];
+        fp8x4_to<PV, KV>(__byte_perm(rows[j][0][i], rows[j][1][i], 0x5140), lo);  // dims 4 i, 4 i + 1
+        fp8x4_to<PV, KV>(__byte_perm(rows[j][0][i], rows[j][1][i], 0x7362), hi);  // dims 4 i + 2, 4 i + 3
+        b[j][0] = lo[0], b[j][1] = lo[1], b[j][2] = hi[0], b[j][3] = hi[1];
+      }
+#pragma unroll
+      for (int d = 0; d < 4; ++d) mma_m16n8k16<PV>(o[4 * i + d], pa, b[0][d], kKeyTiles == 2 ? b[kKeyTiles - 1][d] : 0u);
+    }
+  }
+
+  /// As tensor_core_decode_agent::run (the same arguments and epilogue calls).
+  template <class Epilogue>
+  __device__ __forceinline__ static void run(storage& smem, const kv_source<KV>& src, const decode_rows& rows,
+                                             int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
+                                             float scale_log2, float v_scale, const score_transform& transform,
+                                             Epilogue&& epilogue) {
+    constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
+    auto [tid, warp, lane, g, t4] = fragment_lane{};  // g, t4: re-read after the loop
+    const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+
+    // Q as A fragments over the permuted dims: row g + 8 h, dims (D/4) t4 + 4 ks + 0, 1 (qa[ks][h])
+    // and + 2, 3 (qa[ks][h + 2]). Rows past the group, and a CTA with no keys, are zeros.
+    std::uint32_t qa[kKSteps][4];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int head = g + 8 * h;
+      const bool real = num_tiles > 0 && h < kHalves && head < Group;
+      const uint4* row = reinterpret_cast<const uint4*>(q + static_cast<std::int64_t>(rows.seq) * q_stride +
+                                                        static_cast<std::int64_t>(rows.first_head + head) * HeadDim +
+                                                        kKBytes * t4);
+#pragma unroll
+      for (int i = 0; i < kKSteps / 2; ++i) {  // 8 dims: k steps 2 i and 2 i + 1
+        const uint4 v = real ? row[i] : make_uint4(0u, 0u, 0u, 0u);
+        qa[2 * i][h] = v.x, qa[2 * i][h + 2] = v.y, qa[2 * i + 1][h] = v.z, qa[2 * i + 1][h + 2] = v.w;
+      }
+    }
+
+    float m[kHalves], l[kHalves];
+    float o[kOTiles][4];
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      m[h] = kNegInf;
+      l[h] = 0.0f;
+    }
+#pragma unroll
+    for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+
+    if (tid == 0) {  // published by the first tile's barrier (or the merge's)
+      smem.scales()[0] = scale_log2;
+      smem.scales()[1] = v_scale;
+    }
+    KV* k = reinterpret_cast<KV*>(smem.bytes);
+    pipeline pipe{src, k, k + geometry::stages * kTile * HeadDim, kv_begin, kv_end, num_tiles, tid,
+                  (1 << src.log2_block) - 1, {}};
+    pipe.start();
+    const int first = warp * kWarpKeys;  // the warp's first key in a tile
+    const int k_at = chunk_at(first + g, kKBytes / 16 * t4);
+    const int v_at = chunk_at(first + 2 * t4, kOTiles * g / 16) + kOTiles * g % 16;
+    for (int tile = 0; tile < num_tiles; ++tile) {
+      pipe.advance(tile);
+      const int first_key = kv_begin + tile * kTile + first;
+      if (first_key >= kv_end) continue;  // warp-uniform
+      float s[2][4];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        if (j < kKeyTiles) {
+          scores(s[j], qa, pipe.k_tile(tile), k_at + 8 * j * HeadDim);
+        } else {
+          s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        }
+      }
+      std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        softmax_fragments<PV, Mod.soft_cap>(
+            s, h, smem.scales()[0], transform,
+            [&](int j, int e, float v, float (&x)[2]) {  // keys past the end (and a missing tile): masked
+              const int key = first_key + 8 * j + 2 * t4 + e;
+              x[e] = j < kKeyTiles && key < kv_end ? v : kNegInf;
+            },
+            m[h], l[h], o, pa);
+      }
+      values(o, pa[0], pipe.v_tile(tile), v_at);
+    }
+    pipe.finish();  // the pipeline's shared memory is free for the merge
+
+    // ---- the warps' states to shared memory, in dim order, and merged (log-sum-exp) ----------
+    {  // the lane's row and columns read anew (held across the loop, they spill)
+      const int lane_again = thread_index_again() % 32;
+      g = lane_again / 4;
+      t4 = lane_again % 4;
+    }
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+      l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+      const int slot = warp * kRowsKept + g + 8 * h;
+#pragma unroll
+      for (int n = 0; n < kOTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 2; ++e) smem.merge_o()[slot * HeadDim + kOTiles * (2 * t4 + e) + n] = o[n][2 * h + e];
+      }
+      if (t4 == 0) {
+        smem.merge_m()[slot] = m[h];
+        smem.merge_l()[slot] = l[h];
+      }
+    }
+    __syncthreads();
+
+    for (int item = tid; item < Group * kRowVecs; item += kThreads) {
+      const int row = item / kRowVecs;
+      const int c = item - row * kRowVecs;
+      float out[8], row_max, sum;
+      merge_row_states<kWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
+                                        row_max, sum);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) out[e] *= smem.scales()[1];
+      epilogue(rows.at(row), c, out, row_max, sum);
+    }
+  }
+};
+
+}  // namespace rungs::attention::detail
