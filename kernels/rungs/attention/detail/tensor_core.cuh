@@ -26,10 +26,12 @@
 //    warp's keys of a tile is 2 shuffles within the lane quad; an accumulator column's head
 //    is another quad's, so its rescale factor comes by 2 shuffles per 8 heads; each thread
 //    keeps a partial l, summed over the quad at the end.
-//  * Shared memory. A key's row of D/8 16-byte chunks is stored with chunk c at c ^ (key % 8),
-//    so the 8 rows an ldmatrix phase reads hit 8 different bank groups (no conflicts); a
-//    warp's keys keep their places from tile to tile, so its ldmatrix addresses are two
-//    per-thread offsets and immediates (slice_rows).
+//  * Shared memory. A key's row of D/8 16-byte chunks is stored with chunk c at c ^ (key % 8)
+//    where a row is whole groups of 8 chunks (D 64, 128), and padded by one chunk to an odd
+//    stride otherwise (D 80, 96: kv_pipeline's LdmatrixRows), so the 8 rows an ldmatrix phase
+//    reads hit 8 different bank groups (no conflicts); a warp's keys keep their places from
+//    tile to tile, so its ldmatrix addresses are two per-thread offsets and immediates
+//    (slice_rows).
 //
 // Groups up to 8 use rows 0-7 only (rows 8-15 of A repeat them: loaded registers, where
 // zeros were re-made in the loop; their scores are not used); group 16 fills the tile and
@@ -41,19 +43,16 @@
 // bends each scaled score (score_transform::soft_cap), and sinks join the denominator in the
 // shared epilogue or split merge.
 //
-// An fp8 cache (KV E4M3 or E5M2) streams through the pipeline as fp8 (plain rows, half the
-// bytes); once a tile has landed, the CTA widens it into one swizzled tile of T (exactly: an
-// fp8 value in units of kv_unit<KV> is a T value), behind one more barrier, and the mma loop
-// reads that. The dequantisation scales fold into the scores' scale and the epilogue's
-// normalisation (kv_dequant, as in the SIMT decode).
+// The decode over an fp8 cache is fp8_decode_agent (fp8_decode.cuh: K and V fragments
+// converted in registers); the prefill over one widens each landed fp8 tile into a swizzled
+// tile of T (fp8_tile_widening, below), behind one more barrier.
 //
 // Layers (CUB's, FlashInfer's fragment steps): mma.cuh holds the PTX wrappers, fragments.cuh the
-// warp fragment steps both agents call, this header the CTA-level parts (the fp8 widening, the
-// shared memory, the two agents), kernels.cuh the __global__ entry points.
+// warp fragment steps the agents call, this header the CTA-level parts (the prefill's fp8
+// widening, the shared memory, the two agents), kernels.cuh the __global__ entry points.
 //
-// Not compiled in here: head dims 80 and 96 (whose rows are not a multiple of the 8-chunk
-// swizzle) and 256 (its query fragments alone take 64 registers: ptxas spills at the 4-CTA
-// budget).
+// Not compiled in here: head dim 256 (its query fragments and accumulators would take the whole
+// 4-CTA register budget, and its 16-key tile leaves each warp 4 keys).
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -111,12 +110,11 @@ struct fp8_tile_widening {
 };
 
 /// Shared memory of a tensor-core agent: the K/V pipeline (stages x Tile tokens of KV; rows of T
-/// swizzled or padded for ldmatrix (kv_pipeline's LdmatrixRows), or plain fp8 rows and the widened tiles of fp8_tile_widening) and ScaleFloats
-/// floats past them, reused after the pipeline drains for MergeRows rows' states (HeadDim
-/// floats, a max and a sum each). The scales outlive the merge area: an fp8 decode reads them
-/// once per tile and once after the merge (its loop is at the 4-CTA register budget, and a value
-/// held across it spills). One budget for the decode and the prefill.
-template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, int ScaleFloats = 0>
+/// swizzled or padded for ldmatrix (kv_pipeline's LdmatrixRows), or plain fp8 rows and the
+/// prefill's widened tiles of fp8_tile_widening), reused after the pipeline drains for
+/// MergeRows rows' states (HeadDim floats, a max and a sum each). One budget for the 16-bit
+/// decode and the prefill.
+template <class T, int HeadDim, int Tile, int MergeRows, class KV = T>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
@@ -125,11 +123,8 @@ struct tensor_core_storage {
   using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
   static constexpr std::size_t kWideBytes = kFp8 ? widening::kBytes : 0;
-  static constexpr std::size_t kScaleBytes = std::size_t{ScaleFloats} * sizeof(float);
   static constexpr std::size_t kMergeBytes = std::size_t{MergeRows} * (HeadDim + 2) * sizeof(float);
-  static_assert(ScaleFloats == 0 || kPipelineBytes + kWideBytes >= kMergeBytes,
-                "the scales past the tiles must not overlap the merge area");
-  static constexpr std::size_t kTileBytes = kPipelineBytes + kWideBytes + kScaleBytes;
+  static constexpr std::size_t kTileBytes = kPipelineBytes + kWideBytes;
   static constexpr std::size_t kBytes = kTileBytes > kMergeBytes ? kTileBytes : kMergeBytes;
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
@@ -145,8 +140,6 @@ struct tensor_core_storage {
   }
   /// fp8: the widened K tile (V follows it).
   __device__ __forceinline__ T* wide() { return reinterpret_cast<T*>(bytes + kPipelineBytes); }
-  /// The ScaleFloats floats past the tiles.
-  __device__ __forceinline__ float* scales() { return reinterpret_cast<float*>(bytes + kPipelineBytes + kWideBytes); }
   /// The merge area, after pipeline::finish: MergeRows x HeadDim accumulators, then MergeRows
   /// maxima and MergeRows sums.
   __device__ __forceinline__ float* merge_o() { return reinterpret_cast<float*>(bytes); }
@@ -160,13 +153,12 @@ struct tensor_core_storage {
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
-  static constexpr bool kFp8 = is_fp8_element<KV>;
   static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 queries");
-  static_assert(std::is_same_v<KV, T> || kFp8, "the tensor-core decode takes a cache of the queries' type or fp8");
+  static_assert(std::is_same_v<KV, T>,
+                "the tensor-core decode takes a cache of the queries' type (an fp8 cache: fp8_decode_agent, fp8_decode.cuh)");
   static_assert(geometry::tensor_core_decode_fits(HeadDim, Group),
                 "the tensor-core decode takes head dims 64, 80, 96, 128 and GQA groups 1-8, 16 (head dim 256: the "
                 "SIMT decode)");
-  static_assert(!kFp8 || HeadDim % 64 == 0, "the fp8 widening takes head dims 64 and 128");
 
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
@@ -180,23 +172,20 @@ struct tensor_core_decode_agent {
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kWarpKeys % 8 == 0);
 
-  // fp8: the scores' scale and the V scale (values read from global memory, unlike the 16-bit
-  // path's kernel parameter) wait in shared memory (tensor_core_storage::scales).
-  using storage = tensor_core_storage<T, HeadDim, kTile, kWarps * kRowsKept, KV, kFp8 ? 2 : 0>;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kWarps * kRowsKept>;
   using pipeline = typename storage::pipeline;
   using tile_layout = typename storage::tile_layout;
 
   /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
   /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
-  /// 8-dim vector, as attention_agent::run does, with o times v_scale (kv_dequant: an fp8
-  /// cache's; 1 otherwise).
+  /// 8-dim vector, as attention_agent::run does (v_scale: 1, a 16-bit cache's kv_dequant).
   template <class Epilogue>
   __device__ __forceinline__ static void run(storage& smem, const kv_source<KV>& src, const decode_rows& rows,
                                              int kv_begin, int kv_end, const T* q, std::int64_t q_stride,
-                                             float scale_log2, float v_scale, const score_transform& transform,
+                                             float scale_log2, float /*v_scale: 1*/, const score_transform& transform,
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-    auto [tid, warp, lane, g, t4] = fragment_lane{};  // g, t4: re-read after an fp8 loop
+    const auto [tid, warp, lane, g, t4] = fragment_lane{};
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
     // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
@@ -227,24 +216,11 @@ struct tensor_core_decode_agent {
     // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile).
     const slice_rows<tile_layout> slice{warp * kWarpKeys, lane};
 
-    if (kFp8 && tid == 0) {  // published by the first tile's barrier (or the merge's)
-      smem.scales()[0] = scale_log2;
-      smem.scales()[1] = v_scale;
-    }
     pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
     for (int tile = 0; tile < num_tiles; ++tile) {
-      pipe.advance(tile);  // its barrier also ends every warp's reads of the last widened tile
-      const T* k_tile;
-      const T* v_tile;
-      if constexpr (kFp8) {
-        storage::widening::land(pipe, tile, smem.wide(), tid);
-        k_tile = smem.wide();
-        v_tile = k_tile + kTile * HeadDim;
-        scale_log2 = smem.scales()[0];
-      } else {
-        k_tile = pipe.k_tile(tile);
-        v_tile = pipe.v_tile(tile);
-      }
+      pipe.advance(tile);
+      const T* k_tile = pipe.k_tile(tile);
+      const T* v_tile = pipe.v_tile(tile);
       const int first_key = kv_begin + tile * kTile + warp * kWarpKeys;  // the warp's keys
       if (first_key >= kv_end) continue;                                  // warp-uniform
       constexpr std::uint32_t kSliceBytes = 8 * tile_layout::kRowElems * sizeof(T);
@@ -268,14 +244,6 @@ struct tensor_core_decode_agent {
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
     // ---- merge the warps' states (log-sum-exp) and hand rows to the epilogue ---------------
-    if constexpr (kFp8) {
-      // The fp8 loop uses every register of the 4-CTA budget: rather than hold the lane's row
-      // g across it (ptxas spills it), read the thread index anew (a volatile read the
-      // compiler cannot merge with the first).
-      const int lane_again = thread_index_again() % 32;
-      g = lane_again / 4;
-      t4 = lane_again % 4;
-    }
     // merge_o [warp][row][HeadDim], merge_m and merge_l [warp][row]
     stash_slices<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), warp * kRowsKept, g, t4, t4 == 0, o, m, l);
     __syncthreads();
@@ -286,10 +254,6 @@ struct tensor_core_decode_agent {
       float out[8], row_max, sum;
       merge_row_states<kWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
                                         row_max, sum);
-      if constexpr (kFp8) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) out[e] *= smem.scales()[1];
-      }
       epilogue(rows.at(row), c, out, row_max, sum);
     }
   }
