@@ -8,6 +8,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <unordered_map>
@@ -21,14 +22,22 @@ using namespace detail;
 struct statement {
   std::string text;
   std::uint32_t line = 0;
+  // load_ptx's scan does not split function bodies: the "{" after a function header carries the
+  // body's bytes in the module's text, its '{' to its '}' (body_end 0: not such a statement).
+  std::size_t body_begin = 0, body_end = 0;
 };
 
-std::string trim(std::string_view s) {
+// std::isspace in the C locale, inline: the statement splitter reads every byte of a module.
+constexpr bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+std::string_view trim_view(std::string_view s) {
   std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
 }
+
+std::string trim(std::string_view s) { return std::string(trim_view(s)); }
 
 std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
@@ -105,18 +114,71 @@ struct symbol {
   bool dynamic_shared = false;  // extern .shared: its value is the kernel's static shared size
 };
 
+}  // namespace
+
+namespace detail {
+// A function body as load_ptx's scan found it, parsed at the function's first use with the
+// module scope as it stood at the function's position.
+struct pending_body {
+  statement head;                      // the function header
+  std::size_t begin = 0, end = 0;      // the body's bytes in the text, '{' to '}'
+  std::uint32_t brace_line = 0;        // the line of its '{'
+  std::size_t module_shared = 0;       // module-scope .shared bytes declared before it
+  std::size_t symbols = 0;             // module-scope symbols declared before it
+  std::size_t dynamic_align = 16;      // the extern .shared alignment declared before it
+  bool parsed = false;
+};
+
+// What parsing a body at its first use needs (module::source): a test process loads a module
+// of hundreds of kernels (27 MB of PTX for rungs' attention instances) and launches a few.
+struct module_source {
+  std::string text;
+  struct module_symbol {
+    symbol sym;
+    std::size_t ordinal = 0;  // declaration order: a function sees those declared before it
+  };
+  std::unordered_map<std::string, module_symbol> symbols;
+  std::vector<pending_body> bodies;  // by module::functions index
+  std::mutex mutex;                  // bodies are parsed under it (launches may come from several threads)
+};
+}  // namespace detail
+
+namespace {
+
 class parser {
  public:
-  parser(std::string text, std::string name) : text_(std::move(text)) { mod_.name = std::move(name); }
+  parser(module& m, module_source& src) : mod_(m), src_(src) {}
 
-  module run() {
-    const auto stmts = split_statements();
+  // Module-scope statements, and each function's header and where its body lies.
+  void scan() {
+    std::vector<statement> stmts;
+    split_statements(src_.text, 1, false, stmts);
     std::size_t i = 0;
     while (i < stmts.size()) i = module_statement(stmts, i);
     for (std::size_t f = 0; f < mod_.functions.size(); ++f) {
       if (mod_.functions[f].is_entry) mod_.by_name.emplace(mod_.functions[f].name, f);
     }
-    return std::move(mod_);
+  }
+
+  // Parses function `index`'s body (once): a construct it cannot parse refuses that function
+  // only, naming kernel, PTX line and construct (refusal(), launch()).
+  void parse_body(std::size_t index) {
+    pending_body& b = src_.bodies[index];
+    if (b.parsed) return;
+    b.parsed = true;
+    module_shared_ = b.module_shared;
+    symbols_visible_ = b.symbols;
+    dynamic_align_ = b.dynamic_align;
+    std::vector<statement> st{b.head};
+    split_statements(std::string_view(src_.text).substr(b.begin, b.end - b.begin), b.brace_line, true, st);
+    function& f = mod_.functions[index];
+    try {
+      function_body(st, 0, f);
+    } catch (const sim_error& e) {
+      refuse(b.head, e.what(), f);
+    } catch (const std::logic_error& e) {  // std::stoul on a malformed number
+      refuse(b.head, "PTX module '" + mod_.name + "': malformed number (" + e.what() + ")", f);
+    }
   }
 
  private:
@@ -128,17 +190,47 @@ class parser {
 
   // Statements: text up to ';', and the scope markers "{" and "}" as their own statements.
   // A '{' that starts a statement opens a scope; inside a statement it is a vector/initializer.
-  std::vector<statement> split_statements() {
-    std::vector<statement> out;
+  // `s` begins on line `line`. Without `bodies` (load_ptx's scan) a function's body is not
+  // split into statements: its "{" carries the body's bytes (statement::body_begin, body_end),
+  // and the text inside is only followed, exactly as when split, to find where the body ends.
+  void split_statements(std::string_view s, std::uint32_t line, bool bodies, std::vector<statement>& out) {
     std::string cur;
     bool content = false;  // cur holds more than whitespace
-    std::uint32_t line = 1, cur_line = 0;
-    int inner = 0;  // braces inside the current statement
-    const std::string& s = text_;
-    auto push = [&](std::string t, std::uint32_t at) {
-      out.push_back({std::move(t), at});
+    std::uint32_t cur_line = 0;
+    int inner = 0;          // braces inside the current statement
+    int skipped = 0;        // scope depth inside a function body the scan does not split
+    std::size_t open = 0;   // that body's "{" in out
+    std::string last_text;  // the last statement inside it (the message of an unclosed body)
+    std::uint32_t last_line = 0;
+    auto push = [&](std::string_view t, std::uint32_t at) {
+      if (skipped == 0) {
+        out.push_back({std::string(t), at});
+      } else {
+        last_text.assign(t);
+        last_line = at;
+      }
       cur.clear();
       content = false;
+    };
+    auto open_scope = [&](std::uint32_t at, std::size_t i, bool function_body) {
+      if (skipped > 0) {
+        ++skipped;
+      } else if (function_body && !bodies) {
+        out.push_back({"{", at, i, 0});
+        open = out.size() - 1;
+        skipped = 1;
+      }
+      push("{", at);
+    };
+    auto close_scope = [&](std::uint32_t at, std::size_t i) {
+      if (skipped > 0 && --skipped == 0) {
+        out[open].body_end = i + 1;
+        last_text.clear();
+        cur.clear();
+        content = false;
+        return;
+      }
+      push("}", at);
     };
     for (std::size_t i = 0; i < s.size(); ++i) {
       const char c = s[i];
@@ -159,10 +251,9 @@ class parser {
       if (c == '\n') {
         // .version, .target, .address_size, .file and .loc end at the end of their line.
         if (content && inner == 0) {
-          const std::string t = trim(cur);
-          for (const char* d : {".version", ".target", ".address_size", ".file", ".loc"}) {
-            const std::size_t n = std::strlen(d);
-            if (t.compare(0, n, d) == 0 && (t.size() == n || std::isspace(static_cast<unsigned char>(t[n])))) {
+          const std::string_view t = trim_view(cur);
+          for (const std::string_view d : {".version", ".target", ".address_size", ".file", ".loc"}) {
+            if (t.starts_with(d) && (t.size() == d.size() || is_space(t[d.size()]))) {
               push(t, cur_line);
               break;
             }
@@ -170,7 +261,7 @@ class parser {
         }
         ++line;
       }
-      const bool space_char = std::isspace(static_cast<unsigned char>(c)) != 0;
+      const bool space_char = is_space(c);
       if (!content && !space_char) {
         cur.clear();
         cur_line = line;
@@ -184,38 +275,42 @@ class parser {
       }
       // "name:" at a statement start is a label; "::" is part of a modifier (.L2::evict_last).
       if (inner == 0 && c == ':' && (i + 1 >= s.size() || s[i + 1] != ':')) {
-        const std::string t = trim(cur);
+        const std::string_view t = trim_view(cur);
         if (!t.empty() && std::all_of(t.begin(), t.end(), [](char x) { return is_ident_char(x) && x != '%'; })) {
-          push(t + ":", cur_line);
+          push(std::string(t) + ":", cur_line);
           continue;
         }
       }
       if (inner == 0 && c == '{') {
-        const std::string t = content ? trim(cur) : std::string();
+        const std::string_view t = content ? trim_view(cur) : std::string_view();
         // A scope opens at a statement start and after a function header (.entry/.func ...).
-        if (t.rfind(".section", 0) == 0) {  // debug data (-lineinfo): raw lines up to its '}'
+        if (t.starts_with(".section")) {  // debug data (-lineinfo): raw lines up to its '}'
           push(t, cur_line);
-          push("{", line);
+          open_scope(line, i, false);
           for (++i; i < s.size() && s[i] != '}'; ++i) {
             if (s[i] == '\n') ++line;
           }
-          push("}", line);
+          close_scope(line, i);
           continue;
         }
-        if (t.empty() || is_function_header(t)) {
-          if (!t.empty()) push(t, cur_line);
-          push("{", line);
+        if (t.empty()) {
+          open_scope(line, i, false);
+          continue;
+        }
+        if (is_function_header(t)) {
+          push(t, cur_line);
+          open_scope(line, i, true);
           continue;
         }
       }
       if (inner == 0 && c == '}' && !content) {
-        push("}", line);
+        close_scope(line, i);
         continue;
       }
       if (c == '{') ++inner;
       if (c == '}') --inner;
       if (c == ';' && inner == 0) {
-        if (content) push(trim(cur), cur_line);
+        if (content) push(trim_view(cur), cur_line);
         else cur.clear();
         continue;
       }
@@ -223,15 +318,15 @@ class parser {
       if (!space_char) content = true;
     }
     if (content) fail(cur_line, "statement without ';'", trim(cur));
-    return out;
+    if (skipped > 0) fail(last_line, "unbalanced braces", last_text);
   }
 
-  static bool is_function_header(const std::string& t) {
+  static bool is_function_header(std::string_view t) {
     const auto w = split_words(t.substr(0, t.find('(')));
     return std::find(w.begin(), w.end(), ".entry") != w.end() || std::find(w.begin(), w.end(), ".func") != w.end();
   }
 
-  std::size_t skip_block(const std::vector<statement>& st, std::size_t i) {
+  std::size_t skip_block(const std::vector<statement>& st, std::size_t i) const {
     int depth = 0;
     for (; i < st.size(); ++i) {
       if (st[i].text == "{") ++depth;
@@ -252,28 +347,27 @@ class parser {
     if (w0 == ".section") return skip_block(st, i + 1);  // debug sections: nothing executable
     if (is_function_header(s.text)) {
       if (i + 1 >= st.size() || st[i + 1].text != "{") return i + 1;  // a prototype (.extern .func ...;)
-      // Parsing is per function: a construct the executor cannot parse refuses only the
-      // function that has it, when it is launched (refusal(), launch()).
-      const std::size_t end = skip_block(st, i + 1);
-      try {
-        return function_body(st, i);
-      } catch (const sim_error& e) {
-        refuse(s, e.what());
-        return end;
-      } catch (const std::logic_error& e) {  // std::stoul on a malformed number
-        refuse(s, "PTX module '" + mod_.name + "': malformed number (" + e.what() + ")");
-        return end;
-      }
+      // Parsing is per function, at its first use (parse_body): a construct the executor cannot
+      // parse refuses only the function that has it, when it is launched (refusal(), launch()).
+      const statement& open = st[i + 1];
+      function f;
+      f.line = s.line;
+      function_name(s.text, f);
+      mod_.functions.push_back(std::move(f));
+      src_.bodies.push_back({s, open.body_begin, open.body_end, open.line, module_shared_, src_.symbols.size(),
+                             dynamic_align_});
+      return i + 2;
     }
     if (s.text == "{" || s.text == "}") fail(s.line, "unexpected brace at module scope", s.text);
-    variable(s, module_symbols_, nullptr);
+    variable(s, nullptr, nullptr);
     return i + 1;
   }
 
   // .global / .shared / .const / .local declarations. Module-scope .shared variables share
   // the shared window with the kernel's own; .global/.const ones are recorded so that code
   // naming them fails clearly at run time (rungs' kernels declare but never use them).
-  void variable(const statement& s, std::unordered_map<std::string, symbol>& into, function* f) {
+  // Declared at module scope when `f` is null (into src_.symbols), else into `fsyms`.
+  void variable(const statement& s, std::unordered_map<std::string, symbol>* fsyms, function* f) {
     std::string body = s.text;
     const auto eq = body.find('=');
     if (eq != std::string::npos) body = body.substr(0, eq);
@@ -339,7 +433,12 @@ class parser {
       sym.value = reinterpret_cast<std::uintptr_t>(v.data.get());
       mod_.variables.push_back(std::move(v));
     }
-    into[name] = sym;
+    if (fsyms) {
+      (*fsyms)[name] = sym;
+    } else {
+      const std::size_t ordinal = src_.symbols.size();
+      src_.symbols.insert_or_assign(name, module_source::module_symbol{sym, ordinal});
+    }
   }
 
   // "= {1, 2, ...}" or "= 5": integer elements of the variable's type, little-endian.
@@ -379,8 +478,8 @@ class parser {
 
   // A function whose body holds a construct the executor cannot parse: kept, with its
   // parameters where they parse, so that launching it fails naming kernel, line and construct.
-  void refuse(const statement& head, const std::string& why) {
-    function f;
+  void refuse(const statement& head, const std::string& why, function& f) {
+    f = function{};
     f.line = head.line;
     function_name(head.text, f);
     try {
@@ -396,13 +495,12 @@ class parser {
     end.line = head.line;
     end.text = "(refused)";
     f.code.push_back(end);
-    mod_.functions.push_back(std::move(f));
     cur_ = nullptr;
   }
 
-  std::size_t function_body(const std::vector<statement>& st, std::size_t i) {
+  std::size_t function_body(const std::vector<statement>& st, std::size_t i, function& f) {
     const statement& head = st[i];
-    function f;
+    f = function{};
     f.line = head.line;
     const std::string& h = head.text;
     function_name(h, f);
@@ -500,7 +598,6 @@ class parser {
     f.code.push_back(end);
     f.specials.assign(specials_.begin(), specials_.end());
     f.slots = number_slots_by_first_use(f);
-    mod_.functions.push_back(std::move(f));
     cur_ = nullptr;
     return k;
   }
@@ -563,7 +660,7 @@ class parser {
     // A call's .param declarations (the { // callseq } scopes nvcc opens around a call) are
     // per-thread bytes like .local ones: st.param/ld.param on them become local accesses.
     if (w0 == ".shared" || w0 == ".local" || w0 == ".global" || w0 == ".const" || w0 == ".extern" || w0 == ".param") {
-      return variable(s, *fsyms_, cur_);
+      return variable(s, fsyms_, cur_);
     }
     if (w0[0] == '.') fail(s.line, "unsupported directive", t);
     instruction(s);
@@ -644,7 +741,10 @@ class parser {
 
   const symbol* find_symbol(const std::string& name) const {
     if (const auto it = fsyms_->find(name); it != fsyms_->end()) return &it->second;
-    if (const auto it = module_symbols_.find(name); it != module_symbols_.end()) return &it->second;
+    // The module's, declared before the function (as a one-pass parse would see them).
+    if (const auto it = src_.symbols.find(name); it != src_.symbols.end() && it->second.ordinal < symbols_visible_) {
+      return &it->second.sym;
+    }
     return nullptr;
   }
 
@@ -1341,9 +1441,9 @@ class parser {
     return true;
   }
 
-  std::string text_;
-  module mod_;
-  std::unordered_map<std::string, symbol> module_symbols_;
+  module& mod_;
+  module_source& src_;
+  std::size_t symbols_visible_ = 0;  // module symbols declared before the function being parsed
   std::unordered_map<std::string, symbol>* fsyms_ = nullptr;
   std::size_t module_shared_ = 0;
   std::size_t dynamic_align_ = 16;
@@ -1357,11 +1457,16 @@ class parser {
   std::uint32_t loc_file_ = 0, loc_line_ = 0, call_file_ = 0, call_line_ = 0;
 };
 
+// An entry, its body parsed at its first use. The module is shared as const, and is not const:
+// load_ptx made it; a body is parsed once, under the module's lock, and never changes after.
 const detail::function& find_entry(const module& m, std::string_view entry) {
   const auto it = m.by_name.find(entry);
   if (it == m.by_name.end()) {
     throw sim_error("PTX module '" + m.name + "' has no .entry '" + std::string(entry) + "'");
   }
+  module_source& src = *m.source;
+  const std::lock_guard<std::mutex> lock(src.mutex);
+  if (!src.bodies[it->second].parsed) parser(const_cast<module&>(m), src).parse_body(it->second);
   return m.functions[it->second];
 }
 
@@ -1372,11 +1477,16 @@ const function& entry_function(const module& m, std::string_view entry) { return
 }  // namespace detail
 
 std::shared_ptr<const module> load_ptx(std::string text, std::string name) {
+  auto m = std::make_shared<module>();
+  m->name = name;
+  m->source = std::make_shared<module_source>();
+  m->source->text = std::move(text);
   try {
-    return std::make_shared<const module>(parser(std::move(text), name).run());
+    parser(*m, *m->source).scan();
   } catch (const std::logic_error& e) {  // std::stoul on a malformed number
     throw sim_error("PTX module '" + name + "': malformed number (" + e.what() + ")");
   }
+  return m;
 }
 
 std::string refusal(const module& m, std::string_view entry) { return find_entry(m, entry).refused; }
@@ -1387,6 +1497,7 @@ entry_resources resources(const module& m, std::string_view entry) {
 }
 
 variable_storage variable(const module& m, std::string_view name) {
+  const std::lock_guard<std::mutex> lock(m.source->mutex);  // a body parsed meanwhile may declare one
   for (const auto& v : m.variables) {
     if (v.name == name) return {v.data.get(), v.size};
   }

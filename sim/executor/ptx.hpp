@@ -13,6 +13,8 @@
 
 namespace rungs::sim::detail {
 
+struct module_source;  // parse.cpp: the module's text and scope, for parsing a body at first use
+
 enum class op : std::uint8_t {
   ld, st, mov, add, sub, mul, mad, fma, div, rem, min, max, neg, abs, and_, or_, xor_, not_, shl, shr, bfi, prmt,
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
@@ -128,7 +130,11 @@ struct module {
   std::string name;
   std::vector<variable> variables;
   std::map<std::uint32_t, std::string> files;  // .file index -> source path (.loc)
+  // Every .entry and .func in order. load_ptx reads their headers; a body is parsed at the
+  // entry's first use (detail::entry_function, refusal, resources, entry_params), so a process
+  // pays only for the kernels it launches.
   std::vector<detail::function> functions;
   std::map<std::string, std::size_t, std::less<>> by_name;  // entry name -> functions index
+  std::shared_ptr<detail::module_source> source;
 };
 }  // namespace rungs::sim
