@@ -90,7 +90,7 @@ TEST_CASE("a parameter's address in a register (mov.b64 of its name); ld.param.s
 TEST_CASE("global loads and stores of every width, vectors, .nc, cvta",
           "[op:ld.global.u32][op:st.global.u32][op:ld.global.v4.u32][op:st.global.v4.u32][op:ld.global.v4.f32]"
           "[op:st.global.v4.f32][op:ld.global.nc.s32][op:ld.global.nc.u32][op:ld.global.f32][op:st.global.f32]"
-          "[op:ld.global.u64][op:ld.global.u16][op:st.global.u16][op:cvta.to.global.u64][op:mov.u64][op:mov.u32]"
+          "[op:ld.global.u64][op:st.global.u64][op:ld.global.u16][op:st.global.u16][op:cvta.to.global.u64][op:mov.u64][op:mov.u32]"
           "[op:mov.f32][op:mul.wide.u32][op:add.s64]") {
   buffers b(64);
   b.in[5] = 0xfffffff0u;
