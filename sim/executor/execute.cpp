@@ -79,10 +79,9 @@ std::string executor::at(std::uint32_t instr_index) const {
 
 // ---- CTA -------------------------------------------------------------------------------
 namespace {
-// Garbage register bits: four xorshift64 streams side by side, seeded by `x` (independent
-// chains that vectorise; one chain was a twentieth of a checked launch). `n` is a multiple of 4.
-inline void garbage(std::uint64_t* __restrict r, std::size_t n, const std::uint64_t* seeds) {
-  std::uint64_t x[4] = {seeds[0], seeds[1], seeds[2], seeds[3]};
+// Garbage register bits: four xorshift64 streams side by side (independent chains that
+// vectorise), advanced in `x`. `n` is a multiple of 4.
+inline void garbage(std::uint64_t* __restrict r, std::size_t n, std::uint64_t* x) {
   for (std::size_t i = 0; i < n; i += 4) {
     for (unsigned k = 0; k < 4; ++k) {
       x[k] ^= x[k] << 13;
@@ -92,12 +91,14 @@ inline void garbage(std::uint64_t* __restrict r, std::size_t n, const std::uint6
     }
   }
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-__attribute__((target("avx2"))) void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
-#else
-void garbage_avx2(std::uint64_t* r, std::size_t n, const std::uint64_t* x) { garbage(r, n, x); }
-#endif
 }  // namespace
+
+void executor::first_bits(warp& w, std::uint32_t slot) {
+  std::uint64_t* r = w.regs.data() + std::size_t{slot} * kLanes;
+  if (sched_.randomize) garbage(r, kLanes, garbage_);  // registers hold garbage on hardware; so do they here
+  else std::fill(r, r + kLanes, std::uint64_t{0});
+  w.epoch[slot] = cta_epoch_;
+}
 
 void executor::run_cta(dim3s id) {
   cta_ = id;
@@ -107,21 +108,25 @@ void executor::run_cta(dim3s id) {
   // files keep their storage (allocating them afresh per CTA cost a tenth of a launch).
   warps_.resize(nwarps);
   const std::size_t slots = f_.slots;
+  // A new epoch: every register of every warp is unnamed in this CTA (first_bits gives its bits
+  // when an instruction first names it; step).
+  if (++cta_epoch_ == 0) {
+    for (warp& w : warps_) std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+    cta_epoch_ = 1;
+  }
+  if (sched_.randomize)
+    for (auto& s : garbage_) s = rng_() | 1;
   for (unsigned wi = 0; wi < nwarps; ++wi) {
     warp& w = warps_[wi];
     std::vector<std::uint64_t> regs = std::move(w.regs);
+    std::vector<std::uint32_t> epoch = std::move(w.epoch);
     w = warp{};
     w.regs = std::move(regs);
+    w.epoch = std::move(epoch);
     w.index = wi;
-    if (sched_.randomize) {  // registers hold garbage on hardware; so do they here
-      w.regs.resize(slots * kLanes);
-      std::uint64_t x[4];
-      for (auto& s : x) s = rng_() | 1;
-      if (cpu_has_avx2()) garbage_avx2(w.regs.data(), w.regs.size(), x);
-      else garbage(w.regs.data(), w.regs.size(), x);
-    } else {
-      w.regs.assign(slots * kLanes, 0);
-    }
+    w.regs.resize(slots * kLanes);
+    w.epoch.resize(slots, 0u);
+    for (const auto& [sp, slot] : f_.specials) w.epoch[slot] = cta_epoch_;
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
       w.state[l] = tid < threads_ ? lane_state::run : lane_state::absent;
@@ -247,6 +252,8 @@ bool executor::step(warp& w) {
   if (w.group_mask == 0) return false;
   const std::uint32_t pc = w.group_pc;
   const instr& in = f_.code[pc];
+  for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t)
+    if (const std::uint32_t slot = f_.touch[t]; w.epoch[slot] != cta_epoch_) first_bits(w, slot);
   std::uint32_t mask = w.group_mask;
   if (in.guard >= 0) {
     std::uint32_t g = 0;

@@ -66,6 +66,9 @@ struct copy_op {
 
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
+  // Per slot: the CTA (executor::cta_epoch_) whose first bits its lanes hold; any other value:
+  // a register this CTA has not named yet (its bits are given at the first instruction naming it).
+  std::vector<std::uint32_t> epoch;
   std::uint32_t pc[kLanes] = {};
   lane_state state[kLanes] = {};
   std::uint32_t wait_mask[kLanes] = {};
@@ -409,6 +412,13 @@ class executor {
   const global_memory& memory_;
   const schedule& sched_;
   std::mt19937_64 rng_;
+  // A register's first bits in a CTA (first_bits): given at the first instruction that names
+  // it, not for the whole register file at the CTA's start (nvcc declares thousands of
+  // registers; filling them all was a fifth of a short CTA). Garbage from four xorshift64
+  // streams seeded per CTA from rng_, or zeros without randomize.
+  std::uint32_t cta_epoch_ = 0;
+  std::uint64_t garbage_[4] = {};
+  void first_bits(warp& w, std::uint32_t slot);
   // A 1-in-4 chance per instruction (landing a cp.async) from 2 bits of a 64-bit draw: a draw
   // per instruction was 3% of a checked launch.
   std::uint64_t coin_bits_ = 0;

@@ -627,6 +627,38 @@ class parser {
       }
       for (operand& o : in.ops) visit(visit, o);
     }
+    // What each instruction names first in its basic block (the executor gives a register its
+    // bits at the first instruction of the CTA naming it, and every lane that reaches an
+    // instruction inside a block has run the block's earlier ones): blocks begin at the entry,
+    // at branch targets and after a branch, ret or exit.
+    std::vector<bool> leader(f.code.size() + 1, false);
+    leader[0] = true;
+    for (std::size_t i = 0; i < f.code.size(); ++i) {
+      const op c = f.code[i].code;
+      if (c == op::bra) leader[f.code[i].target] = true;
+      if (c == op::bra || c == op::ret || c == op::exit) leader[i + 1] = true;
+    }
+    std::vector<std::uint32_t> seen(next, 0);  // per slot: the block (numbered from 1) that named it
+    std::uint32_t block = 0;
+    f.touch_at.assign(1, 0);
+    f.touch.clear();
+    for (std::size_t i = 0; i < f.code.size(); ++i) {
+      if (leader[i]) ++block;
+      const instr& in = f.code[i];
+      const auto touched = [&](std::uint32_t slot) {
+        if (seen[slot] != block) {
+          seen[slot] = block;
+          f.touch.push_back(slot);
+        }
+      };
+      if (in.guard >= 0) touched(static_cast<std::uint32_t>(in.guard));
+      const auto named = [&](auto& self, const operand& o) -> void {
+        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) touched(o.reg);
+        for (const operand& e : o.elems) self(self, e);
+      };
+      for (const operand& o : in.ops) named(named, o);
+      f.touch_at.push_back(static_cast<std::uint32_t>(f.touch.size()));
+    }
     return next;
   }
 

@@ -110,6 +110,10 @@ struct function {
   std::vector<instr> code;
   std::uint32_t slots = 0;                                 // register slots (special registers included)
   std::vector<std::pair<special, std::uint32_t>> specials; // special register -> slot
+  // Per instruction, the register slots it names (guard, operands, vector elements, address
+  // bases), each once: code[i]'s are touch[touch_at[i] .. touch_at[i + 1]). The executor gives
+  // a register its CTA's first bits (garbage, or zeros) when an instruction first names it.
+  std::vector<std::uint32_t> touch_at, touch;
   std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
   std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
   std::size_t local_bytes = 0;                             // per-thread .local bytes
