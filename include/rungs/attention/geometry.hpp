@@ -72,7 +72,8 @@ constexpr int tensor_core_decode_ctas_per_sm(int sm) { return ctas_per_sm(sm, te
 /// swizzled in groups of 8 at 64 and 128, padded to an odd number of chunks at 80 and 96; query
 /// fragments and accumulators that fit the 4-CTA register budget, which 256's 64 + 64 do not)
 /// and the decode groups 1-8 and 16 (rows of a 16-row mma tile). Over an fp8 cache 64 and 128
-/// only (the widening writes swizzled rows): plan.hpp refuses the others.
+/// only (fp8_decode_agent takes those two: its tiles stay fp8 in swizzled or plain rows): plan.hpp
+/// refuses the others.
 constexpr bool tensor_core_decode_fits(int head_dim, int group) {
   return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) && group >= 1 &&
          (group <= 8 || group == 16);
