@@ -31,6 +31,8 @@
 #include <rungs/blocks.hpp>
 #include <rungs/cuda/error.hpp>
 
+#include "gpu_timing.cuh"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -46,82 +48,9 @@
 #include <vector>
 
 namespace ra = rungs::attention;
+using namespace rungs_bench;
 
 namespace {
-
-__global__ void fill_random(__nv_bfloat16* p, std::size_t n, std::uint64_t seed) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
-    std::uint64_t x = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed;  // splitmix64
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    p[i] = __float2bfloat16(static_cast<float>(x >> 40) / static_cast<float>(1 << 24) * 2.0f - 1.0f);
-  }
-}
-
-__global__ void copy16(const uint4* __restrict__ src, uint4* __restrict__ dst, std::size_t n) {
-  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
-    dst[i] = src[i];
-  }
-}
-
-template <class T>
-struct device_array {
-  T* p = nullptr;
-  explicit device_array(std::size_t n) {
-    if (n) RUNGS_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
-  }
-  ~device_array() {
-    if (p) cudaFree(p);
-  }
-  device_array(const device_array&) = delete;
-  device_array& operator=(const device_array&) = delete;
-};
-
-struct timer {
-  cudaEvent_t start{}, stop{};
-  cudaStream_t stream{};
-  explicit timer(cudaStream_t s = nullptr) : stream(s) {
-    RUNGS_CUDA_CHECK(cudaEventCreate(&start));
-    RUNGS_CUDA_CHECK(cudaEventCreate(&stop));
-  }
-  ~timer() {
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
-  // Median milliseconds of `runs` timed calls of f (work on `stream`) after `warmup` untimed ones.
-  template <class F>
-  double median_ms(F&& f, int warmup, int runs) {
-    for (int i = 0; i < warmup; ++i) f();
-    std::vector<double> ms;
-    for (int i = 0; i < runs; ++i) {
-      RUNGS_CUDA_CHECK(cudaEventRecord(start, stream));
-      f();
-      RUNGS_CUDA_CHECK(cudaEventRecord(stop, stream));
-      RUNGS_CUDA_CHECK(cudaEventSynchronize(stop));
-      float t = 0;
-      RUNGS_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-      ms.push_back(t);
-    }
-    std::nth_element(ms.begin(), ms.begin() + runs / 2, ms.end());
-    return ms[static_cast<std::size_t>(runs / 2)];
-  }
-};
-
-double copy_ceiling_gbs(int runs, double& memcpy_gbs, double& kernel_gbs) {
-  const std::size_t bytes = std::size_t{2} << 30;
-  device_array<uint4> a(bytes / 16), b(bytes / 16);
-  RUNGS_CUDA_CHECK(cudaMemset(a.p, 1, bytes));
-  timer t;
-  const double ms_memcpy = t.median_ms([&] { RUNGS_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, bytes, cudaMemcpyDeviceToDevice)); }, 3, runs);
-  int sms = 0;
-  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const double ms_kernel = t.median_ms([&] { copy16<<<sms * 8, 512>>>(a.p, b.p, bytes / 16); }, 3, runs);
-  RUNGS_CUDA_CHECK(cudaGetLastError());
-  memcpy_gbs = 2.0 * bytes / (ms_memcpy * 1e6);
-  kernel_gbs = 2.0 * bytes / (ms_kernel * 1e6);
-  return std::max(memcpy_gbs, kernel_gbs);
-}
 
 struct shape {
   int batch, context, qo_heads, kv_heads;
@@ -132,33 +61,6 @@ struct result {
   double ms = 0;
   double bytes = 0;
   int splits = 0;
-};
-
-// A non-blocking stream and a graph of `reps` decode runs captured on it.
-struct captured_runs {
-  cudaStream_t stream{};
-  cudaGraphExec_t exec{};
-  int reps = 1;
-  captured_runs() { RUNGS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); }
-  ~captured_runs() {
-    if (exec) cudaGraphExecDestroy(exec);
-    cudaStreamDestroy(stream);
-  }
-  captured_runs(const captured_runs&) = delete;
-  captured_runs& operator=(const captured_runs&) = delete;
-
-  template <class F>
-  void capture(F&& run, int n) {
-    reps = n;
-    cudaGraph_t graph{};
-    RUNGS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < n; ++i) run();
-    RUNGS_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    RUNGS_CUDA_CHECK(e);
-  }
-  void replay() { RUNGS_CUDA_CHECK(cudaGraphLaunch(exec, stream)); }
 };
 
 // One decode shape; Launch(plan, args, stream) runs one instance.
@@ -347,22 +249,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "paged_attention_bench: --kernel tensor-core: this bench instantiates the tensor-core decode for groups 4 and 8, not 1\n");
     return 2;
   }
-  int devices = 0;
-  const cudaError_t status = cudaGetDeviceCount(&devices);
-  if (status != cudaSuccess || devices == 0) {
-    const bool required = std::getenv("RUNGS_REQUIRE_GPU") != nullptr;
-    std::printf("# paged_attention_bench: no usable CUDA device (%s); nothing measured\n",
-                status != cudaSuccess ? cudaGetErrorString(status) : "0 devices");
-    return required ? 1 : 0;
-  }
+  if (const int status = no_gpu_status("paged_attention_bench"); status >= 0) return status;
   try {
     cudaDeviceProp prop{};
-    RUNGS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const int runs = quick ? 10 : 50;
-    double memcpy_gbs = 0, kernel_gbs = 0;
-    const double ceiling = copy_ceiling_gbs(runs, memcpy_gbs, kernel_gbs);
-    std::printf("# %s, %d SMs, L2 %.0f MB; copy ceiling %.0f GB/s (cudaMemcpy D2D %.0f, copy kernel %.0f; read + written)\n",
-                prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, ceiling, memcpy_gbs, kernel_gbs);
+    const double ceiling = print_copy_ceiling(runs, prop);
     if (csv) std::printf("batch,context,qo_heads,kv_heads,splits,time_us,bytes,gb_s,ratio,note\n");
     else
       std::printf("%6s %8s %7s %6s %10s %12s %8s %6s  %s\n", "batch", "context", "heads", "splits", "time_us", "MB moved",

@@ -233,9 +233,10 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 /// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dims
 /// 64, 80, 96 and 128, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8
 /// heads), 8 (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin
-/// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode";
-/// the planner's choice: plan.hpp, decode_wants_tensor_cores); groups 3, 5-7 and head dim 256
-/// run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
+/// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode").
+/// The planner picks them for groups of 4 and more (plan.hpp, decode_wants_tensor_cores: on an
+/// H100 groups 1 and 2 ran as fast or faster on the SIMT decode); groups 1 and 2 run on them when
+/// forced (plan_options::kernel). Groups 3, 5-7 and head dim 256 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
 /// over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances =
     tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128>, values<1, 2, 4, 8, 16>>;

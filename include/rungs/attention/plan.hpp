@@ -437,22 +437,22 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 
 // Whether plan_decode wants the tensor-core decode for head dim `head_dim` and GQA group `group`
 // on architecture `sm` (where the set has its instance).
-//  * sm_90: wherever it fits, by scripts/sass-check's issue margin (modelled memory time over
-//    modelled issue time at full issue; bf16, H200, batch 64 x 4096, 32 query heads;
-//    benchmarks/RESULTS.md, "The tensor-core decode without duplicated K reads"): head dim
-//    128, groups 1, 2, 4, 8, 16: 3.76, 3.76, 3.76, 3.78, 3.27 against the SIMT decode's 2.64,
-//    1.92, 1.26, 0.75, 0.40; head dim 64: 3.42-3.78 against 0.42-2.64; head dim 96: 2.49-2.97
-//    against 0.29-1.63; head dim 80: 1.99-2.34 against 0.24-1.11. Measured on an H100 80GB
-//    HBM3 (RESULTS.md, "The first GPU measurement", 2026-11-27; bf16, head dim 128, batch 64 x
-//    context 4096, graph-replayed), with the kernels of that day (2 token x 2 dim warps, since
-//    replaced): group 8 (64q/8kv) 0.855x the SIMT decode's time (394-430 against 497-503 us),
-//    group 4 (32q/8kv) a tie (0.985-0.990x in one process). Every other choice, and every
-//    choice with today's kernel, follows the model only: not measured.
-//  * Other architectures (no SASS model): groups of 4 and more at head dims 64 and 128, where
+//  * sm_90: groups of 4 and more, by measurement: an H100 80GB HBM3 ran every default bf16
+//    decode instance with both kernels side by side (benchmarks/RESULTS.md, "Every default
+//    decode instance on an H100", 2026-11-27; batch 64 x 4096, 8 x 4096 and 1 x 16384, 32
+//    query heads, graph-replayed). Tensor-core time over SIMT time: groups 8 and 16 0.26-0.83
+//    at every head dim and shape; group 4 0.72-0.96 at head dims 64, 80 and 96, 0.94-1.10 at
+//    128 (within that run's drift, 15% for one plan timed twice); the E4M3 cache at group 4
+//    0.76 at 64 x 4096, 0.98-1.10 on the small grids. Groups 1 and 2 tie at 64 x 4096 and 1 x
+//    16384 (0.96-1.11) and lose at 8 x 4096 at every head dim (1.03-1.25): the SIMT decode,
+//    although scripts/sass-check gives the tensor-core one the larger issue margin there
+//    (the margin is not what bounds these groups: both decodes are memory-bound). Group 3 (no
+//    default instance) was not measured and keeps the SIMT decode, as the rule elsewhere.
+//  * Other architectures (not measured): groups of 4 and more at head dims 64 and 128, where
 //    the SIMT decode's per-score shuffles bound it (80 and 96 keep the SIMT decode until
 //    measured).
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
-  if (sm == 90) return true;
+  if (sm == 90) return group >= 4;
   return group >= 4 && (head_dim == 64 || head_dim == 128);
 }
 
