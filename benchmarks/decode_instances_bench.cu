@@ -4,14 +4,18 @@
 //   decode_instances_bench [--quick]
 //
 // Writes CSV to stdout (comment lines start with '#'):
-//   head_dim,group,cache,batch,context,qo_heads,kv_heads,kernel,min_split_tokens,splits,time_us,bytes,gb_s,ratio,note
+//   head_dim,group,cache,batch,context,qo_heads,kv_heads,kernel,min_split_tokens,splits,time_us,bytes,gb_s,ratio,
+//   planner,pass,note
+// (planner: 1 when the row's kernel is the one the planner picks for the shape; pass: 1 or 2.)
 //
 // 1. For head dims 64, 80, 96, 128 and 256 x groups 1, 2, 4, 8, 16 (bf16 caches) and the E4M3
 //    cache at head dim 128, group 4 (the default set's fp8 instance), at batch 64 x context
 //    4096, 8 x 4096 and 1 x 16384 with 32 query heads (the shapes of scripts/sass-check's issue
-//    margins, benchmarks/RESULTS.md): the kernel the planner picks for this GPU, run through
-//    decode<Set> as an engine runs it; where that is the tensor-core decode, the SIMT decode on
-//    a plan forced to it as well.
+//    margins, benchmarks/RESULTS.md), run through decode<Set> as an engine runs it: the kernel
+//    the planner picks for this GPU (A) and, where the set has both, the other one on a plan
+//    forced to it (B), in the order A B B A (pass 1, 1, 2, 2), so that a drift of the GPU's
+//    speed during the run shows as a difference between passes instead of between kernels; an
+//    instance with one kernel runs it twice (A A).
 // 2. The small grids whose split the planner's min_split_tokens (256) limits (head dim 128,
 //    groups 4, 8 and 16 at 8 x 4096 and 1 x 16384): the planner's kernel with min_split_tokens
 //    128, 64 and 32, to measure what finer splits (and their merge) buy.
@@ -138,12 +142,12 @@ int main(int argc, char** argv) {
     const int runs = quick ? 10 : 30;
     const double ceiling = print_copy_ceiling(runs, prop);
     std::printf("head_dim,group,cache,batch,context,qo_heads,kv_heads,kernel,min_split_tokens,splits,time_us,bytes,gb_s,"
-                "ratio,note\n");
+                "ratio,planner,pass,note\n");
     std::fflush(stdout);
     const ra::device_info dev = ra::query_device();
     std::mt19937_64 rng(2026);
     // One row; a planning or launch error is reported in the row's note and the run goes on.
-    auto measure = [&](const instance& inst, int batch, int context, const ra::plan_options& opt) {
+    auto measure = [&](const instance& inst, int batch, int context, const ra::plan_options& opt, int pass = 1) {
       std::optional<row> r;
       std::string error;
       try {
@@ -160,9 +164,10 @@ int main(int argc, char** argv) {
                                                                     : "";
       const int min_split = opt.min_split_tokens;
       const double gbs = r ? r->bytes / (r->ms * 1e6) : 0;
-      std::printf("%d,%d,%s,%d,%d,%d,%d,%s,%d,%d,%.2f,%.0f,%.1f,%.3f,%s\n", inst.head_dim, inst.group,
+      std::printf("%d,%d,%s,%d,%d,%d,%d,%s,%d,%d,%.2f,%.0f,%.1f,%.3f,%d,%d,%s\n", inst.head_dim, inst.group,
                   inst.fp8 ? "fp8_e4m3" : "bf16", batch, context, kQo, kv_heads, r ? ra::name(r->kernel) : "-", min_split,
-                  r ? r->splits : 0, r ? r->ms * 1e3 : 0.0, r ? r->bytes : 0.0, gbs, gbs / ceiling, note.c_str());
+                  r ? r->splits : 0, r ? r->ms * 1e3 : 0.0, r ? r->bytes : 0.0, gbs, gbs / ceiling, opt.kernel ? 0 : 1, pass,
+                  note.c_str());
       std::fflush(stdout);
       return r;
     };
@@ -172,13 +177,18 @@ int main(int argc, char** argv) {
       for (int g : {1, 2, 4, 8, 16}) instances.push_back({d, g, false});
     }
     instances.push_back({128, 4, true});
-    // 1. The planner's kernel, and the SIMT decode beside a tensor-core pick.
+    // 1. The planner's kernel (A) and the other one where the set has both (B): A B B A.
     for (const instance& inst : instances) {
+      const bool both = bench_set::tensor_core_decode::contains(ra::dtype::bf16, inst.head_dim, inst.group);
       for (const auto& sh : shapes) {
-        const std::optional<row> r = measure(inst, sh[0], sh[1], {});
-        if (r && r->kernel == ra::attention_kernel::tensor_cores) {
-          measure(inst, sh[0], sh[1], {.kernel = ra::attention_kernel::simt});
-        }
+        const std::optional<row> a = measure(inst, sh[0], sh[1], {});
+        if (!a) continue;
+        const ra::plan_options other{.kernel = a->kernel == ra::attention_kernel::tensor_cores
+                                                   ? ra::attention_kernel::simt
+                                                   : ra::attention_kernel::tensor_cores};
+        if (both) measure(inst, sh[0], sh[1], other, 1);
+        if (both) measure(inst, sh[0], sh[1], other, 2);
+        measure(inst, sh[0], sh[1], {}, 2);
       }
     }
     // 2. Finer splits on the small grids.

@@ -443,11 +443,13 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 //    query heads, graph-replayed). Tensor-core time over SIMT time: groups 8 and 16 0.26-0.83
 //    at every head dim and shape; group 4 0.72-0.96 at head dims 64, 80 and 96, 0.94-1.10 at
 //    128 (within that run's drift, 15% for one plan timed twice); the E4M3 cache at group 4
-//    0.76 at 64 x 4096, 0.98-1.10 on the small grids. Groups 1 and 2 tie at 64 x 4096 and 1 x
-//    16384 (0.96-1.11) and lose at 8 x 4096 at every head dim (1.03-1.25): the SIMT decode,
-//    although scripts/sass-check gives the tensor-core one the larger issue margin there
-//    (the margin is not what bounds these groups: both decodes are memory-bound). Group 3 (no
-//    default instance) was not measured and keeps the SIMT decode, as the rule elsewhere.
+//    0.76 at 64 x 4096, 0.98-1.10 on the small grids; an H200 ("... on an H200") 0.58-0.96,
+//    0.36-0.67 and 0.20-0.48 at groups 4, 8 and 16. Groups 1 and 2 tie at 64 x 4096 and 1 x
+//    16384 (0.96-1.11) and measured slower at 8 x 4096 (1.03-1.25; the H200 found D128 g1 there
+//    a tie, 146.2 against 145.7 us): no gain measured, so the SIMT decode, although
+//    scripts/sass-check gives the tensor-core one the larger issue margin there (both are
+//    memory-bound at these groups). Group 3 (no default instance) was not measured and keeps
+//    the SIMT decode, as the rule elsewhere.
 //  * Other architectures (not measured): groups of 4 and more at head dims 64 and 128, where
 //    the SIMT decode's per-score shuffles bound it (80 and 96 keep the SIMT decode until
 //    measured).
