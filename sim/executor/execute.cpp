@@ -112,6 +112,7 @@ void executor::run_cta(dim3s id) {
   // when an instruction first names it; step).
   if (++cta_epoch_ == 0) {
     for (warp& w : warps_) std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+    for (shadow_word& s : shadow_) s.cta = 0;
     cta_epoch_ = 1;
   }
   if (sched_.randomize)
@@ -136,14 +137,21 @@ void executor::run_cta(dim3s id) {
       }
     }
   }
-  shared_.assign(shared_bytes_, 0);
   if (sched_.randomize) {
-    for (std::size_t i = 0; i < shared_.size(); i += 8) {  // 8 bytes per draw
-      const std::uint64_t x = rng_();
-      std::memcpy(shared_.data() + i, &x, std::min<std::size_t>(8, shared_.size() - i));
+    // Shared memory holds garbage at a CTA's start on hardware; so does it here: the garbage
+    // streams' bits (seeded from the launch's generator above), 512 bytes per batch.
+    shared_.resize(shared_bytes_);
+    std::uint64_t bits[64];
+    for (std::size_t i = 0; i < shared_.size(); i += sizeof bits) {
+      garbage(bits, 64, garbage_);
+      std::memcpy(shared_.data() + i, bits, std::min(sizeof bits, shared_.size() - i));
     }
+  } else {
+    shared_.assign(shared_bytes_, 0);
   }
-  if (shadow_on_) shadow_.assign((shared_bytes_ + 3) / 4, shadow_word{});  // split words reset too
+  // The shadow's words are emptied at their first access in this CTA (shadow_at), split words
+  // with them, not here: a CTA's start no longer clears 52 bytes per word of shared memory.
+  if (shadow_on_ && shadow_.size() < (shared_bytes_ + 3) / 4) shadow_.resize((shared_bytes_ + 3) / 4);
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
   if (sched_.race_check) {
     unpublished_.resize(threads_);

@@ -53,6 +53,10 @@ struct shadow_byte {
 // whole-word write or cp.async makes them equal again). The checks are per byte either way.
 struct shadow_word : shadow_byte {
   bool split = false;
+  // The CTA (executor::cta_epoch_) these records belong to; any other value: a word this CTA has
+  // not accessed yet, whose records are empty (executor::shadow_at resets it at the first access,
+  // so a CTA's start does not clear the whole shadow).
+  std::uint32_t cta = 0;
 };
 
 struct copy_op {
@@ -339,6 +343,15 @@ class executor {
   [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte) const;
+  // Word `word`'s shadow in this CTA: its records, emptied at the CTA's first access to it.
+  shadow_word& shadow_at(std::size_t word) {
+    shadow_word& s = shadow_[word];
+    if (s.cta != cta_epoch_) {
+      s = shadow_word{};
+      s.cta = cta_epoch_;
+    }
+    return s;
+  }
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
@@ -444,7 +457,7 @@ class executor {
   bool shadow_on_ = true;
   std::vector<warp> warps_;
   std::vector<unsigned char> shared_;
-  std::vector<shadow_word> shadow_;        // per 4-byte word of shared memory
+  std::vector<shadow_word> shadow_;        // per 4-byte word of shared memory (shadow_at)
   std::vector<shadow_byte> shadow_bytes_;  // per byte, for split words (allocated at the first split)
   std::vector<unsigned char> local_;
   std::vector<thread_async> async_;

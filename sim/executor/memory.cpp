@@ -92,7 +92,7 @@ inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, 
 shadow_byte* executor::split_word(std::size_t word) {
   if (shadow_bytes_.size() < shadow_.size() * 4) shadow_bytes_.resize(shadow_.size() * 4);
   shadow_byte* b = &shadow_bytes_[word * 4];
-  shadow_word& s = shadow_[word];
+  shadow_word& s = shadow_at(word);
   if (!s.split) {
     for (unsigned k = 0; k < 4; ++k) b[k] = s;
     s.split = true;
@@ -113,8 +113,9 @@ bool same(const shadow_byte& a, const shadow_byte& b) {
 void executor::unsplit_if_uniform(std::size_t word) {
   const shadow_byte* b = &shadow_bytes_[word * 4];
   if (!same(b[0], b[1]) || !same(b[0], b[2]) || !same(b[0], b[3])) return;
-  static_cast<shadow_byte&>(shadow_[word]) = b[0];
-  shadow_[word].split = false;
+  shadow_word& s = shadow_at(word);
+  static_cast<shadow_byte&>(s) = b[0];
+  s.split = false;
 }
 
 void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
@@ -134,7 +135,7 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
     return;
   }
   for (std::size_t word = offset / 4; word < (offset + size) / 4; ++word) {  // whole words (aligned to size)
-    shadow_word& s = shadow_[word];
+    shadow_word& s = shadow_at(word);
     if (!s.split) {
       shadow_cell(s, me, w, lane, write, strong, word * 4);
       continue;
@@ -388,7 +389,7 @@ void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
   };
   // The destination is whole words (4, 8 or 16 bytes, aligned to its size).
   for (std::uint32_t word = c.dst / 4; word < (c.dst + c.size) / 4; ++word) {
-    shadow_word& s = shadow_[word];
+    shadow_word& s = shadow_at(word);
     if (!s.split) {
       issue(s, std::size_t{word} * 4);
       continue;
@@ -412,7 +413,7 @@ void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
     }
   };
   for (std::uint32_t word = c.dst / 4; word < (c.dst + c.size) / 4; ++word) {
-    shadow_word& s = shadow_[word];
+    shadow_word& s = shadow_at(word);
     if (!s.split) {
       done(s);
       continue;
