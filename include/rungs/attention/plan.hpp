@@ -408,8 +408,8 @@ inline std::string tensor_core_refusal(const attention_config& c, bool prefill) 
     os << "head_dim = " << c.shape.head_dim << " (the tensor-core prefill takes head dims 64 and 128)";
   } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
-       << " (the tensor-core decode takes head dims 64, 80, 96, 128 and groups 1-8, 16)";
-  } else if (!prefill && c.quantized_cache() && c.shape.head_dim % 64 != 0) {
+       << " (the tensor-core decode takes head dims 64, 80, 96, 128, 256 and groups 1-8, 16)";
+  } else if (!prefill && c.quantized_cache() && c.shape.head_dim != 64 && c.shape.head_dim != 128) {
     os << "kv cache dtype = " << name(c.cache_type()) << ", head_dim = " << c.shape.head_dim
        << " (the tensor-core decode takes fp8 caches at head dims 64 and 128)";
   }
@@ -482,7 +482,7 @@ inline split_problem decode_split_problem(const attention_config& c, decode_kern
           .head_dim = c.shape.head_dim,
           .kv_bytes = bytes_per_element(c.cache_type()),
           .ctas_per_sm = kernel == decode_kernel::tensor_cores
-                             ? geometry::tensor_core_decode_ctas_per_sm(dev.sm)
+                             ? geometry::tensor_core_decode_ctas_per_sm(dev.sm, c.shape.head_dim, c.shape.group_size())
                              : geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
 }
 
