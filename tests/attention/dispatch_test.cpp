@@ -177,8 +177,16 @@ TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances,
   }
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(24, 8, 128, 16)));  // group 3
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(48, 8, 256, 16)));  // group 6
-  // Head dim 256 over fp8: not in the set's fp8_kv_instances (and not taken by fp8_decode_agent).
+  // Head dim 256 over fp8: not in the set's fp8_kv_instances, and not taken by fp8_decode_agent
+  // even where a set lists both (it runs the SIMT decode over that cache).
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 256, 16), ra::dtype::fp8_e4m3));
+  using fp8_256 = ra::instantiation_set<
+      ra::dtypes<ra::dtype::bf16>, ra::values<128, 256>, ra::values<ra::dynamic_block_size>, ra::values<4>,
+      ra::fp8_kv_instances<ra::dtypes<ra::dtype::bf16>, ra::dtypes<ra::dtype::fp8_e4m3>, ra::values<128, 256>, ra::values<4>>,
+      ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128, 256>, ra::values<4>>>;
+  CHECK_FALSE(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 256, 16), ra::dtype::fp8_e4m3));
+  CHECK(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 256, 16)));
+  CHECK(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
   // fp8 caches: the shapes both lists have, bf16 queries over E4M3 at head dim 128, group 4.
   CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
   CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::bf16));

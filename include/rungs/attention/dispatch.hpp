@@ -383,13 +383,15 @@ decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f)
 
 /// Whether Set has a tensor-core decode instance for (type, shape) at a block size it lists,
 /// over a cache of kv_type (default: the queries' type). An fp8 cache's instance exists for
-/// each shape that both Set::tensor_core_decode (for the query type) and Set::fp8_kv list.
+/// each shape that both Set::tensor_core_decode (for the query type) and Set::fp8_kv list, at
+/// the head dims the fp8 tensor-core decode takes (geometry::tensor_core_fp8_decode_fits).
 template <class Set>
 bool has_tensor_core_decode(dtype type, const attention_shape& s, std::optional<dtype> kv_type = {}) {
   const bool fp8_listed = !kv_type || *kv_type == type ||
                           (Set::fp8_kv::query_dtypes::contains(type) && Set::fp8_kv::kv_dtypes::contains(*kv_type) &&
                            Set::fp8_kv::head_dims::contains(s.head_dim) &&
-                           Set::fp8_kv::decode_groups::contains(s.group_size()));
+                           Set::fp8_kv::decode_groups::contains(s.group_size()) &&
+                           geometry::tensor_core_fp8_decode_fits(s.head_dim));
   return fp8_listed && Set::tensor_core_decode::contains(type, s.head_dim, s.group_size()) &&
          detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
 }

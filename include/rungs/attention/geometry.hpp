@@ -85,6 +85,10 @@ constexpr bool tensor_core_decode_fits(int head_dim, int group) {
   return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256) && group >= 1 &&
          (group <= 8 || group == 16);
 }
+/// Head dims the tensor-core decode takes over an fp8 cache (fp8_decode_agent: 4 warps of 8 or
+/// 16 keys of a 32- or 64-key tile): 64 and 128. A set listing an fp8 cache and the tensor-core
+/// decode at another head dim runs the SIMT decode over that cache (has_tensor_core_decode).
+constexpr bool tensor_core_fp8_decode_fits(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 /// CTAs per SM the tensor-core prefill is built for, its __launch_bounds__ minimum (and the
 /// planner's CTA slots for it): 3 on sm_90 and sm_80 (168 registers). Its 16 rows per warp

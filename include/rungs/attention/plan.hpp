@@ -409,7 +409,7 @@ inline std::string tensor_core_refusal(const attention_config& c, bool prefill) 
   } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
        << " (the tensor-core decode takes head dims 64, 80, 96, 128, 256 and groups 1-8, 16)";
-  } else if (!prefill && c.quantized_cache() && c.shape.head_dim != 64 && c.shape.head_dim != 128) {
+  } else if (!prefill && c.quantized_cache() && !geometry::tensor_core_fp8_decode_fits(c.shape.head_dim)) {
     os << "kv cache dtype = " << name(c.cache_type()) << ", head_dim = " << c.shape.head_dim
        << " (the tensor-core decode takes fp8 caches at head dims 64 and 128)";
   }
