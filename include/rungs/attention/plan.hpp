@@ -447,13 +447,13 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 //    16384 (0.96-1.11) and lose at 8 x 4096 at every head dim (1.03-1.25): the SIMT decode,
 //    although scripts/sass-check gives the tensor-core one the larger issue margin there
 //    (the margin is not what bounds these groups: both decodes are memory-bound). Group 3 (no
-//    default instance) was not measured and keeps the SIMT decode, as the rule elsewhere. Head
-//    dim 256 (on tensor cores since that run) takes the same rule by the model: issue margin
-//    3.0 on an H200 against the SIMT decode's 0.72 at group 8 (benchmarks/RESULTS.md,
-//    "Tensor-core decode at head dim 256"; modelled, not measured).
+//    default instance) was not measured and keeps the SIMT decode, as the rule elsewhere.
 //  * Other architectures (not measured): groups of 4 and more at head dims 64 and 128, where
 //    the SIMT decode's per-score shuffles bound it (80, 96 and 256 keep the SIMT decode until
 //    measured).
+//  * Head dim 256 (on tensor cores since those runs) takes the sm_90 rule by the model: issue
+//    margin 3.0 on an H200 against the SIMT decode's 0.72 at group 8 (benchmarks/RESULTS.md,
+//    "Tensor-core decode at head dim 256"; modelled, not measured).
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
   if (sm == 90) return group >= 4;
   return group >= 4 && (head_dim == 64 || head_dim == 128);
