@@ -51,11 +51,12 @@ using namespace rungs_bench;
 namespace {
 
 // The default set's bf16 decode instances at the dynamic block size: SIMT for every head dim and
-// group, the tensor-core decode at head dims 64-128, and the E4M3 instances (SIMT and tensor-core).
+// group, the tensor-core decode at every head dim (64-128, and 256 since its 2 x 2 warps), and the
+// E4M3 instances (SIMT and tensor-core).
 using bench_set =
     ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<64, 80, 96, 128, 256>, ra::values<ra::dynamic_block_size>,
                           ra::values<1, 2, 4, 8, 16>, ra::default_fp8_kv_instances,
-                          ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<64, 80, 96, 128>,
+                          ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<64, 80, 96, 128, 256>,
                                                            ra::values<1, 2, 4, 8, 16>>>;
 
 constexpr int kQo = 32, kBlock = 16;

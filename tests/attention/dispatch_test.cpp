@@ -166,17 +166,27 @@ TEST_CASE("fp8 caches dispatch to the set's fp8 instances, and only those") {
 TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances, and only those") {
   using set = ra::default_instantiations;
   auto noop = []<class T, int D, int B, int G>() {};
-  // The default set: fp16 and bf16, head dims 64, 80, 96 and 128, groups 1, 2, 4, 8, 16, every
-  // block size (dynamic).
+  // The default set: fp16 and bf16, head dims 64, 80, 96, 128 and 256, groups 1, 2, 4, 8, 16,
+  // every block size (dynamic).
   for (ra::dtype t : {ra::dtype::fp16, ra::dtype::bf16}) {
     for (int b : {8, 16, 32, 64, 128}) {
-      for (int d : {64, 80, 96, 128}) {
+      for (int d : {64, 80, 96, 128, 256}) {
         for (int g : {1, 2, 4, 8, 16}) CHECK(ra::has_tensor_core_decode<set>(t, shape(8 * g, 8, d, b)));
       }
     }
   }
   CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(24, 8, 128, 16)));  // group 3
-  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 256, 16)));  // head dim 256
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(48, 8, 256, 16)));  // group 6
+  // Head dim 256 over fp8: not in the set's fp8_kv_instances, and not taken by fp8_decode_agent
+  // even where a set lists both (it runs the SIMT decode over that cache).
+  CHECK_FALSE(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 256, 16), ra::dtype::fp8_e4m3));
+  using fp8_256 = ra::instantiation_set<
+      ra::dtypes<ra::dtype::bf16>, ra::values<128, 256>, ra::values<ra::dynamic_block_size>, ra::values<4>,
+      ra::fp8_kv_instances<ra::dtypes<ra::dtype::bf16>, ra::dtypes<ra::dtype::fp8_e4m3>, ra::values<128, 256>, ra::values<4>>,
+      ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<128, 256>, ra::values<4>>>;
+  CHECK_FALSE(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 256, 16), ra::dtype::fp8_e4m3));
+  CHECK(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 256, 16)));
+  CHECK(ra::has_tensor_core_decode<fp8_256>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
   // fp8 caches: the shapes both lists have, bf16 queries over E4M3 at head dim 128, group 4.
   CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::fp8_e4m3));
   CHECK(ra::has_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 128, 16), ra::dtype::bf16));
@@ -189,8 +199,13 @@ TEST_CASE("the tensor-core decode dispatches to the set's tensor-core instances,
           std::to_string(B) + " " + std::to_string(G);
   });
   CHECK(got == "bf16 128 0 8");
-  CHECK(error_of([&] { ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(32, 8, 256, 16), noop); }) ==
-        "head_dim = 256 is not supported by this build; supported: 64, 80, 96, 128");
+  ra::dispatch_tensor_core_decode<set>(ra::dtype::fp16, shape(32, 2, 256, 16), [&]<class T, int D, int B, int G>() {
+    got = std::string(std::is_same_v<T, rungs::bf16> ? "bf16" : "f16") + " " + std::to_string(D) + " " +
+          std::to_string(B) + " " + std::to_string(G);
+  });
+  CHECK(got == "f16 256 0 16");
+  CHECK(error_of([&] { ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(48, 8, 256, 16), noop); }) ==
+        "group_size = 6 is not supported by this build; supported: 1, 2, 4, 8, 16");
   CHECK(error_of([&] { ra::dispatch_tensor_core_decode<set>(ra::dtype::bf16, shape(48, 8, 128, 16), noop); }) ==
         "group_size = 6 is not supported by this build; supported: 1, 2, 4, 8, 16");
   // A set without tensor-core instances, and one with static block sizes only.

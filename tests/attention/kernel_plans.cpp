@@ -105,7 +105,8 @@ std::string instance_json(const instance& i) {
                                                         geo::ctas_per_sm(90, geo::decode_rows_per_thread(i.group)));
   } else if (kind == "decode_tc") {
     s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " +
-         ctas_json(geo::tensor_core_decode_ctas_per_sm(80), geo::tensor_core_decode_ctas_per_sm(90));
+         ctas_json(geo::tensor_core_decode_ctas_per_sm(80, i.head_dim, i.group),
+                   geo::tensor_core_decode_ctas_per_sm(90, i.head_dim, i.group));
   } else if (kind == "prefill") {
     s += ", \"ctas_per_sm\": " + ctas_json(geo::prefill_ctas_per_sm(80, false), geo::prefill_ctas_per_sm(90, false));
   } else if (kind == "prefill_tc") {

@@ -309,7 +309,16 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 6
   CHECK(ra::plan_decode(config(32, 32, 80, 16), bucket, h100).kernel == simt);          // head dim 80, group 1
   CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, a100).kernel == simt);  // 80 and 96 off sm_90: not measured
   CHECK(ra::plan_decode(config(32, 8, 80, 16), bucket, b200).kernel == simt);
-  CHECK(ra::plan_decode(config(32, 8, 256, 16), bucket, h100).kernel == simt);          // head dim 256
+  // Head dim 256 (2 key warps x 2 dim warps over its 16-key tile): as every head dim on sm_90,
+  // tensor cores from group 4, the SIMT decode at groups 1 and 2; off sm_90 (not measured) SIMT.
+  CHECK(ra::plan_decode(config(32, 8, 256, 16), bucket, h100).kernel == tensor_cores);  // group 4
+  CHECK(ra::plan_decode(config(64, 8, 256, 16), bucket, h100).kernel == tensor_cores);  // group 8
+  CHECK(ra::plan_decode(config(32, 2, 256, 16), bucket, h100).kernel == tensor_cores);  // group 16
+  CHECK(ra::plan_decode(config(32, 32, 256, 16), bucket, h100).kernel == simt);          // group 1
+  CHECK(ra::plan_decode(config(32, 16, 256, 16), bucket, h100).kernel == simt);          // group 2
+  CHECK(ra::plan_decode(config(32, 16, 256, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
+  CHECK(ra::plan_decode(config(64, 8, 256, 16), bucket, a100).kernel == simt);           // group 8, sm_80
+  CHECK(ra::plan_decode(config(32, 2, 256, 16), bucket, b200).kernel == simt);           // group 16, sm_100
   // Score transforms run on either kernel: Mistral (window, group 4), gpt-oss's shape (D 64,
   // group 8, window 128; its sinks are an argument, not configuration), Gemma 2's soft-cap.
   ra::attention_config windowed = config(32, 8, 128, 16);
@@ -346,12 +355,34 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 6
   }
   CHECK(ra::plan_decode(config(64, 8, 128, 16), {33, 4096}, h100).num_splits !=
         ra::plan_decode(config(64, 8, 128, 16), {33, 4096}, h100, {.kernel = simt}).num_splits);
+  // Head dim 256: the launch bound is 4 CTAs per SM up to group 8 (the query fragments of 8 heads
+  // and O^T of a dim warp's 128 dims: 128 registers), 3 at group 16 (168 registers: 16 heads'
+  // query fragments over 256 dims are 64 registers, their O^T 64) on sm_90; 3 on sm_80.
+  namespace geo = ra::geometry;
+  CHECK(geo::tensor_core_decode_ctas_per_sm(90, 256, 8) == 4);
+  CHECK(geo::tensor_core_decode_ctas_per_sm(90, 256, 16) == 3);
+  CHECK(geo::tensor_core_decode_ctas_per_sm(90, 128, 16) == 4);
+  CHECK(geo::tensor_core_decode_ctas_per_sm(80, 256, 8) == 3);
+  CHECK(geo::tensor_core_decode_ctas_per_sm(80, 256, 16) == 3);
+  for (const int batch : {1, 8, 33, 64}) {
+    const ra::decode_bucket b{.max_batch = batch, .max_context = 4096};
+    const auto g16 = ra::plan_decode(config(32, 2, 256, 16), b, h100);
+    const auto three = ra::plan_decode(config(32, 2, 256, 16), b, h100, {.ctas_per_sm = 3, .kernel = simt});
+    const auto g8 = ra::plan_decode(config(64, 8, 256, 16), b, h100);
+    const auto four = ra::plan_decode(config(64, 8, 256, 16), b, h100, {.ctas_per_sm = 4, .kernel = simt});
+    INFO("batch " << batch);
+    CHECK((g16.kernel == tensor_cores && g8.kernel == tensor_cores));
+    CHECK((g16.num_splits == three.num_splits && g16.split_tokens == three.split_tokens));
+    CHECK((g8.num_splits == four.num_splits && g8.split_tokens == four.split_tokens));
+  }
   // Forced: either way where the tensor-core decode fits; tensor cores elsewhere are refused.
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100, {.kernel = simt}).kernel == simt);
   CHECK(ra::plan_decode<all>(config(8, 8, 64, 16), bucket, h100, {.kernel = tensor_cores}).kernel == tensor_cores);
-  CHECK(error_of([&] { ra::plan_decode(config(32, 8, 256, 16), bucket, h100, {.kernel = tensor_cores}); }) ==
-        "plan_options.kernel = tensor_cores cannot run head_dim = 256, group_size = 4 (the tensor-core decode takes "
-        "head dims 64, 80, 96, 128 and groups 1-8, 16)");
+  ra::attention_config fp8_256 = config(32, 8, 256, 16);  // fp8_decode_agent takes 64 and 128
+  fp8_256.kv.type = ra::dtype::fp8_e4m3;
+  CHECK(error_of([&] { ra::plan_decode(fp8_256, bucket, h100, {.kernel = tensor_cores}); }) ==
+        "plan_options.kernel = tensor_cores cannot run kv cache dtype = fp8_e4m3, head_dim = 256 (the tensor-core "
+        "decode takes fp8 caches at head dims 64 and 128)");
   ra::attention_config fp8_96 = config(32, 8, 96, 16);  // the fp8 widening writes swizzled rows: 64 and 128
   fp8_96.kv.type = ra::dtype::fp8_e4m3;
   CHECK(ra::plan_decode(fp8_96, bucket, h100).kernel == simt);

@@ -159,9 +159,9 @@ struct tensor_core_decode_instances {
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
                 "rungs::attention::tensor_core_decode_instances: an element type is outside the supported f16, bf16");
-  static_assert(detail::all_within<HeadDims, values<64, 80, 96, 128>>::value,
-                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes head dims 64, 80, 96 and "
-                "128");
+  static_assert(detail::all_within<HeadDims, values<64, 80, 96, 128, 256>>::value,
+                "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes head dims 64, 80, 96, 128 "
+                "and 256");
   static_assert(detail::all_within<DecodeGroups, values<1, 2, 3, 4, 5, 6, 7, 8, 16>>::value,
                 "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes groups 1-8 and 16");
 
@@ -231,15 +231,17 @@ struct instantiation_set {
 using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dtype::fp8_e4m3>, values<128>, values<4>>;
 
 /// The tensor-core decode instances of the default and full sets: fp16 and bf16 at head dims
-/// 64, 80, 96 and 128, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8
+/// 64, 80, 96, 128 and 256, groups 1, 2 (rows of the mma tile padded to 16), 4 (Llama-3-8B's 32/8
 /// heads), 8 (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin
-/// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode").
-/// The planner picks them for groups of 4 and more (plan.hpp, decode_wants_tensor_cores: on an
-/// H100 groups 1 and 2 ran as fast or faster on the SIMT decode); groups 1 and 2 run on them when
-/// forced (plan_options::kernel). Groups 3, 5-7 and head dim 256 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
+/// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode",
+/// "Tensor-core decode at head dim 256").
+/// The planner picks them for groups of 4 and more on sm_90 (plan.hpp, decode_wants_tensor_cores:
+/// on an H100 groups 1 and 2 ran as fast or faster on the SIMT decode; elsewhere head dims 64 and
+/// 128 only); groups 1 and 2 run on them when forced (plan_options::kernel). Groups 3 and 5-7 run
+/// the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
 /// over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances =
-    tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128>, values<1, 2, 4, 8, 16>>;
+    tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128, 256>, values<1, 2, 4, 8, 16>>;
 
 /// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
 /// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT
@@ -250,7 +252,7 @@ using default_tensor_core_prefill_instances = tensor_core_prefill_instances<supp
 /// What CI compiles (for sm_80 and sm_90) and the launch API uses unless told otherwise: the
 /// whole 16-bit contract with the dynamic block size, 2 x 5 x 9 = 90 decode kernels, 10
 /// prefill, 10 merge and 10 cache-write kernels (about 1.5 minutes of ptxas per architecture),
-/// the fp8 instances, the 21 tensor-core decode kernels above (20 16-bit, 1 over E4M3) and the 3
+/// the fp8 instances, the 51 tensor-core decode kernels above (50 16-bit, 1 over E4M3) and the 3
 /// tensor-core prefill kernels (2 16-bit, 1 over E4M3).
 using default_instantiations =
     instantiation_set<supported_dtypes, supported_head_dims, values<dynamic_block_size>, supported_decode_groups,
@@ -381,13 +383,15 @@ decltype(auto) dispatch_cache_write(dtype type, const attention_shape& s, F&& f)
 
 /// Whether Set has a tensor-core decode instance for (type, shape) at a block size it lists,
 /// over a cache of kv_type (default: the queries' type). An fp8 cache's instance exists for
-/// each shape that both Set::tensor_core_decode (for the query type) and Set::fp8_kv list.
+/// each shape that both Set::tensor_core_decode (for the query type) and Set::fp8_kv list, at
+/// the head dims the fp8 tensor-core decode takes (geometry::tensor_core_fp8_decode_fits).
 template <class Set>
 bool has_tensor_core_decode(dtype type, const attention_shape& s, std::optional<dtype> kv_type = {}) {
   const bool fp8_listed = !kv_type || *kv_type == type ||
                           (Set::fp8_kv::query_dtypes::contains(type) && Set::fp8_kv::kv_dtypes::contains(*kv_type) &&
                            Set::fp8_kv::head_dims::contains(s.head_dim) &&
-                           Set::fp8_kv::decode_groups::contains(s.group_size()));
+                           Set::fp8_kv::decode_groups::contains(s.group_size()) &&
+                           geometry::tensor_core_fp8_decode_fits(s.head_dim));
   return fp8_listed && Set::tensor_core_decode::contains(type, s.head_dim, s.group_size()) &&
          detail::block_dispatchable(typename Set::block_sizes{}, s.block_size);
 }

@@ -61,23 +61,34 @@ constexpr int ctas_per_sm(int sm, int rows_per_thread) {
 }
 
 /// The tensor-core decode (kernels/.../tensor_core.cuh) holds per thread what fits the register
-/// budget of this many SIMT query rows at every shape it takes (query fragments, D/16 x 4
+/// budget of this many SIMT query rows at head dims up to 128 (query fragments, D/16 x 4
 /// accumulators per 8 heads: 32 at head dim 128, 64 at group 16, a few softmax values).
 inline constexpr int tensor_core_decode_budget_rows = 4;
+/// Head dim 256 at group 16: its warps hold the query fragments of the whole head dim for 16
+/// heads (64 registers) beside O^T of 128 dims for 16 heads (64): the 3-CTA budget (168 registers).
+inline constexpr int tensor_core_decode_wide_budget_rows = 6;
 /// CTAs per SM the tensor-core decode is built for, its __launch_bounds__ minimum (and the
-/// planner's CTA slots for it): ctas_per_sm(sm, 4), 4 on sm_90, 3 on sm_80.
-constexpr int tensor_core_decode_ctas_per_sm(int sm) { return ctas_per_sm(sm, tensor_core_decode_budget_rows); }
+/// planner's CTA slots for it): ctas_per_sm(sm, 4), 4 on sm_90, 3 on sm_80; head dim 256 at
+/// group 16 ctas_per_sm(sm, 6), 3 on both (a 48 KiB pipeline: 4 CTAs fill sm_90's 228 KiB).
+constexpr int tensor_core_decode_ctas_per_sm(int sm, int head_dim, int group) {
+  return ctas_per_sm(sm, head_dim > 128 && group > 8 ? tensor_core_decode_wide_budget_rows
+                                                     : tensor_core_decode_budget_rows);
+}
 
-/// Shapes the tensor-core decode takes: head dims 64, 80, 96 and 128 (rows of 16-byte chunks
-/// swizzled in groups of 8 at 64 and 128, padded to an odd number of chunks at 80 and 96; query
-/// fragments and accumulators that fit the 4-CTA register budget, which 256's 64 + 64 do not)
-/// and the decode groups 1-8 and 16 (rows of a 16-row mma tile). Over an fp8 cache 64 and 128
-/// only (fp8_decode_agent takes those two: its tiles stay fp8 in swizzled or plain rows): plan.hpp
+/// Shapes the tensor-core decode takes: head dims 64, 80, 96, 128 and 256 (rows of 16-byte
+/// chunks swizzled in groups of 8 at 64, 128 and 256, padded to an odd number of chunks at 80
+/// and 96; at 256 the 16-key tile is 2 key warps x 2 dim warps of 128 output dims) and the
+/// decode groups 1-8 and 16 (rows of a 16-row mma tile). Over an fp8 cache 64 and 128 only
+/// (fp8_decode_agent takes those two: its tiles stay fp8 in swizzled or plain rows): plan.hpp
 /// refuses the others.
 constexpr bool tensor_core_decode_fits(int head_dim, int group) {
-  return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128) && group >= 1 &&
+  return (head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256) && group >= 1 &&
          (group <= 8 || group == 16);
 }
+/// Head dims the tensor-core decode takes over an fp8 cache (fp8_decode_agent: 4 warps of 8 or
+/// 16 keys of a 32- or 64-key tile): 64 and 128. A set listing an fp8 cache and the tensor-core
+/// decode at another head dim runs the SIMT decode over that cache (has_tensor_core_decode).
+constexpr bool tensor_core_fp8_decode_fits(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 /// CTAs per SM the tensor-core prefill is built for, its __launch_bounds__ minimum (and the
 /// planner's CTA slots for it): 3 on sm_90 and sm_80 (168 registers). Its 16 rows per warp

@@ -408,8 +408,8 @@ inline std::string tensor_core_refusal(const attention_config& c, bool prefill) 
     os << "head_dim = " << c.shape.head_dim << " (the tensor-core prefill takes head dims 64 and 128)";
   } else if (!prefill && !geometry::tensor_core_decode_fits(c.shape.head_dim, c.shape.group_size())) {
     os << "head_dim = " << c.shape.head_dim << ", group_size = " << c.shape.group_size()
-       << " (the tensor-core decode takes head dims 64, 80, 96, 128 and groups 1-8, 16)";
-  } else if (!prefill && c.quantized_cache() && c.shape.head_dim % 64 != 0) {
+       << " (the tensor-core decode takes head dims 64, 80, 96, 128, 256 and groups 1-8, 16)";
+  } else if (!prefill && c.quantized_cache() && !geometry::tensor_core_fp8_decode_fits(c.shape.head_dim)) {
     os << "kv cache dtype = " << name(c.cache_type()) << ", head_dim = " << c.shape.head_dim
        << " (the tensor-core decode takes fp8 caches at head dims 64 and 128)";
   }
@@ -451,8 +451,11 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 //    memory-bound at these groups). Group 3 (no default instance) was not measured and keeps
 //    the SIMT decode, as the rule elsewhere.
 //  * Other architectures (not measured): groups of 4 and more at head dims 64 and 128, where
-//    the SIMT decode's per-score shuffles bound it (80 and 96 keep the SIMT decode until
+//    the SIMT decode's per-score shuffles bound it (80, 96 and 256 keep the SIMT decode until
 //    measured).
+//  * Head dim 256 (on tensor cores since those runs) takes the sm_90 rule by the model: issue
+//    margin 3.0 on an H200 against the SIMT decode's 0.72 at group 8 (benchmarks/RESULTS.md,
+//    "Tensor-core decode at head dim 256"; modelled, not measured).
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
   if (sm == 90) return group >= 4;
   return group >= 4 && (head_dim == 64 || head_dim == 128);
@@ -484,7 +487,7 @@ inline split_problem decode_split_problem(const attention_config& c, decode_kern
           .head_dim = c.shape.head_dim,
           .kv_bytes = bytes_per_element(c.cache_type()),
           .ctas_per_sm = kernel == decode_kernel::tensor_cores
-                             ? geometry::tensor_core_decode_ctas_per_sm(dev.sm)
+                             ? geometry::tensor_core_decode_ctas_per_sm(dev.sm, c.shape.head_dim, c.shape.group_size())
                              : geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
 }
 

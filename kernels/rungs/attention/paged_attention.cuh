@@ -195,7 +195,7 @@ void launch_cache_write(const attention_config& config, const cache_write_args& 
 /// (plan.kernel), so plan with plan_decode<Set>: a plan for a tensor-core decode Set does not
 /// compile is refused (check_decode_kernel), never run on another kernel. Over an fp8 cache Set
 /// compiles the tensor-core decode of each shape both Set::tensor_core_decode and Set::fp8_kv
-/// list (has_tensor_core_decode).
+/// list, at head dims 64 and 128 (has_tensor_core_decode).
 template <class Set = default_instantiations, score_mod Mod = score_mod{}>
 void decode(const decode_plan& plan, const decode_args& args, cudaStream_t stream = nullptr) {
   const attention_config& c = plan.config;
@@ -210,7 +210,8 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
   }
   if (c.quantized_cache()) {
     dispatch_fp8_decode<Set>(c.type, c.cache_type(), c.shape, [&]<class HostT, class HostKV, int D, int B, int G>() {
-      if constexpr (Set::tensor_core_decode::contains(detail::dtype_of<HostT>(), D, G)) {
+      if constexpr (Set::tensor_core_decode::contains(detail::dtype_of<HostT>(), D, G) &&
+                    geometry::tensor_core_fp8_decode_fits(D)) {
         if (plan.kernel == decode_kernel::tensor_cores) {  // check_decode_kernel let it through
           launch_tensor_core_decode<HostT, D, B, G, Mod, HostKV>(plan, args, stream);
           return;

@@ -122,7 +122,8 @@ class attention_forward {
 
   /// The kernels this forward compiles: one shape, the fp8 instances over an fp8 cache, the
   /// tensor-core decode where it takes the shape (geometry::tensor_core_decode_fits; over an fp8
-  /// cache too: the set has it where its tensor-core and fp8 lists share the shape), and the
+  /// cache too, at head dims 64 and 128: the set has it where its tensor-core and fp8 lists share
+  /// the shape), and the
   /// tensor-core prefill where it takes the shape (geometry::tensor_core_prefill_fits; over an
   /// fp8 cache too, as the decode).
   using instances = rungs::attention::instantiation_set<
@@ -134,7 +135,8 @@ class attention_forward {
                                                             rungs::attention::values<Model.head_dim>,
                                                             rungs::attention::values<group>>,
                          rungs::attention::no_fp8_kv>,
-      std::conditional_t<rungs::attention::geometry::tensor_core_decode_fits(Model.head_dim, group),
+      std::conditional_t<rungs::attention::geometry::tensor_core_decode_fits(Model.head_dim, group) &&
+                             (!quantized || rungs::attention::geometry::tensor_core_fp8_decode_fits(Model.head_dim)),
                          rungs::attention::tensor_core_decode_instances<rungs::attention::dtypes<query_dtype>,
                                                                         rungs::attention::values<Model.head_dim>,
                                                                         rungs::attention::values<group>>,

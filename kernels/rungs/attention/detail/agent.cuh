@@ -148,7 +148,11 @@ struct kv_pipeline {
   /// path (a vector's token and chunk per copy).
   static constexpr bool kFixedChunk = sizeof(KV) == 2 && Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
   static constexpr int kTokenStride = Threads / kCopyVecs;
-  static_assert(!kFixedChunk || !Swizzle || kTokenStride % 8 == 0);
+  /// Swizzled rows kTokenStride apart share the chunk's place where the stride is whole
+  /// swizzle periods of 8 rows (head dims 64, 128); at 4 (head dim 256) copies alternate
+  /// between two places (token bit 2 flips chunk bit 2).
+  static_assert(!kFixedChunk || !Swizzle || kTokenStride % 4 == 0);
+  static constexpr bool kTwoPlaces = kFixedChunk && Swizzle && kTokenStride % 8 != 0;
 
   /// Fixed chunk: the tokens a warp's copy k covers, and the warp's tokens in all (at most 32:
   /// one block-table entry per lane, shared by shuffles).
@@ -203,6 +207,9 @@ struct kv_pipeline {
       const int token0 = tid / kCopyVecs;
       const int c = tid - token0 * kCopyVecs;
       const int dst0 = stage * kStageElems + place(tid, token0, c);
+      // kTwoPlaces: odd copies' chunk place (rows token0 + kTokenStride (2k + 1)), less their rows.
+      const int dst1 = kTwoPlaces ? stage * kStageElems + place(tid, token0 + kTokenStride, c) - kTokenStride * HeadDim
+                                  : dst0;
       // Byte offsets, unsigned: a block's bytes (H B D sizeof(KV)) are far below 2^32, so
       // the offset is one IMAD.WIDE.U32 of the id with its 32-bit rest as the addend.
       constexpr unsigned kRowBytes = HeadDim * sizeof(KV);
@@ -215,7 +222,7 @@ struct kv_pipeline {
         const int t = start + token0 + k * kTokenStride;
         const std::uint64_t offset = static_cast<std::uint64_t>(static_cast<unsigned>(ids[k])) * block_bytes +
                                      (static_cast<unsigned>(t & position_mask) * kRowBytes + row_bytes);
-        const int dst = dst0 + k * kTokenStride * HeadDim;
+        const int dst = (k % 2 == 0 ? dst0 : dst1) + k * kTokenStride * HeadDim;
         cp_async_16(smem_k + dst, k_cache + offset, t < kv_end);
         cp_async_16(smem_v + dst, v_cache + offset, t < kv_end);
       }

@@ -51,8 +51,9 @@
 // warp fragment steps the agents call, this header the CTA-level parts (the prefill's fp8
 // widening, the shared memory, the two agents), kernels.cuh the __global__ entry points.
 //
-// Not compiled in here: head dim 256 (its query fragments and accumulators would take the whole
-// 4-CTA register budget, and its 16-key tile leaves each warp 4 keys).
+// Head dim 256: its 16-key tile is two 8-key slices, so the 4 warps are 2 key warps x 2 dim
+// warps of 128 output dims (tensor_core_decode_agent), both warps of a slice computing its
+// scores over the whole head dim.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -148,8 +149,15 @@ struct tensor_core_storage {
 };
 
 /// The tensor-core decode agent: the group's rows are the rows of the warps' S = Q K^T mma
-/// tiles; each warp owns kWarpKeys keys of a tile (8-key slices) and every output dim, so no two
-/// warps read the same K or V bytes; the warps' states merge through shared memory at the end.
+/// tiles; each warp owns an 8-key slice or more of a tile (kWarpKeys) and the output dims of
+/// its dim warp, and the warps' states merge through shared memory at the end. Head dims up to
+/// 128: a tile of 32 or 64 keys, 4 key warps over every output dim (no two warps read the same
+/// K or V bytes). Head dim 256: a tile of 16 keys (3 stages of it are all 48 KiB of static
+/// shared memory) is 2 slices, so the 4 warps are 2 key warps x 2 dim warps of 128 output
+/// dims: both warps of a slice compute its scores over the whole head dim (its K is read
+/// twice from shared memory; an exchange of partial scores would need shared memory the
+/// pipeline leaves none of), and each keeps O^T for its 128 dims (the accumulators of head dim
+/// 128).
 template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
@@ -157,22 +165,25 @@ struct tensor_core_decode_agent {
   static_assert(std::is_same_v<KV, T>,
                 "the tensor-core decode takes a cache of the queries' type (an fp8 cache: fp8_decode_agent, fp8_decode.cuh)");
   static_assert(geometry::tensor_core_decode_fits(HeadDim, Group),
-                "the tensor-core decode takes head dims 64, 80, 96, 128 and GQA groups 1-8, 16 (head dim 256: the "
-                "SIMT decode)");
+                "the tensor-core decode takes head dims 64, 80, 96, 128, 256 and GQA groups 1-8, 16");
 
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = geometry::tile_tokens(HeadDim);
-  static constexpr int kWarpKeys = kTile / kWarps;  // D 128: 8, D 64: 16
+  static constexpr int kKeyWarps = kTile / kWarps >= 8 ? kWarps : kTile / 8;  // D 256: 2
+  static constexpr int kDimWarps = kWarps / kKeyWarps;                          // D 256: 2
+  static constexpr int kWarpKeys = kTile / kKeyWarps;  // D 128: 8, D 64: 16, D 256: 8
   static constexpr int kSlices = kWarpKeys / 8;
   static constexpr int kKSteps = HeadDim / 16;
-  static constexpr int kDimTiles = HeadDim / 16;
+  static constexpr int kWarpDims = HeadDim / kDimWarps;  // output dims of a warp
+  static constexpr int kDimTiles = kWarpDims / 16;
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
   static constexpr int kHalves = Group > 8 ? 2 : 1;  // head tiles: heads g (and g + 8: group 16)
   static constexpr int kRowsKept = 8 * kHalves;
-  static_assert(kWarpKeys % 8 == 0);
+  static_assert(kWarpKeys % 8 == 0 && kKeyWarps * kDimWarps == kWarps && kWarpDims % 16 == 0);
+  static_assert(kDimWarps == 1 || kWarpDims % 32 == 0, "a dim warp's V^T is whole ldmatrix.x4s of 32 dims");
 
-  using storage = tensor_core_storage<T, HeadDim, kTile, kWarps * kRowsKept>;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept>;
   using pipeline = typename storage::pipeline;
   using tile_layout = typename storage::tile_layout;
 
@@ -186,6 +197,8 @@ struct tensor_core_decode_agent {
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
     const auto [tid, warp, lane, g, t4] = fragment_lane{};
+    const int key_warp = kDimWarps == 1 ? warp : warp % kKeyWarps;
+    const int dim_warp = kDimWarps == 1 ? 0 : warp / kKeyWarps;
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
 
     // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
@@ -205,7 +218,7 @@ struct tensor_core_decode_agent {
     load_q_fragments<T>(qa, q_rows, t4);
 
     float m[kHalves], l[kHalves];
-    float o[kHalves][kDimTiles][4];  // O^T: dims x heads (slice_values)
+    float o[kHalves][kDimTiles][4];  // O^T: the warp's dims x heads (slice_values)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       m[h] = kNegInf;
@@ -213,16 +226,18 @@ struct tensor_core_decode_agent {
 #pragma unroll
       for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
     }
-    // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile).
-    const slice_rows<tile_layout> slice{warp * kWarpKeys, lane};
+    // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile),
+    // and where its dims start in a V row (D 256: whole groups of 8 swizzled chunks, bytes).
+    const slice_rows<tile_layout> slice{key_warp * kWarpKeys, lane};
+    const std::uint32_t dim_bytes = static_cast<std::uint32_t>(dim_warp * kWarpDims * sizeof(T));
 
     pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);
       const T* k_tile = pipe.k_tile(tile);
       const T* v_tile = pipe.v_tile(tile);
-      const int first_key = kv_begin + tile * kTile + warp * kWarpKeys;  // the warp's keys
-      if (first_key >= kv_end) continue;                                  // warp-uniform
+      const int first_key = kv_begin + tile * kTile + key_warp * kWarpKeys;  // the warp's keys
+      if (first_key >= kv_end) continue;                                      // warp-uniform
       constexpr std::uint32_t kSliceBytes = 8 * tile_layout::kRowElems * sizeof(T);
       float s[kSlices][4];
 #pragma unroll
@@ -239,21 +254,25 @@ struct tensor_core_decode_agent {
             m[h], l[h], o, p);
       }
 #pragma unroll
-      for (int j = 0; j < kSlices; ++j) slice_values<T>(o, p[j], shared_address(v_tile) + j * kSliceBytes, slice);
+      for (int j = 0; j < kSlices; ++j) {
+        slice_values<T>(o, p[j], shared_address(v_tile) + dim_bytes + j * kSliceBytes, slice);
+      }
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
-    // ---- merge the warps' states (log-sum-exp) and hand rows to the epilogue ---------------
-    // merge_o [warp][row][HeadDim], merge_m and merge_l [warp][row]
-    stash_slices<HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), warp * kRowsKept, g, t4, t4 == 0, o, m, l);
+    // ---- merge the key warps' states (log-sum-exp) and hand rows to the epilogue -----------
+    // merge_o [key warp][row][HeadDim] (a dim warp's columns from its first dim), merge_m and
+    // merge_l [key warp][row] (the dim warps of a slice hold the same m and l: dim warp 0's)
+    stash_slices<HeadDim>(smem.merge_o() + dim_warp * kWarpDims, smem.merge_m(), smem.merge_l(), key_warp * kRowsKept,
+                          g, t4, t4 == 0 && dim_warp == 0, o, m, l);
     __syncthreads();
 
     for (int item = tid; item < Group * kRowVecs; item += kThreads) {
       const int row = item / kRowVecs;
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
-      merge_row_states<kWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
-                                        row_max, sum);
+      merge_row_states<kKeyWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
+                                           row_max, sum);
       epilogue(rows.at(row), c, out, row_max, sum);
     }
   }

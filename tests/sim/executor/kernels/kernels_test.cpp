@@ -428,7 +428,7 @@ void check_tensor_core_decode(int block_size, std::uint64_t seed, bool per_head_
 TEST_CASE("tensor-core decode (nvcc's PTX) matches the reference under adversarial schedules", "[cuda-sim]") {
   // The default set's instances (also run once each with the whole set below), and head dim 64
   // at groups 16 (every row of the mma tile) and 1, at block sizes 8 to 32; the padded rows of
-  // head dims 80 (an odd number of k steps and dim tiles: ldmatrix.x2) and 96.
+  // head dims 80 (an odd number of k steps and dim tiles: ldmatrix.x2) and 96; head dim 256.
   for (std::uint64_t seed : {31u, 32u}) {
     check_tensor_core_decode<rungs::bf16, 128, 4>(16, seed);
     check_tensor_core_decode<rungs::f16, 128, 4>(32, seed);
@@ -439,6 +439,10 @@ TEST_CASE("tensor-core decode (nvcc's PTX) matches the reference under adversari
     check_tensor_core_decode<rungs::bf16, 80, 16>(16, seed);
     check_tensor_core_decode<rungs::f16, 96, 4>(8, seed);
   }
+  // Head dim 256: 2 key warps x 2 dim warps over a 16-key tile (two pipeline places per copy
+  // thread), one seed each: group 8 (one head tile) and 16 (both, the 3-CTA build).
+  check_tensor_core_decode<rungs::bf16, 256, 8>(16, 33);
+  check_tensor_core_decode<rungs::f16, 256, 16>(8, 34);
 }
 
 TEST_CASE("decode and prefill with a sliding window, soft-cap and sinks (nvcc's PTX) match the reference",
@@ -781,9 +785,9 @@ TEST_CASE("every instance of the default set (nvcc's PTX) matches the reference;
   ra::for_each_fp8_instance<ra::default_instantiations::fp8_kv>(check_fp8_instance{table});
   CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1);  // the default set's one fp8 shape, on both decodes and prefills
   check_tensor_core_set(table, ra::default_instantiations::tensor_core_decode::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 4 * 5 * 2);  // 2 types x D 64, 80, 96, 128 x groups 1, 2, 4, 8, 16: decode, merge
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 5 * 5 * 2);  // 2 types x D 64, 80, 96, 128, 256 x groups 1, 2, 4, 8, 16: decode, merge
   check_tensor_core_prefill_set(table, ra::default_instantiations::tensor_core_prefill::dtype_list{});
-  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 4 * 5 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
+  CHECK(table.size() == 2 * 5 * (9 + 3) + 4 + 2 + 1 + 2 * 5 * 5 * 2 + 2 * 1);  // 2 types x D 128: unsplit prefill
   std::ostringstream o;
   o << "| kernel | shape | ideal bytes | requested | moved (sectors x 32) | read bytes per sector byte | moved / ideal |\n"
     << "| --- | --- | ---: | ---: | ---: | ---: | ---: |\n";
