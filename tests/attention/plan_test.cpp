@@ -284,9 +284,10 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 6
   const ra::decode_bucket bucket{.max_batch = 64, .max_context = 4096};
   using enum ra::decode_kernel;
   using all = every_tensor_core_set;
-  // On sm_90, as an H100 measured every default instance (benchmarks/RESULTS.md, "Every default
-  // decode instance on an H100"): tensor cores from group 4 at every head dim they take; groups 1
-  // and 2 tie or lose (1.03-1.25x the SIMT decode's time at 8 x 4096) and keep the SIMT decode.
+  // On sm_90, as an H100 and an H200 measured every default instance (benchmarks/RESULTS.md,
+  // "Every default decode instance on an H100" / "... on an H200"): tensor cores from group 4 at
+  // every head dim they take, and at head dim 80 group 2 (0.83-0.89x the SIMT decode's time on
+  // the H200); the other groups 1 and 2 tie or lose and keep the SIMT decode.
   CHECK(ra::plan_decode(config(32, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 4
   CHECK(ra::plan_decode(config(64, 8, 128, 16), bucket, h100).kernel == tensor_cores);  // group 8
   CHECK(ra::plan_decode(config(32, 32, 128, 16), bucket, h100).kernel == simt);  // group 1
@@ -307,6 +308,9 @@ TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 6
   CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, h100).kernel == tensor_cores);   // head dim 96
   CHECK(ra::plan_decode(config(32, 8, 80, 16), bucket, h100).kernel == tensor_cores);   // head dim 80, group 4
   CHECK(ra::plan_decode(config(32, 32, 80, 16), bucket, h100).kernel == simt);          // head dim 80, group 1
+  CHECK(ra::plan_decode(config(32, 16, 80, 16), bucket, h100).kernel == tensor_cores);  // head dim 80, group 2
+  CHECK(ra::plan_decode(config(32, 16, 96, 16), bucket, h100).kernel == simt);          // head dim 96, group 2
+  CHECK(ra::plan_decode(config(32, 16, 80, 16), bucket, a100).kernel == simt);          // not off sm_90
   CHECK(ra::plan_decode(config(32, 8, 96, 16), bucket, a100).kernel == simt);  // 80 and 96 off sm_90: not measured
   CHECK(ra::plan_decode(config(32, 8, 80, 16), bucket, b200).kernel == simt);
   // Head dim 256 (2 key warps x 2 dim warps over its 16-key tile): as every head dim on sm_90,

@@ -437,27 +437,24 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 
 // Whether plan_decode wants the tensor-core decode for head dim `head_dim` and GQA group `group`
 // on architecture `sm` (where the set has its instance).
-//  * sm_90: groups of 4 and more, by measurement: an H100 80GB HBM3 ran every default bf16
-//    decode instance with both kernels side by side (benchmarks/RESULTS.md, "Every default
-//    decode instance on an H100", 2026-11-27; batch 64 x 4096, 8 x 4096 and 1 x 16384, 32
-//    query heads, graph-replayed). Tensor-core time over SIMT time: groups 8 and 16 0.26-0.83
-//    at every head dim and shape; group 4 0.72-0.96 at head dims 64, 80 and 96, 0.94-1.10 at
-//    128 (within that run's drift, 15% for one plan timed twice); the E4M3 cache at group 4
-//    0.76 at 64 x 4096, 0.98-1.10 on the small grids; an H200 ("... on an H200") 0.58-0.96,
-//    0.36-0.67 and 0.20-0.48 at groups 4, 8 and 16. Groups 1 and 2 tie at 64 x 4096 and 1 x
-//    16384 (0.96-1.11) and measured slower at 8 x 4096 (1.03-1.25; the H200 found D128 g1 there
-//    a tie, 146.2 against 145.7 us): no gain measured, so the SIMT decode, although
-//    scripts/sass-check gives the tensor-core one the larger issue margin there (both are
-//    memory-bound at these groups). Group 3 (no default instance) was not measured and keeps
-//    the SIMT decode, as the rule elsewhere.
+//  * sm_90: groups of 4 and more, and head dim 80 at group 2, by measurement: every default
+//    bf16 decode instance on both kernels side by side, graph-replayed, at batch 64 x 4096, 8 x
+//    4096 and 1 x 16384 with 32 query heads (benchmarks/RESULTS.md, "Every default decode
+//    instance on an H100" and "... on an H200", 2026-11-27). On the H200's run with the kernels
+//    timed A B B A (the fairest; each kernel's faster pass), tensor-core over SIMT time: groups
+//    4, 8 and 16 0.57-0.89, 0.35-0.66 and 0.20-0.48 at head dims 64-128, 0.86-0.92, 0.50-0.66
+//    and 0.27-0.39 at 256; head dim 80 at group 2 0.83-0.89 (its SIMT decode is issue-bound
+//    there: 0.77 of copy); the other groups 1 and 2 0.94-1.14 (a tie, or slower at head dims 96
+//    and 256 on the small grids): the SIMT decode, although scripts/sass-check gives the tensor-core one the larger
+//    issue margin there (both are memory-bound at these groups). The H100's run (tensor cores
+//    always timed first; the first run of a shape measured up to 14% slow) agrees from group 4
+//    (0.26-0.96). Group 3 (no default instance) was not measured and keeps the SIMT decode, as
+//    the rule elsewhere.
 //  * Other architectures (not measured): groups of 4 and more at head dims 64 and 128, where
 //    the SIMT decode's per-score shuffles bound it (80, 96 and 256 keep the SIMT decode until
 //    measured).
-//  * Head dim 256 (on tensor cores since those runs) takes the sm_90 rule by the model: issue
-//    margin 3.0 on an H200 against the SIMT decode's 0.72 at group 8 (benchmarks/RESULTS.md,
-//    "Tensor-core decode at head dim 256"; modelled, not measured).
 constexpr bool decode_wants_tensor_cores(int head_dim, int group, int sm) {
-  if (sm == 90) return group >= 4;
+  if (sm == 90) return group >= 4 || (head_dim == 80 && group == 2);
   return group >= 4 && (head_dim == 64 || head_dim == 128);
 }
 
