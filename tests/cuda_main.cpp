@@ -3,12 +3,13 @@
 // (SKIP_RETURN_CODE), so a CPU-only machine builds and lists the GPU tests without failing
 // them. Any other CUDA error is a failure, and with RUNGS_REQUIRE_GPU set (scripts/gpu-check
 // sets it) so are no device and no driver: on a GPU machine nothing may pass for "skipped".
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+// Catch2's implementation and session are catch_impl.cpp's, shared with the host tests' main.
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
+
+int rungs_catch_run(int argc, char** argv);  // catch_impl.cpp
 
 int main(int argc, char** argv) {
   int devices = 0;
@@ -27,5 +28,5 @@ int main(int argc, char** argv) {
                 required ? "; RUNGS_REQUIRE_GPU is set, so this is a failure" : "");
     return 1;
   }
-  return Catch::Session().run(argc, argv);
+  return rungs_catch_run(argc, argv);
 }
