@@ -44,6 +44,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -270,7 +271,9 @@ int main(int argc, char** argv) {
           case 2: run.template operator()<2>(); break;
           case 4: run.template operator()<4>(); break;
           case 8: run.template operator()<8>(); break;
-          default: run.template operator()<16>(); break;
+          case 16: run.template operator()<16>(); break;
+          default: throw std::invalid_argument("paged_attention_bench: group " + std::to_string(group) +
+                                               " is not instantiated (1, 2, 4, 8, 16)");
         }
       };
     };

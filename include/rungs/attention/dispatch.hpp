@@ -235,10 +235,10 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 /// heads), 8 (Llama-3-70B's 64/8) and 16 (a full tile), where scripts/sass-check's issue margin
 /// is above the SIMT decode's (benchmarks/RESULTS.md, "Issue margins of every default decode",
 /// "Tensor-core decode at head dim 256").
-/// The planner picks them for groups of 4 and more on sm_90 (plan.hpp, decode_wants_tensor_cores:
-/// on an H100 groups 1 and 2 ran as fast or faster on the SIMT decode; elsewhere head dims 64 and
-/// 128 only); groups 1 and 2 run on them when forced (plan_options::kernel). Groups 3 and 5-7 run
-/// the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
+/// The planner picks them on sm_90 for groups of 4 and more and head dim 80 at group 2, as an
+/// H100 and an H200 measured (plan.hpp, decode_wants_tensor_cores; elsewhere groups of 4 and more
+/// at head dims 64 and 128); the other groups 1 and 2 tied or lost there and run on them only
+/// when forced (plan_options::kernel). Groups 3 and 5-7 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
 /// over the E4M3 cache (bf16, head dim 128, group 4).
 using default_tensor_core_decode_instances =
     tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128, 256>, values<1, 2, 4, 8, 16>>;

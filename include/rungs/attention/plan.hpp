@@ -445,8 +445,9 @@ std::string tensor_core_refusal(const attention_config& c, bool prefill) {
 //    4, 8 and 16 0.57-0.89, 0.35-0.66 and 0.20-0.48 at head dims 64-128, 0.86-0.92, 0.50-0.66
 //    and 0.27-0.39 at 256; head dim 80 at group 2 0.83-0.89 (its SIMT decode is issue-bound
 //    there: 0.77 of copy); the other groups 1 and 2 0.94-1.14 (a tie, or slower at head dims 96
-//    and 256 on the small grids): the SIMT decode, although scripts/sass-check gives the tensor-core one the larger
-//    issue margin there (both are memory-bound at these groups). The H100's run (tensor cores
+//    and 256 on the small grids): the SIMT decode, although scripts/sass-check gives the
+//    tensor-core one the larger issue margin there (both are memory-bound at these groups).
+//    The H100's run (tensor cores
 //    always timed first; the first run of a shape measured up to 14% slow) agrees from group 4
 //    (0.26-0.96). Group 3 (no default instance) was not measured and keeps the SIMT decode, as
 //    the rule elsewhere.

@@ -205,8 +205,8 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
 #if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
 /// __launch_bounds__' minimum CTAs per SM of the tensor-core decode (Decode) or prefill for the
 /// architecture being compiled (geometry::tensor_core_decode_ctas_per_sm,
-/// tensor_core_prefill_ctas_per_sm; 1 in the host pass; the decode's by HeadDim and Group). Fp8Transforms: the decode over an fp8
-/// cache with score transforms compiled in (fp8_decode_agent with ModBits), which ptxas spills
+/// tensor_core_prefill_ctas_per_sm; 1 in the host pass; the decode's by HeadDim and Group).
+/// Fp8Transforms: the decode over an fp8 cache with score transforms compiled in (fp8_decode_agent with ModBits), which ptxas spills
 /// at sm_90's 4-CTA budget (8 bytes over E4M3, 16 over E5M2, a sliding window, head dim 128,
 /// group 4): 3 CTAs there (the default set's fp8 decode has no transforms and keeps 4).
 template <bool Decode, bool Fp8Transforms = false, int HeadDim = 0, int Group = 0>
