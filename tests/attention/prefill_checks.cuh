@@ -14,86 +14,20 @@
 #include <string>
 #include <vector>
 
+#include "prefill_harness.hpp"
 #include "gpu_cases.hpp"
 #include "gpu_support.hpp"
 #include "paged_problem.hpp"
 
 namespace rungs_test {
 
-/// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
-/// `per_head_scales`). kernel: the plan's kernel (plan_options::kernel); empty: the planner's.
+/// The check on ra::prefill<Set, Mod> (prefill_harness.hpp has the check itself).
 template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
 void check_prefill(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
                    bool per_head_scales = false, std::optional<ra::attention_kernel> kernel = {}) {
-  constexpr int kMaxBatch = prefill_case::max_batch;
-  constexpr int max_total_q = prefill_case::max_total_q;
-  const prefill_case c = make_prefill_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
-  const paged_problem& p = c.problem;
-  const ra::attention_shape& s = p.shape;
-  const auto pools = make_pools<HostKV>(rng, p);
-  const kv_scale_values scales = draw_kv_scales<HostKV>(rng, s.num_kv_heads, per_head_scales);
-  const std::int64_t row = s.q_row_elements();
-  const int total_q = p.total_q();
-
-  const std::int64_t q_stride = row + 16;
-  const auto q_dense = random_vector<HostT>(rng, static_cast<std::size_t>(max_total_q * row));
-  std::vector<HostT> q_strided(static_cast<std::size_t>(max_total_q * q_stride), poison<HostT>());
-  for (int t = 0; t < max_total_q; ++t) std::copy_n(q_dense.begin() + t * row, row, q_strided.begin() + t * q_stride);
-
-  // A window shorter than the longest q_len: q tiles start at different keys.
-  const mod_values mod = draw_mod_values<Mod>(rng, s.num_qo_heads, 29);  // nothing drawn for the default
-  std::vector<double> want(static_cast<std::size_t>(total_q * row));
-  ra::reference::prefill<HostKV, HostT, double>(s, pools.k, pools.v, q_dense, p.q_indptr, c.kv_lens,
-                                                {p.tables, p.table_stride}, sm_scale, want, {mod.values, mod.sinks},
-                                                {scales.k, scales.v});
-  device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
-  device_buffer<float> k_scale(scales.k.empty() ? std::vector<float>(1) : scales.k),
-      v_scale(scales.v.empty() ? std::vector<float>(1) : scales.v);
-
-  device_buffer<HostKV> k(pools.k), v(pools.v);
-  device_buffer<HostT> q_dev(q_strided), q_dense_dev(q_dense);
-  device_buffer<std::int32_t> indptr_dev(kMaxBatch + 1), kv_dev(kMaxBatch),
-      tables_dev(static_cast<std::size_t>(kMaxBatch * c.table_stride));
-  device_buffer<HostT> out(static_cast<std::size_t>(max_total_q * row));
-
-  const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
-  for (gpu_run r : c.runs) {
-    if (kernel) r.options.kernel = kernel;
-    const prefill_staged staged = stage_prefill(c, config, r, ra::query_device());
-    const ra::prefill_plan& plan = staged.plan;
-    indptr_dev.upload(staged.indptr);
-    kv_dev.upload(staged.kv_lens);
-    tables_dev.upload(staged.tables);
-    out.poison();
-    device_buffer<std::byte> workspace(plan.workspace.bytes);
-    if (plan.split()) workspace.poison();
-
-    ra::prefill_args args{.q = r.strided_q ? q_dev.data() : q_dense_dev.data(),
-                          .q_stride = r.strided_q ? q_stride : 0,
-                          .k_cache = k.data(),
-                          .v_cache = v.data(),
-                          .block_tables = tables_dev.data(),
-                          .block_table_stride = c.table_stride,
-                          .q_indptr = indptr_dev.data(),
-                          .kv_lens = kv_dev.data(),
-                          .out = out.data(),
-                          .workspace = workspace.data(),
-                          .workspace_bytes = workspace.size(),
-                          .sinks = Mod.sinks ? sinks.data() : nullptr,
-                          .k_scale = scales.k.empty() ? nullptr : k_scale.data(),
-                          .v_scale = scales.v.empty() ? nullptr : v_scale.data()};
-    ra::prefill<Set, Mod>(plan, args, nullptr);
-    RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
-
-    const auto got = out.download();
-    const std::string what = std::string(r.name) + ", " + std::to_string(plan.q_tiles) + " q tiles, " +
-                             std::to_string(plan.num_splits) + " splits, " + ra::name(plan.kernel) + " prefill";
-    require_close(got, want, row, 0, total_q, what);
-    std::int64_t touched = 0;  // rows past the batch's tokens belong to nobody
-    for (std::int64_t i = total_q * row; i < max_total_q * row; ++i) touched += got[static_cast<std::size_t>(i)].bits != 0xffff;
-    INFO(what);
-    CHECK(touched == 0);
-  }
+  check_prefill_with<HostT, Set, Mod, HostKV>(
+      [](const ra::prefill_plan& plan, const ra::prefill_args& args) { ra::prefill<Set, Mod>(plan, args, nullptr); },
+      rng, type, head_dim, block_size, group, sm_scale, per_head_scales, kernel);
 }
 
 template <ra::dtype Type>

@@ -28,6 +28,7 @@
 #include <rungs/attention/detail/kernels.cuh>
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/detail/tensor_core.cuh>
+#include <rungs/attention/device.hpp>
 #include <rungs/attention/dispatch.hpp>
 #include <rungs/attention/geometry.hpp>
 #include <rungs/attention/plan.hpp>
@@ -40,18 +41,6 @@
 #include <type_traits>
 
 namespace rungs::attention {
-
-/// The planner's view of a GPU (the current one when device < 0).
-inline device_info query_device(int device = -1) {
-  if (device < 0) RUNGS_CUDA_CHECK(cudaGetDevice(&device));
-  device_info info;
-  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&info.num_sms, cudaDevAttrMultiProcessorCount, device));
-  int major = 0, minor = 0;
-  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  RUNGS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  info.sm = major * 10 + minor;
-  return info;
-}
 
 namespace detail {
 

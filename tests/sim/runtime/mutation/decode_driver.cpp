@@ -1,20 +1,17 @@
-// The decode mutants' driver: tests/attention/decode_checks.cuh's check, unchanged, on one
-// small instance set compiled against a mutated copy of kernels/ (CMakeLists.txt): f16, head
-// dim 128 (16-lane groups), group 4, block sizes 16 and 32; each check runs no split, 48-token
-// splits (the merge kernel) and the planner's splits for the SIMT decode, over partial last blocks.
-#include "decode_checks.cuh"
+// The SIMT decode mutants' driver: tests/attention/decode_harness.hpp's check, unchanged, on
+// mutant_sets.hpp's decode set, launched by simt_decode (decode_launch.cu, compiled against a
+// mutated copy of kernels/): block sizes 16 and 32; each check runs no split, 48-token splits
+// (the merge kernel) and the planner's splits for the SIMT decode, over partial last blocks.
+#include "decode_harness.hpp"
+#include "mutant_sets.hpp"
 
 namespace ra = rungs::attention;
 
 TEST_CASE("mutation driver: decode f16, head dim 128, group 4") {
-  using set = ra::instantiation_set<ra::dtypes<ra::dtype::fp16>, ra::values<128>, ra::values<ra::dynamic_block_size>,
-                                    ra::values<4>>;
   std::mt19937_64 rng(7);
   for (int block_size : {16, 32}) {
     INFO("block_size " << block_size);
-    // The SIMT decode, planned as such: this set has no tensor-core instance, and the planner
-    // would otherwise choose tensor cores for group 4 (and size its splits for them).
-    rungs_test::check_decode<rungs::f16, set>(rng, ra::dtype::fp16, 128, block_size, 4, 0.3, false,
-                                              ra::decode_kernel::simt);
+    rungs_test::check_decode_with<rungs::f16, rungs_mutation::decode_set>(
+        rungs_mutation::simt_decode, rng, ra::dtype::fp16, 128, block_size, 4, 0.3, false, ra::decode_kernel::simt);
   }
 }
