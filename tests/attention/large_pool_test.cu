@@ -1,9 +1,9 @@
 // Index overflow: a pool of 40000 blocks (2 KV heads x 128 tokens x head dim 256: 2.6e9
 // elements, 5.2 GB per pool) whose high blocks sit past 2^31 elements and 2^32 bytes. The
 // sequences' blocks are split between the lowest and the highest ids; their K and V are
-// written by the cache-write kernel, then decode and prefill read them. The host reference
-// runs on a compact pool holding the same blocks under ids 0..15. Skipped (with a warning)
-// when the GPU has less than 12 GB free.
+// written by the cache-write kernel, then decode (the SIMT and the tensor-core kernel) and
+// prefill read them. The host reference runs on a compact pool holding the same blocks under
+// ids 0..15. Skipped (with a warning) when the GPU has less than 12 GB free.
 #include <rungs/attention/paged_attention.cuh>
 #include <rungs/attention/reference.hpp>
 
@@ -115,15 +115,22 @@ TEST_CASE("a pool past 2^31 elements: cache write, decode and prefill use 64-bit
       ra::write_decode_step(plan, kv_lens, dev_spans, lens, tables);
       device_buffer<std::int32_t> lens_dev(lens), tables_dev(tables);
       device_buffer<std::byte> workspace(plan.workspace.bytes);
-      out.poison();
-      ra::launch_decode<host_t, 256, ra::dynamic_block_size, 8>(
-          plan,
-          {.q = q_dev.data(), .k_cache = k.data(), .v_cache = v.data(), .block_tables = tables_dev.data(),
-           .seq_lens = lens_dev.data(), .out = out.data(), .workspace = workspace.data(),
-           .workspace_bytes = workspace.size()},
-          nullptr);
-      RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
-      require_close(out.download(), want, row, 0, p.batch(), "decode, " + std::to_string(plan.num_splits) + " splits");
+      const ra::decode_args args{.q = q_dev.data(), .k_cache = k.data(), .v_cache = v.data(),
+                                 .block_tables = tables_dev.data(), .seq_lens = lens_dev.data(), .out = out.data(),
+                                 .workspace = workspace.data(), .workspace_bytes = workspace.size()};
+      // Both decode kernels (their typed launchers run whatever plan.kernel says): the SIMT
+      // decode and the tensor-core decode, whose block addresses are built by other code.
+      for (ra::decode_kernel kernel : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
+        out.poison();
+        if (kernel == ra::decode_kernel::simt) {
+          ra::launch_decode<host_t, 256, ra::dynamic_block_size, 8>(plan, args, nullptr);
+        } else {
+          ra::launch_tensor_core_decode<host_t, 256, ra::dynamic_block_size, 8>(plan, args, nullptr);
+        }
+        RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
+        require_close(out.download(), want, row, 0, p.batch(),
+                      "decode, " + std::to_string(plan.num_splits) + " splits, " + ra::name(kernel));
+      }
     }
   }
 
