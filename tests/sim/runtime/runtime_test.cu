@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -1091,4 +1093,63 @@ TEST_CASE("RUNGS_SIM_EVENT_TIME=host: cudaEventElapsedTime gives the simulator's
   cudaGetLastError();
   for (cudaEvent_t e : {a, b, c, untimed, never}) REQUIRE(cudaEventDestroy(e) == cudaSuccess);
   REQUIRE(cudaFree(p) == cudaSuccess);
+}
+
+// shfl_scan's block scan (NVIDIA's cuda-samples, integral image) in small: each of 3 warps scans
+// its values and its last lane stores the warp's sum in sums[warp]; warp 0 then reads sums[lane]
+// for all 32 lanes, 29 of them never written, scans them and stores them back; warp w > 0 adds
+// sums[w - 1], which depends on written words only. Right on a GPU whatever the unwritten words
+// hold, and a read of never-written shared memory (byte 12: lane 3 reads sums[3]).
+__global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) {
+  __shared__ unsigned sums[32];
+  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  unsigned v = in[threadIdx.x];
+  for (unsigned i = 1; i < 32; i *= 2) {
+    const unsigned n = __shfl_up_sync(0xffffffffu, v, i);
+    if (lane >= i) v += n;
+  }
+  if (lane == 31) sums[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    unsigned sum = sums[lane];
+    for (unsigned i = 1; i < 32; i *= 2) {
+      const unsigned n = __shfl_up_sync(0xffffffffu, sum, i);
+      if (lane >= i) sum += n;
+    }
+    sums[lane] = sum;
+  }
+  __syncthreads();
+  if (warp > 0) v += sums[warp - 1];
+  out[threadIdx.x] = v;
+}
+
+// Run by cuda_sim_runtime_test.uninitialized_shared (the default: the read is a finding and the
+// launch fails, sticky) and .uninitialized_shared_allowed (RUNGS_SIM_UNINITIALIZED_SHARED=allow:
+// the scan runs and is exact).
+TEST_CASE("a read of never-written shared memory: reported, or allowed by RUNGS_SIM_UNINITIALIZED_SHARED",
+          "[.uninitialized_shared]") {
+  const char* mode = std::getenv("RUNGS_SIM_UNINITIALIZED_SHARED");
+  const bool allowed = mode != nullptr && std::string(mode) == "allow";
+  constexpr int kThreads = 96;
+  std::mt19937 rng(std::random_device{}());
+  std::vector<unsigned> in(kThreads), want(kThreads);
+  for (unsigned& x : in) x = rng() % 1000;
+  unsigned running = 0;
+  for (int i = 0; i < kThreads; ++i) want[i] = running += in[i];
+  unsigned *d_in = nullptr, *d_out = nullptr;
+  REQUIRE(cudaMalloc(&d_in, kThreads * sizeof(unsigned)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&d_out, kThreads * sizeof(unsigned)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(d_in, in.data(), kThreads * sizeof(unsigned), cudaMemcpyHostToDevice) == cudaSuccess);
+  block_scan_reading_unwritten<<<1, kThreads>>>(d_in, d_out);
+  const cudaError_t e = cudaDeviceSynchronize();
+  if (!allowed) {
+    CHECK(e == cudaErrorLaunchFailure);  // sticky: nothing else runs in this process
+    return;
+  }
+  REQUIRE(e == cudaSuccess);
+  std::vector<unsigned> got(kThreads);
+  REQUIRE(cudaMemcpy(got.data(), d_out, kThreads * sizeof(unsigned), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(got == want);
+  REQUIRE(cudaFree(d_in) == cudaSuccess);
+  REQUIRE(cudaFree(d_out) == cudaSuccess);
 }
