@@ -111,7 +111,10 @@ void executor::run_cta(dim3s id) {
   // A new epoch: every register of every warp is unnamed in this CTA (first_bits gives its bits
   // when an instruction first names it; step).
   if (++cta_epoch_ == 0) {
-    for (warp& w : warps_) std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+    for (warp& w : warps_) {
+      std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+      std::fill(w.visited.begin(), w.visited.end(), 0u);
+    }
     for (shadow_word& s : shadow_) s.cta = 0;
     cta_epoch_ = 1;
   }
@@ -120,13 +123,15 @@ void executor::run_cta(dim3s id) {
   for (unsigned wi = 0; wi < nwarps; ++wi) {
     warp& w = warps_[wi];
     std::vector<std::uint64_t> regs = std::move(w.regs);
-    std::vector<std::uint32_t> epoch = std::move(w.epoch);
+    std::vector<std::uint32_t> epoch = std::move(w.epoch), visited = std::move(w.visited);
     w = warp{};
     w.regs = std::move(regs);
     w.epoch = std::move(epoch);
+    w.visited = std::move(visited);
     w.index = wi;
     w.regs.resize(slots * kLanes);
     w.epoch.resize(slots, 0u);
+    w.visited.resize(f_.code.size(), 0u);
     for (const auto& [sp, slot] : f_.specials) w.epoch[slot] = cta_epoch_;
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
@@ -260,8 +265,18 @@ bool executor::step(warp& w) {
   if (w.group_mask == 0) return false;
   const std::uint32_t pc = w.group_pc;
   const instr& in = f_.code[pc];
-  for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t)
-    if (const std::uint32_t slot = f_.touch[t]; w.epoch[slot] != cta_epoch_) first_bits(w, slot);
+  // A register's first bits, unless this instruction writes all its lanes before anything
+  // reads them (an unguarded definition over the whole warp: kTouchDefines).
+  if (w.visited[pc] != cta_epoch_) {
+    const bool whole = in.guard < 0 && w.group_mask == 0xffffffffu;
+    for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t) {
+      const std::uint32_t e = f_.touch[t], slot = e & ~function::kTouchDefines;
+      if (w.epoch[slot] == cta_epoch_) continue;
+      if (whole && (e & function::kTouchDefines) != 0) w.epoch[slot] = cta_epoch_;
+      else first_bits(w, slot);
+    }
+    w.visited[pc] = cta_epoch_;  // every slot it names has its bits now
+  }
   std::uint32_t mask = w.group_mask;
   if (in.guard >= 0) {
     std::uint32_t g = 0;
@@ -315,7 +330,7 @@ bool executor::step(warp& w) {
   }
   if (mask != 0) (this->*handlers[static_cast<std::size_t>(in.code)])(w, in, pc, mask);
   ++w.group_pc;
-  regroup_if_diverged(w);
+  if (w.diverged) regroup_if_diverged(w);
   return true;
 }
 

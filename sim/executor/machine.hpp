@@ -51,6 +51,8 @@ struct shadow_byte {
 // bytes have the same records: the word holds them once (`split` false). A 1- or 2-byte
 // access splits the word: its bytes' records then live in executor::shadow_bytes_ (until a
 // whole-word write or cp.async makes them equal again). The checks are per byte either way.
+// 64 bytes, aligned to a cache line: each access's records are one line (at 56 bytes, six words
+// in eight straddled two lines, and the shadow's accesses are mostly cache misses).
 struct shadow_word : shadow_byte {
   bool split = false;
   // The CTA (executor::cta_epoch_) these records belong to; any other value: a word this CTA has
@@ -59,20 +61,27 @@ struct shadow_word : shadow_byte {
   std::uint32_t cta = 0;
 };
 
-struct copy_op {
-  std::uint32_t dst = 0;
+// 32 bytes, aligned (a landing touches one cache line of the table, not two).
+struct alignas(32) copy_op {
+  static constexpr std::uint32_t kLanded = ~std::uint32_t{0};
   std::uint64_t src = 0;
-  std::uint32_t size = 0, src_size = 0;
-  std::uint32_t tid = 0, instr = 0, group = 0, epoch = 0;
-  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands
-  bool landed = false;
+  std::uint32_t dst = 0;
+  std::uint8_t size = 0, src_size = 0;  // 4, 8 or 16 bytes; src_size <= size (checked at issue)
+  std::uint16_t tid = 0;                // < 1024
+  std::uint32_t instr = 0, group = 0, epoch = 0;
+  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands; kLanded after
+  bool landed() const { return slot == kLanded; }
 };
+static_assert(sizeof(copy_op) == 32);
 
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
   // Per slot: the CTA (executor::cta_epoch_) whose first bits its lanes hold; any other value:
   // a register this CTA has not named yet (its bits are given at the first instruction naming it).
   std::vector<std::uint32_t> epoch;
+  // Per instruction: the CTA whose registers named by it all have their first bits already (its
+  // touch list done once in this CTA is done for the CTA: one load instead of the list's).
+  std::vector<std::uint32_t> visited;
   std::uint32_t pc[kLanes] = {};
   lane_state state[kLanes] = {};
   std::uint32_t wait_mask[kLanes] = {};

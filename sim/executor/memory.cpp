@@ -296,12 +296,14 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     copy_op c;
     c.dst = static_cast<std::uint32_t>(address(w, in.ops[0], l));
     c.src = address(w, in.ops[1], l);
-    c.size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
-    c.src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : c.size;
-    if (c.size != 4 && c.size != 8 && c.size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
-    if (c.src_size > c.size) {
-      fail_at(pc, tid, "cp.async src-size " + std::to_string(c.src_size) + " exceeds cp-size " + std::to_string(c.size));
+    const auto size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    const std::uint32_t src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : size;
+    if (size != 4 && size != 8 && size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
+    if (src_size > size) {
+      fail_at(pc, tid, "cp.async src-size " + std::to_string(src_size) + " exceeds cp-size " + std::to_string(size));
     }
+    c.size = static_cast<std::uint8_t>(size);
+    c.src_size = static_cast<std::uint8_t>(src_size);
     if (c.dst + std::uint64_t{c.size} > shared_.size() || misaligned(c.dst, c.size)) {
       fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
     }
@@ -316,7 +318,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
       result_.global.bytes_read += c.src_size;
       result_.global.async_bytes_read += c.src_size;
     }
-    c.tid = tid;
+    c.tid = static_cast<std::uint16_t>(tid);
     c.instr = pc;
     c.group = async_[tid].open_group;
     c.epoch = epoch_;
@@ -348,14 +350,14 @@ void executor::land_random() {
 
 void executor::land(std::uint32_t index) {
   copy_op& c = copies_[index];
-  if (c.landed) return;
-  c.landed = true;
+  if (c.landed()) return;
   // Out of the unlanded list in O(1): the last entry takes its slot (a scan of the list at
   // every wait was 2% of a checked launch).
   const std::uint32_t last = unlanded_.back();
   unlanded_[c.slot] = last;
   copies_[last].slot = c.slot;
   unlanded_.pop_back();
+  c.slot = copy_op::kLanded;
   unsigned char* dst = shared_.data() + c.dst;
   const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
   // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a

@@ -39,6 +39,26 @@ std::string_view trim_view(std::string_view s) {
 
 std::string trim(std::string_view s) { return std::string(trim_view(s)); }
 
+// Whether executing `in` over a whole warp (unguarded, every lane running) writes every lane of
+// register `slot` as a destination: then the register's first bits in a CTA (garbage, or zeros)
+// could never be read, and the executor does not write them (function::kTouchDefines). Only
+// opcodes whose handlers write their destination in every lane of the mask, and only when the
+// instruction names the slot once (not also as a source).
+bool defines_whole(const instr& in, std::uint32_t slot) {
+  if (in.guard >= 0 || in.ops.empty()) return false;
+  switch (in.code) {
+    case op::mov: case op::add: case op::sub: case op::mul: case op::mad: case op::fma: case op::min: case op::max:
+    case op::neg: case op::abs: case op::and_: case op::or_: case op::xor_: case op::not_: case op::shl: case op::shr:
+    case op::selp: case op::setp: case op::cvt: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin:
+    case op::cos: case op::ld: break;
+    default: return false;
+  }
+  const operand& d = in.ops[0];
+  if (d.kind == operand::k_reg) return d.reg == slot;
+  if (d.kind != operand::k_vec || (in.code != op::mov && in.code != op::ld && in.code != op::setp)) return false;
+  return std::any_of(d.elems.begin(), d.elems.end(), [&](const operand& e) { return e.kind == operand::k_reg && e.reg == slot; });
+}
+
 std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
   std::size_t i = 0;
@@ -645,18 +665,20 @@ class parser {
     for (std::size_t i = 0; i < f.code.size(); ++i) {
       if (leader[i]) ++block;
       const instr& in = f.code[i];
-      const auto touched = [&](std::uint32_t slot) {
-        if (seen[slot] != block) {
-          seen[slot] = block;
-          f.touch.push_back(slot);
-        }
-      };
-      if (in.guard >= 0) touched(static_cast<std::uint32_t>(in.guard));
+      // Every slot the instruction names, as often as it names it.
+      std::vector<std::uint32_t> names;
+      if (in.guard >= 0) names.push_back(static_cast<std::uint32_t>(in.guard));
       const auto named = [&](auto& self, const operand& o) -> void {
-        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) touched(o.reg);
+        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) names.push_back(o.reg);
         for (const operand& e : o.elems) self(self, e);
       };
       for (const operand& o : in.ops) named(named, o);
+      for (const std::uint32_t slot : names) {
+        if (seen[slot] == block) continue;
+        seen[slot] = block;
+        const bool def = defines_whole(in, slot) && std::count(names.begin(), names.end(), slot) == 1;
+        f.touch.push_back(slot | (def ? function::kTouchDefines : 0u));
+      }
       f.touch_at.push_back(static_cast<std::uint32_t>(f.touch.size()));
     }
     return next;
