@@ -12,7 +12,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <random>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -252,6 +251,35 @@ inline bool cpu_has_avx2() {
 #endif
 }
 
+// The schedule's random numbers: xoshiro256** (Blackman and Vigna), its state seeded from the
+// launch's seed by splitmix64. A few instructions per draw where std::mt19937_64 refilled a
+// 2.5 KB table every 312 draws (2% of a checked launch); a seed still gives one sequence.
+class schedule_rng {
+ public:
+  explicit schedule_rng(std::uint64_t seed) {
+    for (std::uint64_t& x : s_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      x = z ^ (z >> 31);
+    }
+  }
+  std::uint64_t operator()() {
+    const std::uint64_t r = std::rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return r;
+  }
+
+ private:
+  std::uint64_t s_[4];
+};
+
 class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
@@ -372,6 +400,13 @@ class executor {
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
   std::uint64_t special_value(special sp, unsigned warp_index, unsigned lane) const;
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void global_finding(std::uint32_t instr_index, std::uint32_t tid,
+                                                             std::uint64_t addr, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void shared_bounds_finding(std::uint32_t instr_index, std::uint32_t tid,
+                                                                    std::uint64_t offset, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size,
+                                                               std::uint32_t src_size, std::uint32_t dst,
+                                                               std::uint64_t src) const;
   unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
   void memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // `size` bytes at generic address `addr` as thread `tid` sees them (global, or its local window), checked.
@@ -433,7 +468,7 @@ class executor {
   const unsigned char* params_;
   const global_memory& memory_;
   const schedule& sched_;
-  std::mt19937_64 rng_;
+  schedule_rng rng_;
   // A register's first bits in a CTA (first_bits): given at the first instruction that names
   // it, not for the whole register file at the CTA's start (nvcc declares thousands of
   // registers; filling them all was a fifth of a short CTA). Garbage from four xorshift64

@@ -121,12 +121,9 @@ void executor::unsplit_if_uniform(std::size_t word) {
 void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
-  if (offset + size > shared_.size() || offset + size < offset) {
-    fail_at(instr_index, tid,
-            "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
-                ") outside the block's " + std::to_string(shared_.size()) + " bytes");
+  if (offset + size > shared_.size() || offset + size < offset || misaligned(offset, size)) {
+    shared_bounds_finding(instr_index, tid, offset, size);
   }
-  if (misaligned(offset, size)) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
@@ -146,18 +143,45 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
   }
 }
 
-void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+// The findings of the checks below, out of line (cold): building their messages inline made
+// every access's frame large (the checks run per lane).
+void executor::shared_bounds_finding(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset,
+                                     std::size_t size) const {
+  if (offset + size > shared_.size() || offset + size < offset) {
+    fail_at(instr_index, tid,
+            "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                ") outside the block's " + std::to_string(shared_.size()) + " bytes");
+  }
+  fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
+}
+
+void executor::global_finding(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
   if (misaligned(addr, size)) {
     fail_at(instr_index, tid, "misaligned global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr));
   }
+  fail_at(instr_index, tid,
+          "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
+}
+
+void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+  if (misaligned(addr, size)) global_finding(instr_index, tid, addr, size);
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
     const auto base = reinterpret_cast<std::uintptr_t>(v.data.get());
     if (addr >= base && addr + size <= base + v.size) return;
   }
-  if (!memory_.valid(addr, size)) {
-    fail_at(instr_index, tid,
-            "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
+  if (!memory_.valid(addr, size)) global_finding(instr_index, tid, addr, size);
+}
+
+void executor::cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size, std::uint32_t src_size,
+                                std::uint32_t dst, std::uint64_t src) const {
+  if (size != 4 && size != 8 && size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
+  if (src_size > size) {
+    fail_at(pc, tid, "cp.async src-size " + std::to_string(src_size) + " exceeds cp-size " + std::to_string(size));
   }
+  if (dst + std::uint64_t{size} > shared_.size() || misaligned(dst, size)) {
+    fail_at(pc, tid, "cp.async destination " + std::to_string(dst) + " misaligned or outside shared memory");
+  }
+  fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(src));
 }
 
 unsigned char* executor::local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size) {
@@ -298,17 +322,13 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     c.src = address(w, in.ops[1], l);
     const auto size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
     const std::uint32_t src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : size;
-    if (size != 4 && size != 8 && size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
-    if (src_size > size) {
-      fail_at(pc, tid, "cp.async src-size " + std::to_string(src_size) + " exceeds cp-size " + std::to_string(size));
+    if ((size != 4 && size != 8 && size != 16) || src_size > size || c.dst + std::uint64_t{size} > shared_.size() ||
+        misaligned(c.dst, size) || (src_size > 0 && misaligned(c.src, size))) {
+      cp_async_finding(pc, tid, size, src_size, c.dst, c.src);
     }
     c.size = static_cast<std::uint8_t>(size);
     c.src_size = static_cast<std::uint8_t>(src_size);
-    if (c.dst + std::uint64_t{c.size} > shared_.size() || misaligned(c.dst, c.size)) {
-      fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
-    }
     if (c.src_size > 0) {
-      if (misaligned(c.src, c.size)) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
