@@ -389,6 +389,16 @@ class executor {
     }
     return s;
   }
+  // Requests the shadow words of [offset, offset + size) of shared memory (the first and the
+  // last) ahead of their checks: the shadow (14 bytes per byte of shared memory) is larger than
+  // the second-level cache, and a warp's lanes' words are requested together this way. A hint.
+  void prefetch_shadow(std::uint64_t offset, std::size_t size) const {
+    const std::uint64_t first = offset / 4, last = (offset + size - 1) / 4;
+    if (first <= last && last < shadow_.size()) {  // (a bad offset is reported by the check itself)
+      __builtin_prefetch(&shadow_[first], 1);
+      __builtin_prefetch(&shadow_[last], 1);
+    }
+  }
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;

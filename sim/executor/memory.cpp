@@ -247,6 +247,9 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
     else vimm[e] = r.imm;
   }
+  if (in.where == space::shared && shadow_on_) {
+    for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, addr_op, l), total); });
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -313,6 +316,9 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
 
 // ---- cp.async ------------------------------------------------------------------------
 void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  if (shadow_on_) {
+    for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, in.ops[0], l), 16); });
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -445,6 +451,11 @@ void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
 }
 
 void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first) {
+  if (shadow_on_) {  // the shadow words of the copies this wait may complete, requested first
+    for_lanes(mask, [&](unsigned l) {
+      for (const std::uint32_t index : async_[w.index * kLanes + l].pending) prefetch_shadow(copies_[index].dst, copies_[index].size);
+    });
+  }
   for_lanes(mask, [&](unsigned l) {
     thread_async& t = async_[w.index * kLanes + l];
     if (commit_first) ++t.open_group;
