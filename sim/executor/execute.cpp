@@ -223,25 +223,24 @@ bool executor::has_runnable(const warp& w) {
 }
 
 void executor::regroup(warp& w) {
-  std::uint32_t mask = 0, pc = ~0u;
+  // The running lanes at the smallest PC, in loops without branches (which the compiler
+  // vectorises: a branch per lane was most of a divergent kernel's regrouping).
+  std::uint32_t at[kLanes];
+  std::uint32_t pc = ~0u;
   for (unsigned l = 0; l < kLanes; ++l) {
-    if (w.state[l] != lane_state::run) continue;
-    if (w.pc[l] < pc) {
-      pc = w.pc[l];
-      mask = 1u << l;
-    } else if (w.pc[l] == pc) {
-      mask |= 1u << l;
-    }
+    at[l] = w.state[l] == lane_state::run ? w.pc[l] : ~0u;
+    pc = std::min(pc, at[l]);
+  }
+  std::uint32_t mask = 0, running = 0;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    mask |= (at[l] == pc && pc != ~0u ? 1u : 0u) << l;
+    running |= (w.state[l] == lane_state::run ? 1u : 0u) << l;
   }
   w.group_mask = mask;
   w.group_pc = pc;
   w.group_valid = true;
   // While some running lanes are elsewhere, regroup after every instruction so that lanes
   // merge as soon as the group reaches their PC (reconvergence).
-  std::uint32_t running = 0;
-  for (unsigned l = 0; l < kLanes; ++l) {
-    if (w.state[l] == lane_state::run) running |= 1u << l;
-  }
   w.diverged = running != mask;
 }
 
