@@ -111,7 +111,10 @@ void executor::run_cta(dim3s id) {
   // A new epoch: every register of every warp is unnamed in this CTA (first_bits gives its bits
   // when an instruction first names it; step).
   if (++cta_epoch_ == 0) {
-    for (warp& w : warps_) std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+    for (warp& w : warps_) {
+      std::fill(w.epoch.begin(), w.epoch.end(), 0u);
+      std::fill(w.visited.begin(), w.visited.end(), 0u);
+    }
     for (shadow_word& s : shadow_) s.cta = 0;
     cta_epoch_ = 1;
   }
@@ -120,13 +123,15 @@ void executor::run_cta(dim3s id) {
   for (unsigned wi = 0; wi < nwarps; ++wi) {
     warp& w = warps_[wi];
     std::vector<std::uint64_t> regs = std::move(w.regs);
-    std::vector<std::uint32_t> epoch = std::move(w.epoch);
+    std::vector<std::uint32_t> epoch = std::move(w.epoch), visited = std::move(w.visited);
     w = warp{};
     w.regs = std::move(regs);
     w.epoch = std::move(epoch);
+    w.visited = std::move(visited);
     w.index = wi;
     w.regs.resize(slots * kLanes);
     w.epoch.resize(slots, 0u);
+    w.visited.resize(f_.code.size(), 0u);
     for (const auto& [sp, slot] : f_.specials) w.epoch[slot] = cta_epoch_;
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
@@ -196,10 +201,9 @@ void executor::run_cta(dim3s id) {
 }
 
 bool executor::has_runnable(const warp& w) {
-  for (unsigned l = 0; l < kLanes; ++l) {
-    if (w.state[l] == lane_state::run) return true;
-  }
-  return false;
+  unsigned any = 0;  // no early exit: a loop the compiler vectorises (32 bytes, one compare)
+  for (unsigned l = 0; l < kLanes; ++l) any |= w.state[l] == lane_state::run ? 1u : 0u;
+  return any != 0;
 }
 
 [[noreturn]] void executor::deadlock() const {
@@ -219,25 +223,24 @@ bool executor::has_runnable(const warp& w) {
 }
 
 void executor::regroup(warp& w) {
-  std::uint32_t mask = 0, pc = ~0u;
+  // The running lanes at the smallest PC, in loops without branches (which the compiler
+  // vectorises: a branch per lane was most of a divergent kernel's regrouping).
+  std::uint32_t at[kLanes];
+  std::uint32_t pc = ~0u;
   for (unsigned l = 0; l < kLanes; ++l) {
-    if (w.state[l] != lane_state::run) continue;
-    if (w.pc[l] < pc) {
-      pc = w.pc[l];
-      mask = 1u << l;
-    } else if (w.pc[l] == pc) {
-      mask |= 1u << l;
-    }
+    at[l] = w.state[l] == lane_state::run ? w.pc[l] : ~0u;
+    pc = std::min(pc, at[l]);
+  }
+  std::uint32_t mask = 0, running = 0;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    mask |= (at[l] == pc && pc != ~0u ? 1u : 0u) << l;
+    running |= (w.state[l] == lane_state::run ? 1u : 0u) << l;
   }
   w.group_mask = mask;
   w.group_pc = pc;
   w.group_valid = true;
   // While some running lanes are elsewhere, regroup after every instruction so that lanes
   // merge as soon as the group reaches their PC (reconvergence).
-  std::uint32_t running = 0;
-  for (unsigned l = 0; l < kLanes; ++l) {
-    if (w.state[l] == lane_state::run) running |= 1u << l;
-  }
   w.diverged = running != mask;
 }
 
@@ -260,8 +263,18 @@ bool executor::step(warp& w) {
   if (w.group_mask == 0) return false;
   const std::uint32_t pc = w.group_pc;
   const instr& in = f_.code[pc];
-  for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t)
-    if (const std::uint32_t slot = f_.touch[t]; w.epoch[slot] != cta_epoch_) first_bits(w, slot);
+  // A register's first bits, unless this instruction writes all its lanes before anything
+  // reads them (an unguarded definition over the whole warp: kTouchDefines).
+  if (w.visited[pc] != cta_epoch_) {
+    const bool whole = in.guard < 0 && w.group_mask == 0xffffffffu;
+    for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t) {
+      const std::uint32_t e = f_.touch[t], slot = e & ~function::kTouchDefines;
+      if (w.epoch[slot] == cta_epoch_) continue;
+      if (whole && (e & function::kTouchDefines) != 0) w.epoch[slot] = cta_epoch_;
+      else first_bits(w, slot);
+    }
+    w.visited[pc] = cta_epoch_;  // every slot it names has its bits now
+  }
   std::uint32_t mask = w.group_mask;
   if (in.guard >= 0) {
     std::uint32_t g = 0;
@@ -315,7 +328,7 @@ bool executor::step(warp& w) {
   }
   if (mask != 0) (this->*handlers[static_cast<std::size_t>(in.code)])(w, in, pc, mask);
   ++w.group_pc;
-  regroup_if_diverged(w);
+  if (w.diverged) regroup_if_diverged(w);
   return true;
 }
 

@@ -12,7 +12,6 @@
 #include <array>
 #include <bit>
 #include <cstdint>
-#include <random>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -51,6 +50,8 @@ struct shadow_byte {
 // bytes have the same records: the word holds them once (`split` false). A 1- or 2-byte
 // access splits the word: its bytes' records then live in executor::shadow_bytes_ (until a
 // whole-word write or cp.async makes them equal again). The checks are per byte either way.
+// 64 bytes, aligned to a cache line: each access's records are one line (at 56 bytes, six words
+// in eight straddled two lines, and the shadow's accesses are mostly cache misses).
 struct shadow_word : shadow_byte {
   bool split = false;
   // The CTA (executor::cta_epoch_) these records belong to; any other value: a word this CTA has
@@ -59,20 +60,27 @@ struct shadow_word : shadow_byte {
   std::uint32_t cta = 0;
 };
 
-struct copy_op {
-  std::uint32_t dst = 0;
+// 32 bytes, aligned (a landing touches one cache line of the table, not two).
+struct alignas(32) copy_op {
+  static constexpr std::uint32_t kLanded = ~std::uint32_t{0};
   std::uint64_t src = 0;
-  std::uint32_t size = 0, src_size = 0;
-  std::uint32_t tid = 0, instr = 0, group = 0, epoch = 0;
-  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands
-  bool landed = false;
+  std::uint32_t dst = 0;
+  std::uint8_t size = 0, src_size = 0;  // 4, 8 or 16 bytes; src_size <= size (checked at issue)
+  std::uint16_t tid = 0;                // < 1024
+  std::uint32_t instr = 0, group = 0, epoch = 0;
+  std::uint32_t slot = 0;  // its index in executor::unlanded_ until it lands; kLanded after
+  bool landed() const { return slot == kLanded; }
 };
+static_assert(sizeof(copy_op) == 32);
 
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
   // Per slot: the CTA (executor::cta_epoch_) whose first bits its lanes hold; any other value:
   // a register this CTA has not named yet (its bits are given at the first instruction naming it).
   std::vector<std::uint32_t> epoch;
+  // Per instruction: the CTA whose registers named by it all have their first bits already (its
+  // touch list done once in this CTA is done for the CTA: one load instead of the list's).
+  std::vector<std::uint32_t> visited;
   std::uint32_t pc[kLanes] = {};
   lane_state state[kLanes] = {};
   std::uint32_t wait_mask[kLanes] = {};
@@ -153,10 +161,13 @@ class word_map {
     std::uint64_t key = 0;  // the key + 1; 0: empty
     V value{};
   };
-  // The slot holding `stored` (key + 1), or the empty slot where it would go.
+  // The slot holding `stored` (key + 1), or the empty slot where it would go. Keys are hashed in
+  // aligned runs of 8, each run to 8 neighbouring slots: the words of one store (or of a warp's
+  // neighbouring stores) share cache lines of the table instead of a miss each (a probe at a
+  // random slot per word was 60% of recording a kernel's weak global stores).
   std::size_t probe(std::uint64_t stored) const {
-    const std::size_t m = slots_.size() - 1;
-    std::size_t i = static_cast<std::size_t>((stored * 0x9e3779b97f4a7c15ull) >> 20) & m;
+    const std::size_t m = slots_.size() - 1;  // at least 255
+    std::size_t i = ((static_cast<std::size_t>(((stored >> 3) * 0x9e3779b97f4a7c15ull) >> 20) << 3) | (stored & 7)) & m;
     while (slots_[i].key != stored && slots_[i].key != 0) i = (i + 1) & m;
     return i;
   }
@@ -242,6 +253,35 @@ inline bool cpu_has_avx2() {
   return false;
 #endif
 }
+
+// The schedule's random numbers: xoshiro256** (Blackman and Vigna), its state seeded from the
+// launch's seed by splitmix64. A few instructions per draw where std::mt19937_64 refilled a
+// 2.5 KB table every 312 draws (2% of a checked launch); a seed still gives one sequence.
+class schedule_rng {
+ public:
+  explicit schedule_rng(std::uint64_t seed) {
+    for (std::uint64_t& x : s_) {
+      seed += 0x9e3779b97f4a7c15ull;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      x = z ^ (z >> 31);
+    }
+  }
+  std::uint64_t operator()() {
+    const std::uint64_t r = std::rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = std::rotl(s_[3], 45);
+    return r;
+  }
+
+ private:
+  std::uint64_t s_[4];
+};
 
 class executor;
 struct lane_io;
@@ -352,6 +392,16 @@ class executor {
     }
     return s;
   }
+  // Requests the shadow words of [offset, offset + size) of shared memory (the first and the
+  // last) ahead of their checks: the shadow (14 bytes per byte of shared memory) is larger than
+  // the second-level cache, and a warp's lanes' words are requested together this way. A hint.
+  void prefetch_shadow(std::uint64_t offset, std::size_t size) const {
+    const std::uint64_t first = offset / 4, last = (offset + size - 1) / 4;
+    if (first <= last && last < shadow_.size()) {  // (a bad offset is reported by the check itself)
+      __builtin_prefetch(&shadow_[first], 1);
+      __builtin_prefetch(&shadow_[last], 1);
+    }
+  }
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
@@ -363,6 +413,13 @@ class executor {
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
   std::uint64_t special_value(special sp, unsigned warp_index, unsigned lane) const;
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void global_finding(std::uint32_t instr_index, std::uint32_t tid,
+                                                             std::uint64_t addr, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void shared_bounds_finding(std::uint32_t instr_index, std::uint32_t tid,
+                                                                    std::uint64_t offset, std::size_t size) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size,
+                                                               std::uint32_t src_size, std::uint32_t dst,
+                                                               std::uint64_t src) const;
   unsigned char* local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size);
   void memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // `size` bytes at generic address `addr` as thread `tid` sees them (global, or its local window), checked.
@@ -424,7 +481,7 @@ class executor {
   const unsigned char* params_;
   const global_memory& memory_;
   const schedule& sched_;
-  std::mt19937_64 rng_;
+  schedule_rng rng_;
   // A register's first bits in a CTA (first_bits): given at the first instruction that names
   // it, not for the whole register file at the CTA's start (nvcc declares thousands of
   // registers; filling them all was a fifth of a short CTA). Garbage from four xorshift64

@@ -121,12 +121,9 @@ void executor::unsplit_if_uniform(std::size_t word) {
 void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
-  if (offset + size > shared_.size() || offset + size < offset) {
-    fail_at(instr_index, tid,
-            "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
-                ") outside the block's " + std::to_string(shared_.size()) + " bytes");
+  if (offset + size > shared_.size() || offset + size < offset || misaligned(offset, size)) {
+    shared_bounds_finding(instr_index, tid, offset, size);
   }
-  if (misaligned(offset, size)) fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
   if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
@@ -146,18 +143,45 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
   }
 }
 
-void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+// The findings of the checks below, out of line (cold): building their messages inline made
+// every access's frame large (the checks run per lane).
+void executor::shared_bounds_finding(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset,
+                                     std::size_t size) const {
+  if (offset + size > shared_.size() || offset + size < offset) {
+    fail_at(instr_index, tid,
+            "shared-memory access [" + std::to_string(offset) + ", +" + std::to_string(size) +
+                ") outside the block's " + std::to_string(shared_.size()) + " bytes");
+  }
+  fail_at(instr_index, tid, "misaligned shared-memory access at " + std::to_string(offset));
+}
+
+void executor::global_finding(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
   if (misaligned(addr, size)) {
     fail_at(instr_index, tid, "misaligned global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr));
   }
+  fail_at(instr_index, tid,
+          "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
+}
+
+void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+  if (misaligned(addr, size)) global_finding(instr_index, tid, addr, size);
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
     const auto base = reinterpret_cast<std::uintptr_t>(v.data.get());
     if (addr >= base && addr + size <= base + v.size) return;
   }
-  if (!memory_.valid(addr, size)) {
-    fail_at(instr_index, tid,
-            "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
+  if (!memory_.valid(addr, size)) global_finding(instr_index, tid, addr, size);
+}
+
+void executor::cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size, std::uint32_t src_size,
+                                std::uint32_t dst, std::uint64_t src) const {
+  if (size != 4 && size != 8 && size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
+  if (src_size > size) {
+    fail_at(pc, tid, "cp.async src-size " + std::to_string(src_size) + " exceeds cp-size " + std::to_string(size));
   }
+  if (dst + std::uint64_t{size} > shared_.size() || misaligned(dst, size)) {
+    fail_at(pc, tid, "cp.async destination " + std::to_string(dst) + " misaligned or outside shared memory");
+  }
+  fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(src));
 }
 
 unsigned char* executor::local_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t offset, std::size_t size) {
@@ -222,6 +246,9 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
     if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
     else vimm[e] = r.imm;
+  }
+  if (in.where == space::shared && shadow_on_) {
+    for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, addr_op, l), total); });
   }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
@@ -289,6 +316,9 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
 
 // ---- cp.async ------------------------------------------------------------------------
 void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  if (shadow_on_) {
+    for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, in.ops[0], l), 16); });
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -296,17 +326,15 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     copy_op c;
     c.dst = static_cast<std::uint32_t>(address(w, in.ops[0], l));
     c.src = address(w, in.ops[1], l);
-    c.size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
-    c.src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : c.size;
-    if (c.size != 4 && c.size != 8 && c.size != 16) fail_at(pc, tid, "cp.async size must be 4, 8 or 16");
-    if (c.src_size > c.size) {
-      fail_at(pc, tid, "cp.async src-size " + std::to_string(c.src_size) + " exceeds cp-size " + std::to_string(c.size));
+    const auto size = static_cast<std::uint32_t>(get(w, in.ops[2], l));
+    const std::uint32_t src_size = in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : size;
+    if ((size != 4 && size != 8 && size != 16) || src_size > size || c.dst + std::uint64_t{size} > shared_.size() ||
+        misaligned(c.dst, size) || (src_size > 0 && misaligned(c.src, size))) {
+      cp_async_finding(pc, tid, size, src_size, c.dst, c.src);
     }
-    if (c.dst + std::uint64_t{c.size} > shared_.size() || misaligned(c.dst, c.size)) {
-      fail_at(pc, tid, "cp.async destination " + std::to_string(c.dst) + " misaligned or outside shared memory");
-    }
+    c.size = static_cast<std::uint8_t>(size);
+    c.src_size = static_cast<std::uint8_t>(src_size);
     if (c.src_size > 0) {
-      if (misaligned(c.src, c.size)) fail_at(pc, tid, "misaligned cp.async source 0x" + hex64(c.src));
       global_check(pc, tid, c.src, c.src_size);
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
@@ -316,7 +344,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
       result_.global.bytes_read += c.src_size;
       result_.global.async_bytes_read += c.src_size;
     }
-    c.tid = tid;
+    c.tid = static_cast<std::uint16_t>(tid);
     c.instr = pc;
     c.group = async_[tid].open_group;
     c.epoch = epoch_;
@@ -348,14 +376,14 @@ void executor::land_random() {
 
 void executor::land(std::uint32_t index) {
   copy_op& c = copies_[index];
-  if (c.landed) return;
-  c.landed = true;
+  if (c.landed()) return;
   // Out of the unlanded list in O(1): the last entry takes its slot (a scan of the list at
   // every wait was 2% of a checked launch).
   const std::uint32_t last = unlanded_.back();
   unlanded_[c.slot] = last;
   copies_[last].slot = c.slot;
   unlanded_.pop_back();
+  c.slot = copy_op::kLanded;
   unsigned char* dst = shared_.data() + c.dst;
   const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
   // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a
@@ -423,6 +451,11 @@ void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
 }
 
 void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first) {
+  if (shadow_on_) {  // the shadow words of the copies this wait may complete, requested first
+    for_lanes(mask, [&](unsigned l) {
+      for (const std::uint32_t index : async_[w.index * kLanes + l].pending) prefetch_shadow(copies_[index].dst, copies_[index].size);
+    });
+  }
   for_lanes(mask, [&](unsigned l) {
     thread_async& t = async_[w.index * kLanes + l];
     if (commit_first) ++t.open_group;

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <queue>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -38,6 +39,180 @@ std::string_view trim_view(std::string_view s) {
 }
 
 std::string trim(std::string_view s) { return std::string(trim_view(s)); }
+
+// Whether executing `in` over a whole warp (unguarded, every lane running) writes every lane of
+// register `slot` as a destination: then the register's first bits in a CTA (garbage, or zeros)
+// could never be read, and the executor does not write them (function::kTouchDefines). Only
+// opcodes whose handlers write their destination in every lane of the mask, and only when the
+// instruction names the slot once (not also as a source).
+bool writes_every_lane(op code) {
+  switch (code) {
+    case op::mov: case op::add: case op::sub: case op::mul: case op::mad: case op::fma: case op::min: case op::max:
+    case op::neg: case op::abs: case op::and_: case op::or_: case op::xor_: case op::not_: case op::shl: case op::shr:
+    case op::selp: case op::setp: case op::cvt: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin:
+    case op::cos: case op::ld: return true;
+    default: return false;
+  }
+}
+
+// Whether `slot` is one of the destinations (operand 0: a register, or the registers of a
+// vector) of `in`, whose handler writes every lane that executes it.
+bool is_destination(const instr& in, std::uint32_t slot) {
+  if (in.ops.empty()) return false;
+  const operand& d = in.ops[0];
+  if (d.kind == operand::k_reg) return d.reg == slot;
+  if (d.kind != operand::k_vec || (in.code != op::mov && in.code != op::ld && in.code != op::setp && in.code != op::shfl)) {
+    return false;
+  }
+  return std::any_of(d.elems.begin(), d.elems.end(), [&](const operand& e) { return e.kind == operand::k_reg && e.reg == slot; });
+}
+
+bool defines_whole(const instr& in, std::uint32_t slot) {
+  return in.guard < 0 && writes_every_lane(in.code) && is_destination(in, slot);
+}
+
+// Whether every thread that executes `in` writes register `slot` there (a definition that ends
+// the register's earlier value's life): an unguarded instruction whose handler writes its
+// destination in every lane it runs, or shfl.sync (each lane writes its destination when the
+// lanes its member mask names have arrived; a lane waiting for them runs nothing else).
+bool kills(const instr& in, std::uint32_t slot) {
+  return in.guard < 0 && (writes_every_lane(in.code) || in.code == op::shfl) && is_destination(in, slot);
+}
+
+// Registers `fixed` and up (dense numbers below `n`) share slots where their lives do not
+// overlap; the first `fixed` (special registers, set at a CTA's start) keep theirs. nvcc's PTX
+// names a fresh virtual register for nearly every value (2,240 in a decode kernel), so a warp's
+// register file (32 lanes x 8 bytes a register) was 570 KB, and a loop touching hundreds of them
+// missed the caches at every operand; registers whose lives do not overlap now share a slot.
+// A register's life is the range of instruction indices [lo, hi] over which it is named or live
+// (liveness over the basic blocks, a block's whole range where the register is live in or out of
+// it: conservative). Lives that do not overlap never hold a value at the same time in any lane:
+// a register read before any write on some path is live from the entry, so it shares with no
+// register before its last read, and its first bits are garbage (or zeros) as before.
+// Returns the slot count; `to` maps each dense number to its slot.
+std::uint32_t share_slots(const function& f, std::uint32_t n, std::uint32_t fixed, std::vector<std::uint32_t>& to) {
+  const std::size_t count = f.code.size();
+  to.resize(n);
+  for (std::uint32_t r = 0; r < n; ++r) to[r] = r;
+  if (n <= fixed || count == 0) return n;
+  // Basic blocks and their successors.
+  std::vector<std::uint32_t> block_of(count), starts;
+  {
+    std::vector<bool> leader(count + 1, false);
+    leader[0] = true;
+    for (std::size_t i = 0; i < count; ++i) {
+      const op c = f.code[i].code;
+      if (c == op::bra) leader[f.code[i].target] = true;
+      if (c == op::bra || c == op::ret || c == op::exit || c == op::trap) leader[i + 1] = true;
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (leader[i]) starts.push_back(static_cast<std::uint32_t>(i));
+      block_of[i] = static_cast<std::uint32_t>(starts.size() - 1);
+    }
+  }
+  const std::size_t blocks = starts.size();
+  const auto block_end = [&](std::size_t b) { return b + 1 < blocks ? starts[b + 1] : static_cast<std::uint32_t>(count); };
+  std::vector<std::vector<std::uint32_t>> succ(blocks);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const instr& last = f.code[block_end(b) - 1];
+    const bool guarded = last.guard >= 0;
+    if (last.code == op::bra) succ[b].push_back(block_of[last.target]);
+    const bool ends = last.code == op::bra || last.code == op::ret || last.code == op::exit;
+    if ((!ends || guarded) && b + 1 < blocks) succ[b].push_back(static_cast<std::uint32_t>(b + 1));
+  }
+  // Per instruction, the registers it names; per register, the range of its namings.
+  const std::size_t words = (n + 63) / 64;
+  std::vector<std::uint32_t> lo(n, ~0u), hi(n, 0);
+  std::vector<std::vector<std::uint32_t>> names(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const instr& in = f.code[i];
+    if (in.guard >= 0) names[i].push_back(static_cast<std::uint32_t>(in.guard));
+    const auto named = [&](auto& self, const operand& o) -> void {
+      if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) names[i].push_back(o.reg);
+      for (const operand& e : o.elems) self(self, e);
+    };
+    for (const operand& o : in.ops) named(named, o);
+    for (const std::uint32_t r : names[i]) {
+      lo[r] = std::min(lo[r], static_cast<std::uint32_t>(i));
+      hi[r] = std::max(hi[r], static_cast<std::uint32_t>(i));
+    }
+  }
+  // gen (read before any write in the block) and kill (written in it), then live in and out.
+  using bits = std::vector<std::uint64_t>;
+  std::vector<bits> gen(blocks, bits(words)), kill(blocks, bits(words)), in(blocks, bits(words)), out(blocks, bits(words));
+  const auto set_bit = [](bits& b, std::uint32_t r) { b[r / 64] |= std::uint64_t{1} << (r % 64); };
+  const auto clear_bit = [](bits& b, std::uint32_t r) { b[r / 64] &= ~(std::uint64_t{1} << (r % 64)); };
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (std::uint32_t i = block_end(b); i-- > starts[b];) {
+      const instr& ins = f.code[i];
+      std::vector<std::uint32_t> uses;
+      for (const std::uint32_t r : names[i]) {
+        const bool def = kills(ins, r) && std::count(names[i].begin(), names[i].end(), r) == 1;
+        if (def) {
+          clear_bit(gen[b], r);
+          set_bit(kill[b], r);
+        } else {
+          uses.push_back(r);
+        }
+      }
+      for (const std::uint32_t r : uses) set_bit(gen[b], r);
+    }
+  }
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::size_t b = blocks; b-- > 0;) {
+      for (std::size_t k = 0; k < words; ++k) {
+        std::uint64_t o = 0;
+        for (const std::uint32_t s : succ[b]) o |= in[s][k];
+        const std::uint64_t x = gen[b][k] | (o & ~kill[b][k]);
+        out[b][k] = o;
+        if (x != in[b][k]) {
+          in[b][k] = x;
+          changed = true;
+        }
+      }
+    }
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    for (std::size_t k = 0; k < words; ++k) {
+      for (std::uint64_t m = in[b][k] | out[b][k]; m != 0; m &= m - 1) {
+        const auto r = static_cast<std::uint32_t>(k * 64 + static_cast<unsigned>(std::countr_zero(m)));
+        lo[r] = std::min(lo[r], starts[b]);
+        hi[r] = std::max(hi[r], block_end(b) - 1);
+      }
+    }
+  }
+  // Linear scan: registers in the order their lives begin, each given a slot whose last
+  // register's life has ended (the most recently freed: registers used together stay together).
+  std::vector<std::uint32_t> order;
+  for (std::uint32_t r = fixed; r < n; ++r) {
+    if (lo[r] != ~0u) order.push_back(r);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return lo[a] < lo[b]; });
+  using ending = std::pair<std::uint32_t, std::uint32_t>;  // (hi, slot)
+  std::priority_queue<ending, std::vector<ending>, std::greater<>> active;
+  std::vector<std::uint32_t> free;
+  std::uint32_t slots = fixed;
+  for (const std::uint32_t r : order) {
+    while (!active.empty() && active.top().first < lo[r]) {
+      free.push_back(active.top().second);
+      active.pop();
+    }
+    std::uint32_t slot = 0;
+    if (free.empty()) {
+      slot = slots++;
+    } else {
+      slot = free.back();
+      free.pop_back();
+    }
+    to[r] = slot;
+    active.emplace(hi[r], slot);
+  }
+  for (std::uint32_t r = fixed; r < n; ++r) {
+    if (lo[r] == ~0u) to[r] = slots++;  // named nowhere (not reached: renumbering drops them)
+  }
+  return slots;
+}
 
 std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
@@ -603,30 +778,38 @@ class parser {
   }
 
   // Registers renumbered in the order the code first names them (special registers first),
-  // dropping declared ones it never names: a warp's register file is slot-major (32 lanes of a
-  // register together), so registers used together lie together, which the executor's speed
+  // dropping declared ones it never names, then registers whose lives do not overlap given one
+  // slot (share_slots): a warp's register file is slot-major (32 lanes of a register together),
+  // so registers used together lie together and the file stays small, which the executor's speed
   // depends on (nvcc declares thousands of virtual registers per kernel). Returns the count.
   std::uint32_t number_slots_by_first_use(function& f) const {
     constexpr std::uint32_t kUnset = ~0u;
     std::vector<std::uint32_t> to(slots_, kUnset);
     std::uint32_t next = 0;
-    const auto renumber = [&](std::uint32_t& slot) {
+    // Every slot of the function (special registers first, then in the code's order) through `fn`.
+    const auto each_slot = [&f](auto&& fn) {
+      for (auto& sp : f.specials) fn(sp.second);
+      const auto visit = [&](auto& self, operand& o) -> void {
+        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) fn(o.reg);
+        for (operand& e : o.elems) self(self, e);
+      };
+      for (instr& in : f.code) {
+        if (in.guard >= 0) {
+          auto g = static_cast<std::uint32_t>(in.guard);
+          fn(g);
+          in.guard = static_cast<std::int32_t>(g);
+        }
+        for (operand& o : in.ops) visit(visit, o);
+      }
+    };
+    each_slot([&](std::uint32_t& slot) {
       if (to[slot] == kUnset) to[slot] = next++;
       slot = to[slot];
-    };
-    for (auto& sp : f.specials) renumber(sp.second);
-    const auto visit = [&](auto& self, operand& o) -> void {
-      if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) renumber(o.reg);
-      for (operand& e : o.elems) self(self, e);
-    };
-    for (instr& in : f.code) {
-      if (in.guard >= 0) {
-        auto g = static_cast<std::uint32_t>(in.guard);
-        renumber(g);
-        in.guard = static_cast<std::int32_t>(g);
-      }
-      for (operand& o : in.ops) visit(visit, o);
-    }
+    });
+    // Registers whose lives do not overlap share a slot (share_slots).
+    std::vector<std::uint32_t> shared;
+    next = share_slots(f, next, static_cast<std::uint32_t>(f.specials.size()), shared);
+    each_slot([&](std::uint32_t& slot) { slot = shared[slot]; });
     // What each instruction names first in its basic block (the executor gives a register its
     // bits at the first instruction of the CTA naming it, and every lane that reaches an
     // instruction inside a block has run the block's earlier ones): blocks begin at the entry,
@@ -645,18 +828,20 @@ class parser {
     for (std::size_t i = 0; i < f.code.size(); ++i) {
       if (leader[i]) ++block;
       const instr& in = f.code[i];
-      const auto touched = [&](std::uint32_t slot) {
-        if (seen[slot] != block) {
-          seen[slot] = block;
-          f.touch.push_back(slot);
-        }
-      };
-      if (in.guard >= 0) touched(static_cast<std::uint32_t>(in.guard));
+      // Every slot the instruction names, as often as it names it.
+      std::vector<std::uint32_t> names;
+      if (in.guard >= 0) names.push_back(static_cast<std::uint32_t>(in.guard));
       const auto named = [&](auto& self, const operand& o) -> void {
-        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) touched(o.reg);
+        if (o.kind == operand::k_reg || (o.kind == operand::k_addr && o.has_base)) names.push_back(o.reg);
         for (const operand& e : o.elems) self(self, e);
       };
       for (const operand& o : in.ops) named(named, o);
+      for (const std::uint32_t slot : names) {
+        if (seen[slot] == block) continue;
+        seen[slot] = block;
+        const bool def = defines_whole(in, slot) && std::count(names.begin(), names.end(), slot) == 1;
+        f.touch.push_back(slot | (def ? function::kTouchDefines : 0u));
+      }
       f.touch_at.push_back(static_cast<std::uint32_t>(f.touch.size()));
     }
     return next;

@@ -113,7 +113,10 @@ struct function {
   // Per instruction, the register slots it names (guard, operands, vector elements, address
   // bases), each once: code[i]'s are touch[touch_at[i] .. touch_at[i + 1]). The executor gives
   // a register its CTA's first bits (garbage, or zeros) when an instruction first names it.
+  // An entry with kTouchDefines set names a slot the instruction writes in every lane when it
+  // runs unguarded over a whole warp: its first bits are then never read and are not written.
   std::vector<std::uint32_t> touch_at, touch;
+  static constexpr std::uint32_t kTouchDefines = 0x80000000u;
   std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
   std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
   std::size_t local_bytes = 0;                             // per-thread .local bytes

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -24,19 +25,30 @@ void executor::sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uin
 namespace {
 // The lane that lane l reads in shfl.sync with operands b and c (PTX ISA: shfl.sync): the
 // computed source if in range (pval), else l itself.
-int shfl_source(shfl_mode mode, int l, std::uint64_t b, std::uint64_t c, bool& pval) {
+template <shfl_mode Mode>
+int shfl_source(int l, std::uint64_t b, std::uint64_t c, bool& pval) {
   const int bval = static_cast<int>(b & 0x1f);
   const int cval = static_cast<int>(c & 0x1f);
   const int segmask = static_cast<int>((c >> 8) & 0x1f);
   const int max_lane = (l & segmask) | (cval & ~segmask);
   int j = 0;
-  switch (mode) {
-    case shfl_mode::up: j = l - bval; pval = j >= max_lane; break;
-    case shfl_mode::down: j = l + bval; pval = j <= max_lane; break;
-    case shfl_mode::bfly: j = l ^ bval; pval = j <= max_lane; break;
-    case shfl_mode::idx: j = (l & segmask) | (bval & ~segmask); pval = j <= max_lane; break;
-  }
+  if constexpr (Mode == shfl_mode::up) j = l - bval, pval = j >= max_lane;
+  else if constexpr (Mode == shfl_mode::down) j = l + bval, pval = j <= max_lane;
+  else if constexpr (Mode == shfl_mode::bfly) j = l ^ bval, pval = j <= max_lane;
+  else j = (l & segmask) | (bval & ~segmask), pval = j <= max_lane;
   return pval ? j : l;
+}
+// f(std::integral_constant<shfl_mode, mode>) for the instruction's mode: shfl_source chosen once,
+// not per lane.
+template <class F>
+void with_shfl_mode(shfl_mode mode, F&& f) {
+  using M = shfl_mode;
+  switch (mode) {
+    case M::up: return f(std::integral_constant<M, M::up>{});
+    case M::down: return f(std::integral_constant<M, M::down>{});
+    case M::bfly: return f(std::integral_constant<M, M::bfly>{});
+    case M::idx: return f(std::integral_constant<M, M::idx>{});
+  }
 }
 }  // namespace
 
@@ -49,9 +61,9 @@ void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32
   const std::uint32_t dead = dead_lanes(w);
   std::uint32_t src[kLanes];
   for_lanes(ready, [&](unsigned l) { src[l] = static_cast<std::uint32_t>(get(w, in.ops[1], l)); });
-  for_lanes(ready, [&](unsigned lane) {
+  with_shfl_mode(in.mode, [&](auto mode) { for_lanes(ready, [&](unsigned lane) {
     bool pval = false;
-    const int j = shfl_source(in.mode, static_cast<int>(lane), get(w, in.ops[2], lane), get(w, in.ops[3], lane), pval);
+    const int j = shfl_source<mode()>(static_cast<int>(lane), get(w, in.ops[2], lane), get(w, in.ops[3], lane), pval);
     if (((dead >> j) & 1) != 0) {  // an exited or absent lane: undefined bits (CUDA: "the value is undefined")
       set(w, d, lane, static_cast<std::uint32_t>(rng_()));
       if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
@@ -64,7 +76,7 @@ void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32
     }
     set(w, d, lane, src[j]);
     if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
-  });
+  }); });
 }
 
 // shfl.sync with every lane taking part (the butterfly reductions of a kernel): each lane's
@@ -77,10 +89,19 @@ void executor::shfl_whole_warp(warp& w, const instr& in) {
   const bool has_p = dst.kind == operand::k_vec && dst.elems.size() > 1 && dst.elems[1].kind == operand::k_reg;
   std::uint64_t* d = w.regs.data() + std::size_t{(dst.kind == operand::k_vec ? dst.elems[0] : dst).reg} * kLanes;
   std::uint64_t* p = has_p ? w.regs.data() + std::size_t{dst.elems[1].reg} * kLanes : nullptr;
-  for (unsigned l = 0; l < kLanes; ++l) {
-    bool pval = false;
-    d[l] = src[shfl_source(in.mode, static_cast<int>(l), b[l], c[l], pval)];
-    if (p) p[l] = pval ? 1 : 0;
+  // Each lane's source, with the mode chosen once per instruction (a switch per lane was most
+  // of a shuffle's time).
+  std::uint32_t from[kLanes], valid[kLanes];
+  with_shfl_mode(in.mode, [&](auto mode) {
+    for (unsigned l = 0; l < kLanes; ++l) {
+      bool pval = false;
+      from[l] = static_cast<std::uint32_t>(shfl_source<mode()>(static_cast<int>(l), b[l], c[l], pval));
+      valid[l] = pval ? 1 : 0;
+    }
+  });
+  for (unsigned l = 0; l < kLanes; ++l) d[l] = src[from[l]];
+  if (p) {
+    for (unsigned l = 0; l < kLanes; ++l) p[l] = valid[l];
   }
 }
 

@@ -59,6 +59,64 @@ TEST_CASE("entries and parameter sizes/alignments; ld.param of every kind",
   CHECK(out == std::vector<std::uint32_t>{77, 3, 4, static_cast<std::uint32_t>(-3), bits(2.5f)});
 }
 
+TEST_CASE("registers sharing a slot: a register some lanes never write reads zeros in fixed order, never another's value") {
+  // parse.cpp gives registers whose lives never overlap one slot. %r3 is written only by a
+  // guarded mov and %r9 only on one side of a branch, so lanes that skip them read a register
+  // nothing wrote: zeros without randomize (garbage with it), never the 99 or 1000 of registers
+  // that died before. %r4/%r5 are carried around a loop; %r7/%r8 live inside it.
+  const std::string text = ptx_module(R"(
+.visible .entry s(.param .u64 s_out)
+{
+  .reg .pred %p<3>;
+  .reg .b32 %r<12>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [s_out];
+  mov.u32 %r1, %tid.x;
+  mul.wide.u32 %rd2, %r1, 32;
+  add.s64 %rd1, %rd1, %rd2;
+  mov.u32 %r2, 99;
+  st.global.u32 [%rd1], %r2;
+  setp.lt.u32 %p1, %r1, 16;
+  @%p1 mov.u32 %r3, 5;
+  st.global.u32 [%rd1+4], %r3;
+  mov.u32 %r4, 0;
+  mov.u32 %r5, 0;
+$L_loop:
+  add.u32 %r6, %r5, 1;
+  add.u32 %r4, %r4, %r6;
+  mov.u32 %r5, %r6;
+  mov.u32 %r7, 1000;
+  add.u32 %r8, %r7, %r6;
+  setp.lt.u32 %p2, %r5, 4;
+  @%p2 bra $L_loop;
+  st.global.u32 [%rd1+8], %r4;
+  st.global.u32 [%rd1+12], %r8;
+  @%p1 bra $L_skip;
+  mov.u32 %r9, 7;
+$L_skip:
+  st.global.u32 [%rd1+16], %r9;
+  ret;
+}
+)");
+  const auto m = sim::load_ptx(text, "shared_slots.ptx");
+  std::vector<std::uint32_t> out(8 * 32, 0xdeadbeef);
+  host_memory mem;
+  mem.add(out);
+  std::uint64_t a = reinterpret_cast<std::uint64_t>(out.data());
+  void* args[] = {&a};
+  sim::schedule fixed;
+  fixed.randomize = false;
+  sim::launch(*m, "s", {1, 1, 1}, {32, 1, 1}, 0, args, mem, fixed);
+  for (unsigned t = 0; t < 32; ++t) {
+    INFO("thread " << t);
+    CHECK(out[8 * t] == 99);
+    CHECK(out[8 * t + 1] == (t < 16 ? 5u : 0u));
+    CHECK(out[8 * t + 2] == 10);  // 1 + 2 + 3 + 4
+    CHECK(out[8 * t + 3] == 1004);
+    CHECK(out[8 * t + 4] == (t < 16 ? 0u : 7u));
+  }
+}
+
 TEST_CASE("a parameter's address in a register (mov.b64 of its name); ld.param.s32 sign-extends into 64 bits",
           "[op:mov.b64][op:ld.param.s32]") {
   // nvcc writes this for a by-value struct parameter read at a computed offset.
