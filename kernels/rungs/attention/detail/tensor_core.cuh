@@ -185,9 +185,8 @@ struct tensor_core_decode_agent {
   static_assert(kDimWarps == 1 || kWarpDims % 32 == 0, "a dim warp's V^T is whole ldmatrix.x4s of 32 dims");
 
   /// Head dim 128 at group 16: the loop takes all 128 registers of its 4-CTA budget (the
-  /// pipeline's stage counter or its held places spill 4 bytes; sparing both, it has room for
-  /// the held rows: 286 instructions a tile on sm_90, where held places and no held rows took
-  /// 298).
+  /// pipeline's stage counter or its held places spill 4 bytes there; sparing both, it has room
+  /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
   static constexpr bool kAtBudget = HeadDim == 128 && Group > 8;
   using storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget>;
   using pipeline = typename storage::pipeline;
