@@ -20,7 +20,8 @@
 //    of the other: one register's pair per dim). The accumulators come out in that order and
 //    are put back in dim order when the warp's state is stashed.
 //  * Softmax. softmax_fragments (fragments.cuh) over two 8-key tiles; with 8 keys a warp the
-//    second is all -inf (P zero, unused by the m16n8k8 of 8 keys).
+//    second is all -inf, known so at compile time (LiveTiles: P zero without an exponent,
+//    unused by the m16n8k8 of 8 keys).
 //
 // Group 16 fills the mma rows; groups up to 8 use rows 0-7 (rows 8-15 are zeros).
 #pragma once
@@ -256,7 +257,7 @@ struct fp8_decode_agent {
       std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        softmax_fragments<PV, Mod.soft_cap>(
+        softmax_fragments<PV, Mod.soft_cap, kKeyTiles>(
             s, h, smem.scales()[0], transform,
             [&](int j, int e, float v, float (&x)[2]) {  // keys past the end (and a missing tile): masked
               const int key = first_key + 8 * j + 2 * t4 + e;
