@@ -80,18 +80,6 @@ struct kv_source {
   int kv_head;
   int log2_block;             ///< log2(block size); a constant after inlining for static sizes
 
-  /// Element offset of element `elem` of token t's row of head_dim elements in block `id`
-  /// (position_mask: block size - 1), ((block * H + head) * B + position) * D + elem, as
-  /// block x (H B D), in 64 bits (pools pass 2^31 elements), plus the rest in 32 (H B D is far
-  /// below 2^31): one wide multiply-add per copy instead of a 64-bit chain (scripts/sass-check:
-  /// 50 instructions fewer per tile in the tensor-core decode at head dim 128, 49 in the SIMT
-  /// decode of group 4). A copy past the sequence's end gets block 0 (fetch ids), an address
-  /// inside the pool that its zero-size cp.async never reads.
-  __device__ __forceinline__ std::int64_t offset(std::int32_t id, int t, int position_mask, int head_dim,
-                                                 int elem) const {
-    return static_cast<std::int64_t>(id) * ((num_kv_heads << log2_block) * head_dim) +
-           (((kv_head << log2_block) + (t & position_mask)) * head_dim + elem);
-  }
 };
 
 /// The KV stream's shared-memory pipeline: Stages stages of Tile tokens of K and V (KV
@@ -103,7 +91,19 @@ struct kv_source {
 /// at c ^ (token % 8) (Swizzle); otherwise (80, 96) rows are padded by one chunk to an odd
 /// number of chunks (Padded: 8 consecutive rows start in 8 different bank groups). Otherwise
 /// rows are plain.
-template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool LdmatrixRows>
+///
+/// HoldRows: k_rows and v_rows are held whole in registers (opaque_pointer; 4 registers), so a
+/// copy's address is one wide multiply-add; otherwise the compiler recombines the caches'
+/// bases with a shared offset at every copy (two 64-bit adds more each) and keeps the
+/// registers: the SIMT decode's 5-8 rows of state at 168 and 255 registers need them.
+///
+/// Spare (for a loop at its register budget: the fp8 tensor-core decode at sm_90's 128
+/// registers, which spills otherwise): the current stage is tile % Stages at each use (a
+/// multiply-high, a shift and a multiply-add) instead of a counter that each advance steps on
+/// (stage_elems), and a copy's places come from a fresh read of the thread index at each tile
+/// instead of being held across the loop.
+template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool LdmatrixRows, bool HoldRows = false,
+          bool Spare = false>
 struct kv_pipeline {
   static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
   static constexpr int kCopyVecs = HeadDim / kCopyElems;
@@ -116,15 +116,37 @@ struct kv_pipeline {
   static constexpr int kLoadsPerThread = (kTileVecs + Threads - 1) / Threads;
   static constexpr int kStageElems = Tile * kRowElems;
 
+  /// Elements from a stage of K to the same stage of V (V's stages follow K's).
+  static constexpr int kVElems = Stages * kStageElems;
+  static constexpr unsigned kRowBytes = HeadDim * sizeof(KV);
+
   const kv_source<KV>& src;
-  KV* smem_k;  ///< [Stages][Tile][HeadDim]
-  KV* smem_v;
+  KV* smem_k;  ///< [Stages][Tile][kRowElems] of K, then the same of V
   int kv_begin;
   int kv_end;
   int num_tiles;
   int tid;
   int position_mask;  ///< block size - 1
-  std::int32_t ids[kLoadsPerThread];
+  /// Copy k's lead (fetch_ids): where its token's row is, as rows of HeadDim elements from
+  /// the head's rows in block 0, less the token's place in its tile.
+  int leads[kLoadsPerThread];
+  /// HoldRows: first_row of K and V, and the sequence's block-table row, held whole (start);
+  /// otherwise the compiler rebuilds them from the kernel's parameters where they are used.
+  const char* k_rows = nullptr;
+  const char* v_rows = nullptr;
+  const std::int32_t* table = nullptr;
+
+  /// This thread's first copy of the head's rows in a tile at lead 0: the cache plus kv_head B
+  /// rows plus 16 tid bytes. Copy k of a tile reads lead k rows plus 16 k Threads bytes on: a
+  /// tile's copies are its vectors in order, 16 bytes apart in the rows of a block (vector
+  /// v = token (D / kCopyElems) + chunk).
+  __device__ __forceinline__ const char* first_row(const KV* cache) const {
+    return reinterpret_cast<const char*>(cache) + (static_cast<unsigned>(src.kv_head << src.log2_block) * kRowBytes + tid * 16);
+  }
+  __device__ __forceinline__ const std::int32_t* table_row() const { return HoldRows ? table : src.table; }
+  /// Unless Spare: elements from smem_k to the stage of the tile advance() made current. It
+  /// starts at the stage of tile -1 (Stages - 1) and each advance steps it on by one stage.
+  int stage_elems = (Stages - 1) * kStageElems;
 
   /// Element offset of chunk c of a stage's row `token` (copy vector v = token * kCopyVecs + c:
   /// unswizzled, v itself, which spares the compiler recombining token and c).
@@ -140,13 +162,16 @@ struct kv_pipeline {
 
   /// Whether every thread copies the same chunk of a row in each of its copies, rows
   /// kTokenStride apart (Threads a multiple of the row's vectors: head dims 64, 128, 256 of
-  /// 16-bit caches): then a thread's shared-memory places are one place plus constant steps
-  /// (the swizzle repeats every 8 rows), and its global offsets share their chunk, so a copy
-  /// costs a token's block-table entry and one wide multiply-add. The other head dims, and fp8
-  /// caches (whose tensor-core decode, at its register budget, came out 33 instructions a tile
-  /// longer this way on sm_90: ptxas re-materialised more zero registers), take the general
-  /// path (a vector's token and chunk per copy).
-  static constexpr bool kFixedChunk = sizeof(KV) == 2 && Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
+  /// 16-bit caches, 64 and 128 of fp8): then a thread's shared-memory places are one place plus
+  /// constant steps (the swizzle repeats every 8 rows), and so are its global ones (first_row).
+  /// The other head dims take the general path (a vector's token and chunk per copy).
+  static constexpr bool kFixedChunk = Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
+  /// Fixed chunk of a 16-bit cache: a warp's lanes load the block-table entries of all its
+  /// tokens at once and the copies take theirs by shuffles (fetch_ids). fp8 caches load one
+  /// entry per copy (their tensor-core decode, at its register budget, came out 33
+  /// instructions a tile longer with the shuffles on sm_90: ptxas re-materialised more zero
+  /// registers).
+  static constexpr bool kSharedIds = kFixedChunk && sizeof(KV) == 2;
   static constexpr int kTokenStride = Threads / kCopyVecs;
   /// Swizzled rows kTokenStride apart share the chunk's place where the stride is whole
   /// swizzle periods of 8 rows (head dims 64, 128); at 4 (head dim 256) copies alternate
@@ -154,77 +179,87 @@ struct kv_pipeline {
   static_assert(!kFixedChunk || !Swizzle || kTokenStride % 4 == 0);
   static constexpr bool kTwoPlaces = kFixedChunk && Swizzle && kTokenStride % 8 != 0;
 
-  /// Fixed chunk: the tokens a warp's copy k covers, and the warp's tokens in all (at most 32:
+  /// Shared ids: the tokens a warp's copy k covers, and the warp's tokens in all (at most 32:
   /// one block-table entry per lane, shared by shuffles).
   static constexpr int kWarpTokens = 32 / kCopyVecs;
   static constexpr int kWarpTableLoads = kLoadsPerThread * kWarpTokens;
-  static_assert(!kFixedChunk || (32 % kCopyVecs == 0 && kWarpTableLoads <= 32));
+  static_assert(!kSharedIds || (32 % kCopyVecs == 0 && kWarpTableLoads <= 32));
 
-  /// The block ids of tile `tile`'s copies (past kv_end: 0, a block of the pool whose copy
-  /// reads nothing). Fixed chunk: lane j of a warp loads the entry of its warp's token j (copy
-  /// j / kWarpTokens), once per tile where each of a thread's copies would load its own: the
-  /// copies take them by shuffles (issue).
+  /// The lead of token t in block `id` for a tile starting at `start`: id H B + t % B - (t -
+  /// start), rows from the head's rows in block 0, in 32 bits (a pool's rows, num_blocks H B,
+  /// stay below 2^31: as many rows of 64 fp8 dims are 128 GiB; the product with the row's bytes
+  /// is 64-bit). Past kv_end the id is 0: a row of block 0, inside the pool, that the zero-size
+  /// cp.async never reads. Computed by the lane that loads the id, so a copy's address is its
+  /// lead's wide multiply-add with first_row.
+  __device__ __forceinline__ int lead(std::int32_t id, int t, int start) const {
+    return id * (src.num_kv_heads << src.log2_block) + start - (t & ~position_mask);
+  }
+
+  /// The leads of tile `tile`'s copies, from their block ids. Shared ids: lane j of a warp
+  /// loads the entry of its warp's token j (copy j / kWarpTokens), once per tile where each of
+  /// a thread's copies would load its own, and the copies take their leads by shuffles
+  /// (spread_ids).
   __device__ __forceinline__ void fetch_ids(int tile) {
     const int start = kv_begin + tile * Tile;
-    if constexpr (kFixedChunk) {
+    if constexpr (kSharedIds) {
       const int lane = tid % 32;
       const int t = start + (tid / 32) * kWarpTokens + lane % kWarpTokens + lane / kWarpTokens * kTokenStride;
-      ids[0] = lane < kWarpTableLoads && t < kv_end ? __ldg(src.table + (t >> src.log2_block)) : 0;
+      leads[0] = lead(lane < kWarpTableLoads && t < kv_end ? __ldg(table_row() + (t >> src.log2_block)) : 0, t, start);
     } else {
 #pragma unroll
       for (int k = 0; k < kLoadsPerThread; ++k) {
         const int v = tid + k * Threads;
         const int t = start + (tid + k * Threads) / kCopyVecs;
-        ids[k] = (v < kTileVecs && t < kv_end) ? __ldg(src.table + (t >> src.log2_block)) : 0;
+        leads[k] = lead((v < kTileVecs && t < kv_end) ? __ldg(table_row() + (t >> src.log2_block)) : 0, t, start);
       }
     }
   }
 
-  /// Fixed chunk: hands each copy of the thread the block id its warp's lanes loaded
-  /// (fetch_ids), ids[k] for copy k. Called by every thread of the CTA at once, outside the
+  /// Shared ids: hands each copy of the thread the lead its warp's lanes computed
+  /// (fetch_ids), leads[k] for copy k. Called by every thread of the CTA at once, outside the
   /// branches on the tile count (a shuffle the compiler cannot prove converged gets a slow
   /// path).
   __device__ __forceinline__ void spread_ids() {
-    if constexpr (kFixedChunk) {
+    if constexpr (kSharedIds) {
       const int token0 = tid / kCopyVecs;
-      std::int32_t spread[kLoadsPerThread];
+      int spread[kLoadsPerThread];
 #pragma unroll
       for (int k = 0; k < kLoadsPerThread; ++k) {
-        spread[k] = __shfl_sync(0xffffffffu, ids[0], k * kWarpTokens + token0 % kWarpTokens);
+        spread[k] = __shfl_sync(0xffffffffu, leads[0], k * kWarpTokens + token0 % kWarpTokens);
       }
 #pragma unroll
-      for (int k = 0; k < kLoadsPerThread; ++k) ids[k] = spread[k];
+      for (int k = 0; k < kLoadsPerThread; ++k) leads[k] = spread[k];
     }
   }
 
-  /// Issues the copies of tile `tile` into its stage (spread_ids first).
-  __device__ __forceinline__ void issue(int tile) {
-    const int start = kv_begin + tile * Tile;
-    const int stage = tile % Stages;
+  /// Copy k's global address from `rows` (first_row of K or V).
+  __device__ __forceinline__ const char* row_address(const char* rows, int k) const {
+    return rows + (static_cast<std::int64_t>(leads[k]) * kRowBytes + k * Threads * 16);
+  }
+
+  /// Issues the copies of tile `tile` into the stage `stage` elements from smem_k (spread_ids
+  /// first). Copy k is vector v = tid + k Threads of the tile: token v / (D / kCopyElems), chunk
+  /// v % (D / kCopyElems); its global bytes are first_row + lead k rows + 16 k Threads.
+  __device__ __forceinline__ void issue(int tile, int stage) {
+    const int ahead = kv_end - (kv_begin + tile * Tile);  // tokens of the sequence from the tile's start
+    KV* k_stage = smem_k + stage;
+    const char* k_first = HoldRows ? k_rows : first_row(src.k_cache);
+    const char* v_first = HoldRows ? v_rows : first_row(src.v_cache);
     if constexpr (kFixedChunk) {
-      // One chunk c for every copy: its place in stage 0 and its element within the head's
-      // rows of a block are computed once; copy k adds k kTokenStride whole rows.
-      const int token0 = tid / kCopyVecs;
-      const int c = tid - token0 * kCopyVecs;
-      const int dst0 = stage * kStageElems + place(tid, token0, c);
+      // One chunk c for every copy: its place in the stage is computed once; copy k adds k
+      // kTokenStride whole rows.
+      const int me = Spare ? thread_index_again() : tid;
+      const int token0 = me / kCopyVecs;
+      const int c = me - token0 * kCopyVecs;
+      const int dst0 = place(me, token0, c);
       // kTwoPlaces: odd copies' chunk place (rows token0 + kTokenStride (2k + 1)), less their rows.
-      const int dst1 = kTwoPlaces ? stage * kStageElems + place(tid, token0 + kTokenStride, c) - kTokenStride * HeadDim
-                                  : dst0;
-      // Byte offsets, unsigned: a block's bytes (H B D sizeof(KV)) are far below 2^32, so
-      // the offset is one IMAD.WIDE.U32 of the id with its 32-bit rest as the addend.
-      constexpr unsigned kRowBytes = HeadDim * sizeof(KV);
-      const unsigned row_bytes = ((src.kv_head << src.log2_block) * HeadDim + c * kCopyElems) * sizeof(KV);
-      const unsigned block_bytes = (src.num_kv_heads << src.log2_block) * kRowBytes;
-      const char* k_cache = reinterpret_cast<const char*>(src.k_cache);
-      const char* v_cache = reinterpret_cast<const char*>(src.v_cache);
+      const int dst1 = kTwoPlaces ? place(me, token0 + kTokenStride, c) - kTokenStride * HeadDim : dst0;
 #pragma unroll
       for (int k = 0; k < kLoadsPerThread; ++k) {
-        const int t = start + token0 + k * kTokenStride;
-        const std::uint64_t offset = static_cast<std::uint64_t>(static_cast<unsigned>(ids[k])) * block_bytes +
-                                     (static_cast<unsigned>(t & position_mask) * kRowBytes + row_bytes);
-        const int dst = (k % 2 == 0 ? dst0 : dst1) + k * kTokenStride * HeadDim;
-        cp_async_16(smem_k + dst, k_cache + offset, t < kv_end);
-        cp_async_16(smem_v + dst, v_cache + offset, t < kv_end);
+        const bool in = token0 + k * kTokenStride < ahead;
+        KV* dst = k_stage + (k % 2 == 0 ? dst0 : dst1) + k * kTokenStride * HeadDim;
+        cp_async_16(dst, row_address(k_first, k), in);
+        cp_async_16(dst + kVElems, row_address(v_first, k), in);
       }
     } else {
 #pragma unroll
@@ -233,12 +268,9 @@ struct kv_pipeline {
         if (kTileVecs % Threads == 0 || v < kTileVecs) {
           const int token = v / kCopyVecs;
           const int c = v - token * kCopyVecs;
-          const int t = start + token;
-          const bool in = t < kv_end;
-          const std::int64_t offset = src.offset(ids[k], t, position_mask, HeadDim, c * kCopyElems);
-          const int dst = stage * kStageElems + place(v, token, c);
-          cp_async_16(smem_k + dst, src.k_cache + offset, in);
-          cp_async_16(smem_v + dst, src.v_cache + offset, in);
+          KV* dst = k_stage + place(v, token, c);
+          cp_async_16(dst, row_address(k_first, k), token < ahead);
+          cp_async_16(dst + kVElems, row_address(v_first, k), token < ahead);
         }
       }
     }
@@ -246,11 +278,16 @@ struct kv_pipeline {
 
   /// Issues the first Stages - 1 tiles (one commit group each, empty past the end).
   __device__ __forceinline__ void start() {
+    if constexpr (HoldRows) {
+      k_rows = opaque_pointer(first_row(src.k_cache));
+      v_rows = opaque_pointer(first_row(src.v_cache));
+      table = opaque_pointer(src.table);
+    }
 #pragma unroll
     for (int s = 0; s < Stages - 1; ++s) {
       if (s < num_tiles) fetch_ids(s);
       spread_ids();
-      if (s < num_tiles) issue(s);
+      if (s < num_tiles) issue(s, s * kStageElems);
       cp_async_commit();
     }
     if (Stages - 1 < num_tiles) fetch_ids(Stages - 1);
@@ -262,9 +299,12 @@ struct kv_pipeline {
     cp_async_wait<Stages - 2>();  // this thread's copies of `tile` have landed
     __syncthreads();              // everyone's have, and everyone is done with tile - 1
     const int next = tile + Stages - 1;
+    // tile - 1's stage is free and is tile + Stages - 1's; the next stage on is tile's.
+    const int free = Spare ? (next % Stages) * kStageElems : stage_elems;
+    if constexpr (!Spare) stage_elems = free == (Stages - 1) * kStageElems ? 0 : free + kStageElems;
     spread_ids();
     if (next < num_tiles) {
-      issue(next);
+      issue(next, free);
       if (next + 1 < num_tiles) fetch_ids(next + 1);
     }
     cp_async_commit();
@@ -276,8 +316,12 @@ struct kv_pipeline {
     __syncthreads();
   }
 
-  __device__ __forceinline__ const KV* k_tile(int tile) const { return smem_k + (tile % Stages) * kStageElems; }
-  __device__ __forceinline__ const KV* v_tile(int tile) const { return smem_v + (tile % Stages) * kStageElems; }
+  /// The K and V of tile `tile`, the one advance() made current.
+  __device__ __forceinline__ const KV* k_tile(int tile) const { return smem_k + stage_of(tile); }
+  __device__ __forceinline__ const KV* v_tile(int tile) const { return smem_k + kVElems + stage_of(tile); }
+  __device__ __forceinline__ int stage_of(int tile) const {
+    return Spare ? (tile % Stages) * kStageElems : stage_elems;
+  }
 };
 
 /// The log-sum-exp merge of Parts partial states of one query row: part p's unnormalised
@@ -417,8 +461,7 @@ struct attention_agent {
 
     // ---- KV pipeline ---------------------------------------------------------------------
     const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
-    pipeline pipe{src, reinterpret_cast<KV*>(smem.bytes), reinterpret_cast<KV*>(smem.bytes) + kStages * kTile * HeadDim,
-                  kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
+    pipeline pipe{src, reinterpret_cast<KV*>(smem.bytes), kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
     pipe.start();
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);

@@ -101,6 +101,16 @@ __device__ __forceinline__ int thread_index_again() {
   return t;
 }
 
+/// p itself, through a move the compiler cannot see into: a pointer it would otherwise take
+/// apart and rebuild where it is used (a loop-invariant base plus a per-use offset, recombined
+/// at every use) is held whole in registers.
+template <class P>
+__device__ __forceinline__ P* opaque_pointer(P* p) {
+  std::uint64_t bits = reinterpret_cast<std::uint64_t>(p);
+  asm("mov.b64 %0, %0;" : "+l"(bits));
+  return reinterpret_cast<P*>(bits);
+}
+
 /// The binary16 pairs of 4 fp8 codes (one word, bytes b0..b3): (b0, b1) and (b2, b3), each
 /// value x / kv_unit<KV>, exactly, subnormals included. E4M3 on sm_89+ (fp8_hardware_cvt): two
 /// cvt.rn.f16x2.e4m3x2, NaN a NaN. Otherwise integer operations: an E5M2 code is the top byte

@@ -6,10 +6,11 @@
 // tile costs no extra barrier, no 16-bit copy of itself and no ldmatrix.
 //
 //  * Warps. Each of the 4 warps owns kTile / 4 keys of a tile (D 128: 8, D 64: 16) and all D
-//    output dims: its scores (m16n8k16 over the head dim) and its P V (m16n8k16 with the keys as
-//    k; 8 keys fill the lower half and the upper half is zeros) are its own, and the warps'
+//    output dims: its scores (m16n8k16 over the head dim) and its P V (the keys as k: m16n8k16
+//    over 16 keys, m16n8k8 over 8) are its own, and the warps'
 //    states merge through shared memory at the end, as the 16-bit decode's token warps do.
-//  * K fragments. The head-dim axis of Q and K is permuted alike (a score is a sum over dims,
+//  * K fragments. Both mmas take binary16 (PV): K as the cvt gives it, bfloat16 queries
+//    scaled once into binary16's range (queries_to_half). The head-dim axis of Q and K is permuted alike (a score is a sum over dims,
 //    so any order gives the same products): the mma's k index 16 ks + 2 t4 + e (+ 8) is dim
 //    (D/4) t4 + 4 ks + e (+ 2). A thread's B values of key g over all k steps are then D/4
 //    consecutive bytes of the key's row (two 16-byte loads at D 128), one word per k step.
@@ -19,7 +20,8 @@
 //    of the other: one register's pair per dim). The accumulators come out in that order and
 //    are put back in dim order when the warp's state is stashed.
 //  * Softmax. softmax_fragments (fragments.cuh) over two 8-key tiles; with 8 keys a warp the
-//    second is all -inf (P zero, the mma's upper half).
+//    second is all -inf, known so at compile time (LiveTiles: P zero without an exponent,
+//    unused by the m16n8k8 of 8 keys).
 //
 // Group 16 fills the mma rows; groups up to 8 use rows 0-7 (rows 8-15 are zeros).
 #pragma once
@@ -44,10 +46,11 @@ struct fp8_decode_agent {
   static_assert(HeadDim == 64 || HeadDim == 128, "the fp8 tensor-core decode supports head dims 64 and 128");
   static_assert(Group >= 1 && (Group <= 8 || Group == 16), "the fp8 tensor-core decode takes GQA groups 1-8 and 16");
 
-  /// The type of P V's operands: binary16 whatever T is. Every fp8 value is a binary16 (one
-  /// cvt a pair on sm_89+, where bfloat16 would take 3 more instructions), and P in [0, 1]
-  /// rounds to binary16 with 3 more bits than to bfloat16 (below 2^-24 it flushes to zero,
-  /// 2^-24 of the row's largest term).
+  /// The type of both mmas' operands: binary16 whatever T is. Every fp8 value is a binary16 (one
+  /// cvt a pair on sm_89+, where bfloat16 would take 3 more instructions a pair: 48 a tile of
+  /// the scores' K at head dim 128), P in [0, 1] rounds to binary16 with 3 more bits than to
+  /// bfloat16 (below 2^-24 it flushes to zero, 2^-24 of the row's largest term), and bfloat16
+  /// queries are scaled into binary16's range once (queries_to_half).
   using PV = __half;
   static constexpr int kThreads = geometry::threads;
   static constexpr int kWarps = kThreads / 32;
@@ -70,7 +73,7 @@ struct fp8_decode_agent {
   /// the loop uses every register of the 4-CTA budget on sm_90, and a value held across it
   /// spills (as in tensor_core_decode_agent).
   struct storage {
-    using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle>;
+    using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle, false, true>;
     static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * kTile * HeadDim * sizeof(KV);
     static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kRowsKept * (HeadDim + 2) * sizeof(float);
     static constexpr std::size_t kScalesAt = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
@@ -110,9 +113,45 @@ struct fp8_decode_agent {
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
       std::uint32_t b[2];
-      fp8x4_to<T, KV>(w[ks], b);
-      mma_m16n8k16<T>(s, qa[ks], b[0], b[1]);
+      fp8x4_to<PV, KV>(w[ks], b);
+      mma_m16n8k16<PV>(s, qa[ks], b[0], b[1]);
     }
+  }
+
+  /// bfloat16 queries (A fragments: the warp holds every row of the group) as binary16, scaled
+  /// by the one power of two 2^x that brings the group's largest magnitude into [2^14, 2^15):
+  /// exact for every element of at least 2^-28 of the largest (binary16 keeps bfloat16's 8
+  /// significant bits from 2^-14 up), the smaller ones within 2^-25 of the largest's scaled
+  /// unit (binary16's subnormals); infinities and NaN stay what they are. Every warp loads the
+  /// same rows, so all find the same x. Returns scale_log2 / 2^x, the scores' scale.
+  __device__ __forceinline__ static float queries_to_half(std::uint32_t (&qa)[kKSteps][4], float scale_log2) {
+    float top = 0.0f;
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        if (r % 2 >= kHalves) continue;
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[ks][r]));
+        top = fmaxf(top, fmaxf(fabsf(f.x), fabsf(f.y)));
+      }
+    }
+#pragma unroll
+    for (int lanes = 16; lanes > 0; lanes /= 2) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, lanes));
+    // top's biased exponent e (at least 15, so that 2^(141 - e) is a normal float): top 2^(141 - e)
+    // is below 2^15; infinity and NaN (e = 255) take 2^-114, which keeps them.
+    const int e = max(static_cast<int>(__float_as_uint(top) >> 23), 15);
+    const float up = __uint_as_float(static_cast<unsigned>(268 - e) << 23);  // 2^(141 - e)
+#pragma unroll
+    for (int ks = 0; ks < kKSteps; ++ks) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        if (r % 2 >= kHalves) continue;  // rows g + 8 below group 16: zeros the compiler keeps knowing
+        const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[ks][r]));
+        const __half2 h = __floats2half2_rn(f.x * up, f.y * up);
+        qa[ks][r] = *reinterpret_cast<const std::uint32_t*>(&h);
+      }
+    }
+    return scale_log2 * __uint_as_float(static_cast<unsigned>(e - 14) << 23);  // 2^(e - 141)
   }
 
   /// O += P V over the warp's keys: B of 8-key tile j is keys r + 8 j, r + 8 j + 1 (r = first
@@ -144,7 +183,13 @@ struct fp8_decode_agent {
         b[j][0] = lo[0], b[j][1] = lo[1], b[j][2] = hi[0], b[j][3] = hi[1];
       }
 #pragma unroll
-      for (int d = 0; d < 4; ++d) mma_m16n8k16<PV>(o[4 * i + d], pa, b[0][d], kKeyTiles == 2 ? b[kKeyTiles - 1][d] : 0u);
+      for (int d = 0; d < 4; ++d) {
+        if constexpr (kKeyTiles == 2) {
+          mma_m16n8k16<PV>(o[4 * i + d], pa, b[0][d], b[1][d]);
+        } else {  // 8 keys: m16n8k8 (A's keys 0-7, pa[0] and pa[1]), no zero half to hold in registers
+          mma_m16n8k8<PV>(o[4 * i + d], pa[0], pa[1], b[0][d]);
+        }
+      }
     }
   }
 
@@ -185,13 +230,13 @@ struct fp8_decode_agent {
 #pragma unroll
     for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
 
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) scale_log2 = queries_to_half(qa, scale_log2);
     if (tid == 0) {  // published by the first tile's barrier (or the merge's)
       smem.scales()[0] = scale_log2;
       smem.scales()[1] = v_scale;
     }
     KV* k = reinterpret_cast<KV*>(smem.bytes);
-    pipeline pipe{src, k, k + geometry::stages * kTile * HeadDim, kv_begin, kv_end, num_tiles, tid,
-                  (1 << src.log2_block) - 1, {}};
+    pipeline pipe{src, k, kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
     pipe.start();
     const int first = warp * kWarpKeys;  // the warp's first key in a tile
     const int k_at = chunk_at(first + g, kKBytes / 16 * t4);
@@ -212,7 +257,7 @@ struct fp8_decode_agent {
       std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        softmax_fragments<PV, Mod.soft_cap>(
+        softmax_fragments<PV, Mod.soft_cap, kKeyTiles>(
             s, h, smem.scales()[0], transform,
             [&](int j, int e, float v, float (&x)[2]) {  // keys past the end (and a missing tile): masked
               const int key = first_key + 8 * j + 2 * t4 + e;

@@ -105,12 +105,16 @@ __device__ __forceinline__ float quad_max_step(float mx, float& m, float& base) 
 /// the sequence end, a causal bound, a window). Then takes the row's max over the lane quad,
 /// rescales m, l (this lane's partial sum) and the accumulators' half h, and writes 2^(s - m)
 /// rounded to T into pa, the A fragments of P for P V (pa[kk]: keys 16 kk .. 16 kk + 15; the
-/// score accumulator's layout is the A layout, so P stays in registers).
-template <class T, bool SoftCap, int KeyTiles, int OTiles, class Mask>
+/// score accumulator's layout is the A layout, so P stays in registers). LiveTiles (0: all):
+/// the key tiles from LiveTiles on are wholly masked, known at compile time (the fp8 decode's 8
+/// keys a warp in a pair of tiles), so their P is 0 without an exponent or a sum.
+template <class T, bool SoftCap, int LiveTiles = 0, int KeyTiles, int OTiles, class Mask>
 __device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4], int h, float scale_log2,
                                                   const score_transform& transform, Mask&& mask, float& m, float& l,
                                                   float (&o)[OTiles][4], std::uint32_t (&pa)[KeyTiles / 2][4]) {
   static_assert(KeyTiles % 2 == 0, "P's A fragments take keys in pairs of 8-key tiles");
+  constexpr int kLive = LiveTiles == 0 ? KeyTiles : LiveTiles;
+  static_assert(kLive >= 1 && kLive <= KeyTiles && (kLive == KeyTiles || KeyTiles == 2));
   constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
   float x[KeyTiles][2];
   masked_scores<SoftCap>(s, h, scale_log2, transform, mask, x);
@@ -119,7 +123,9 @@ __device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4],
   // prefill's 4 from -inf and 0 (the tree costs the prefill 2-4 registers; the other order
   // costs the decode 2 instructions per tile).
   float mx = kNegInf;
-  if constexpr (KeyTiles == 2) {
+  if constexpr (kLive == 1) {
+    mx = fmaxf(x[0][0], x[0][1]);
+  } else if constexpr (KeyTiles == 2) {
     mx = fmaxf(fmaxf(x[0][0], x[0][1]), fmaxf(x[1][0], x[1][1]));
   } else {
 #pragma unroll
@@ -133,11 +139,15 @@ __device__ __forceinline__ void softmax_fragments(const float (&s)[KeyTiles][4],
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < KeyTiles; ++j) {
-    x[j][0] = exp2_approx(x[j][0] - base);
-    x[j][1] = exp2_approx(x[j][1] - base);
+    x[j][0] = j < kLive ? exp2_approx(x[j][0] - base) : 0.0f;
+    x[j][1] = j < kLive ? exp2_approx(x[j][1] - base) : 0.0f;
     if constexpr (KeyTiles != 2) sum += x[j][0] + x[j][1];
   }
-  if constexpr (KeyTiles == 2) sum = (x[0][0] + x[0][1]) + (x[1][0] + x[1][1]);
+  if constexpr (kLive == 1) {
+    sum = x[0][0] + x[0][1];
+  } else if constexpr (KeyTiles == 2) {
+    sum = (x[0][0] + x[0][1]) + (x[1][0] + x[1][1]);
+  }
   l = fmaf(l, rescale, sum);
 #pragma unroll
   for (int n = 0; n < OTiles; ++n) {

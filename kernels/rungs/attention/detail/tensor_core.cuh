@@ -115,11 +115,13 @@ struct fp8_tile_widening {
 /// prefill's widened tiles of fp8_tile_widening), reused after the pipeline drains for
 /// MergeRows rows' states (HeadDim floats, a max and a sum each). One budget for the 16-bit
 /// decode and the prefill.
-template <class T, int HeadDim, int Tile, int MergeRows, class KV = T>
+template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, bool AtBudget = false>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
-  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8>;
+  /// The pipeline holds its row pointers (kv_pipeline's HoldRows); where the loop is at its
+  /// register budget (AtBudget) it spares registers elsewhere (Spare).
+  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, true, AtBudget>;
   /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
@@ -134,8 +136,7 @@ struct tensor_core_storage {
   __device__ __forceinline__ pipeline start(const kv_source<KV>& src, int kv_begin, int kv_end, int num_tiles,
                                             int tid) {
     KV* k = reinterpret_cast<KV*>(bytes);
-    pipeline pipe{src, k, k + geometry::stages * pipeline::kStageElems, kv_begin, kv_end, num_tiles, tid,
-                  (1 << src.log2_block) - 1, {}};
+    pipeline pipe{src, k, kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
     pipe.start();
     return pipe;
   }
@@ -183,7 +184,11 @@ struct tensor_core_decode_agent {
   static_assert(kWarpKeys % 8 == 0 && kKeyWarps * kDimWarps == kWarps && kWarpDims % 16 == 0);
   static_assert(kDimWarps == 1 || kWarpDims % 32 == 0, "a dim warp's V^T is whole ldmatrix.x4s of 32 dims");
 
-  using storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept>;
+  /// Head dim 128 at group 16: the loop takes all 128 registers of its 4-CTA budget (the
+  /// pipeline's stage counter or its held places spill 4 bytes there; sparing both, it has room
+  /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
+  static constexpr bool kAtBudget = HeadDim == 128 && Group > 8;
+  using storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget>;
   using pipeline = typename storage::pipeline;
   using tile_layout = typename storage::tile_layout;
 
