@@ -203,10 +203,13 @@ TEST_CASE("integer div/rem: truncation toward zero; division by zero is reported
   CHECK_THROWS_WITH(eval32("rem.s32 %d, %a, %b", 1u, 0u), Catch::Contains("remainder by zero"));
 }
 
-TEST_CASE("integer min/max/neg", "[op:min.s32][op:max.s32][op:neg.s32]") {
+TEST_CASE("integer min/max/neg", "[op:min.s32][op:max.s32][op:max.u32][op:neg.s32]") {
   CHECK(eval32("min.s32 %d, %a, %b", 0xffffffffu, 1u) == 0xffffffffu);
   CHECK(eval32("max.s32 %d, %a, %b", 0xffffffffu, 1u) == 1u);
   CHECK(eval32("min.u32 %d, %a, %b", 0xffffffffu, 1u) == 1u);
+  CHECK(eval32("max.u32 %d, %a, %b", 0xffffffffu, 1u) == 0xffffffffu);  // unsigned: the sign bit is 2^31
+  CHECK(eval32("max.u32 %d, %a, %b", 0x7fffffffu, 0x80000000u) == 0x80000000u);
+  CHECK(eval32("max.u32 %d, %a, %b", 15u, 7u) == 15u);
   CHECK(eval32("neg.s32 %d, %a", 5u) == static_cast<std::uint32_t>(-5));
   CHECK(eval32("neg.s32 %d, %a", 0x80000000u) == 0x80000000u);
 }
