@@ -90,6 +90,14 @@ void cp_async_wait() {
   }
 }
 
+// threadIdx.x (on the GPU a read the compiler cannot merge with others) and p itself (on the GPU
+// a move the compiler cannot see into): register-allocation devices with no effect on values.
+inline int thread_index_again() { return static_cast<int>(threadIdx.x); }
+template <class P>
+P* opaque_pointer(P* p) {
+  return p;
+}
+
 inline float exp2_approx(float x) { return std::exp2(x); }
 inline float rcp_rn(float x) { return 1.0f / x; }
 
