@@ -49,9 +49,9 @@ void check_decode_with(const Launch& launch, std::mt19937_64& rng, ra::dtype typ
   std::vector<double> want(static_cast<std::size_t>(batch * row));
   ra::reference::decode<HostKV, HostT, double>(s, pools.k, pools.v, q_dense, c.lens, {p.tables, p.table_stride}, sm_scale,
                                                want, {mod.values, mod.sinks}, {scales.k, scales.v});
-  device_buffer<float> sinks(Mod.sinks ? mod.sinks : std::vector<float>(1));
-  device_buffer<float> k_scale(scales.k.empty() ? std::vector<float>(1) : scales.k),
-      v_scale(scales.v.empty() ? std::vector<float>(1) : scales.v);
+  // Null where absent: sinks without Mod.sinks (none drawn), scales over a 16-bit cache.
+  const device_buffer<float> sinks = device_copy_or_none(mod.sinks);
+  const device_buffer<float> k_scale = device_copy_or_none(scales.k), v_scale = device_copy_or_none(scales.v);
 
   device_buffer<HostKV> k(pools.k), v(pools.v);
   device_buffer<HostT> q_dev(q_strided);
@@ -83,9 +83,9 @@ void check_decode_with(const Launch& launch, std::mt19937_64& rng, ra::dtype typ
                          .out = out.data(),
                          .workspace = workspace.data(),
                          .workspace_bytes = workspace.size(),
-                         .sinks = Mod.sinks ? sinks.data() : nullptr,
-                         .k_scale = scales.k.empty() ? nullptr : k_scale.data(),
-                         .v_scale = scales.v.empty() ? nullptr : v_scale.data()};
+                         .sinks = sinks.data(),
+                         .k_scale = k_scale.data(),
+                         .v_scale = v_scale.data()};
     launch(plan, args);  // ra::decode<Set, Mod>, or a mutant's
     RUNGS_CUDA_CHECK(cudaDeviceSynchronize());
 

@@ -97,6 +97,14 @@ class device_buffer {
   std::size_t n_ = 0;
 };
 
+/// A device copy of `host`, or no buffer (data() null) when it is empty: the kernels' optional
+/// per-head arrays (attention sinks, an fp8 cache's scales), which a run without them passes as
+/// null pointers.
+template <class T>
+device_buffer<T> device_copy_or_none(const std::vector<T>& host) {
+  return host.empty() ? device_buffer<T>() : device_buffer<T>(host);
+}
+
 /// Bytes of device memory free now.
 inline std::size_t free_device_memory() {
   std::size_t free = 0, total = 0;
