@@ -90,6 +90,20 @@ bool kills(const instr& in, std::uint32_t slot) {
 // a register read before any write on some path is live from the entry, so it shares with no
 // register before its last read, and its first bits are garbage (or zeros) as before.
 // Returns the slot count; `to` maps each dense number to its slot.
+// Where basic blocks begin (size: instructions + 1): the entry, each branch target, and the
+// instruction after a branch, ret, exit or trap. share_slots' liveness and the touch lists (what
+// an instruction names first in its block) use the same blocks.
+std::vector<bool> block_leaders(const std::vector<instr>& code) {
+  std::vector<bool> leader(code.size() + 1, false);
+  leader[0] = true;
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const op c = code[i].code;
+    if (c == op::bra) leader[code[i].target] = true;
+    if (c == op::bra || c == op::ret || c == op::exit || c == op::trap) leader[i + 1] = true;
+  }
+  return leader;
+}
+
 std::uint32_t share_slots(const function& f, std::uint32_t n, std::uint32_t fixed, std::vector<std::uint32_t>& to) {
   const std::size_t count = f.code.size();
   to.resize(n);
@@ -98,13 +112,7 @@ std::uint32_t share_slots(const function& f, std::uint32_t n, std::uint32_t fixe
   // Basic blocks and their successors.
   std::vector<std::uint32_t> block_of(count), starts;
   {
-    std::vector<bool> leader(count + 1, false);
-    leader[0] = true;
-    for (std::size_t i = 0; i < count; ++i) {
-      const op c = f.code[i].code;
-      if (c == op::bra) leader[f.code[i].target] = true;
-      if (c == op::bra || c == op::ret || c == op::exit || c == op::trap) leader[i + 1] = true;
-    }
+    const std::vector<bool> leader = block_leaders(f.code);
     for (std::size_t i = 0; i < count; ++i) {
       if (leader[i]) starts.push_back(static_cast<std::uint32_t>(i));
       block_of[i] = static_cast<std::uint32_t>(starts.size() - 1);
@@ -812,15 +820,8 @@ class parser {
     each_slot([&](std::uint32_t& slot) { slot = shared[slot]; });
     // What each instruction names first in its basic block (the executor gives a register its
     // bits at the first instruction of the CTA naming it, and every lane that reaches an
-    // instruction inside a block has run the block's earlier ones): blocks begin at the entry,
-    // at branch targets and after a branch, ret or exit.
-    std::vector<bool> leader(f.code.size() + 1, false);
-    leader[0] = true;
-    for (std::size_t i = 0; i < f.code.size(); ++i) {
-      const op c = f.code[i].code;
-      if (c == op::bra) leader[f.code[i].target] = true;
-      if (c == op::bra || c == op::ret || c == op::exit) leader[i + 1] = true;
-    }
+    // instruction inside a block has run the block's earlier ones; block_leaders).
+    const std::vector<bool> leader = block_leaders(f.code);
     std::vector<std::uint32_t> seen(next, 0);  // per slot: the block (numbered from 1) that named it
     std::uint32_t block = 0;
     f.touch_at.assign(1, 0);
