@@ -91,6 +91,18 @@ TEST_CASE("values outside the contract are rejected with the value and the suppo
   no_blocks.num_blocks = 0;
   CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, no_blocks, noop); }) ==
         "num_blocks = 0 must be at least 1");
+  // A pool's rows (block, head, token) are addressed in 32 bits: 2^24 blocks x 8 heads x 16
+  // tokens is 2^31 rows, one too many; a block fewer fits.
+  auto rows_past_int32 = shape(8, 8, 128, 16);
+  rows_past_int32.num_blocks = std::int64_t{1} << 24;
+  CHECK(error_of([&] { ra::dispatch_decode<set>(ra::dtype::bf16, rows_past_int32, noop); }) ==
+        "num_blocks * num_kv_heads * block_size = 2147483648 rows exceed 2^31 - 1 (the kernels address a pool's rows "
+        "in 32 bits)");
+  rows_past_int32.num_blocks -= 1;
+  CHECK_NOTHROW(ra::dispatch_decode<set>(ra::dtype::bf16, rows_past_int32, noop));
+  rows_past_int32.num_blocks = std::int64_t{1} << 31;
+  CHECK(error_of([&] { ra::dispatch_prefill<set>(ra::dtype::bf16, rows_past_int32, []<class T, int D, int B>() {}); }) ==
+        "num_blocks = 2147483648 exceeds 2^31 - 1 (block tables hold 32-bit ids)");
   CHECK_THROWS_AS(ra::dispatch_decode<set>(ra::dtype::bf16, shape(8, 8, 72, 16), noop), rungs::unsupported_value);
   // Prefill flattens the group into rows: any group is fine there.
   CHECK_NOTHROW(ra::dispatch_prefill<set>(ra::dtype::bf16, shape(24, 2, 128, 16), []<class T, int D, int B>() {}));

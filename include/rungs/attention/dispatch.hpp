@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -335,6 +336,15 @@ inline void check_shape(const attention_shape& s) {
   if (s.num_blocks < 1) fail("num_blocks = ", s.num_blocks, " must be at least 1");
   (void)detail::dispatch_in(supported_head_dims{}, "head_dim", s.head_dim, detail::accept_value{});
   (void)detail::dispatch_in(supported_block_sizes{}, "block_size", s.block_size, detail::accept_value{});
+  // Block tables hold 32-bit ids, and the kernels address a pool's (block, head, token) rows in
+  // 32 bits (kv_pipeline's leads; bytes are 64-bit): 2^31 rows of 64 fp8 dims are 128 GiB.
+  constexpr std::int64_t kMax32 = 2147483647;
+  if (s.num_blocks > kMax32) fail("num_blocks = ", s.num_blocks, " exceeds 2^31 - 1 (block tables hold 32-bit ids)");
+  const std::int64_t rows = s.num_blocks * s.num_kv_heads * s.block_size;
+  if (rows > kMax32) {
+    fail("num_blocks * num_kv_heads * block_size = ", rows,
+         " rows exceed 2^31 - 1 (the kernels address a pool's rows in 32 bits)");
+  }
 }
 
 /// check_shape plus the decode-only rule on the group size.
