@@ -1474,6 +1474,30 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
   return cudaSuccess;
 }
 
+// New arguments and launch shape for kernel node `n` (of a graph or an instantiated graph),
+// checked before anything changes: `kernel` is the kernel the node runs afterwards.
+static cudaError_t set_kernel_params(rungs::sim::rt::node& n, const kernel_record& kernel,
+                                     const cudaKernelNodeParams& p, const std::string& api) {
+  if (p.extra != nullptr) return fail(cudaErrorInvalidValue, api + ": 'extra' is not simulated (use kernelParams)");
+  const dim3 grid = p.gridDim, block = p.blockDim;
+  if (cudaError_t e = check_config(kernel, grid, block, p.sharedMemBytes)) return e;
+  const auto params = rungs::sim::entry_params(*kernel.mod->parsed, kernel.name);
+  if (!params.empty() && p.kernelParams == nullptr) {
+    return fail(cudaErrorInvalidValue, api + ": kernelParams is null for " + kernel.name + ", which takes " +
+                                           std::to_string(params.size()) + " parameters");
+  }
+  n.k = const_cast<kernel_record*>(&kernel);
+  n.grid = {grid.x, grid.y, grid.z};
+  n.block = {block.x, block.y, block.z};
+  n.shared = p.sharedMemBytes;
+  n.params.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* bytes = static_cast<const unsigned char*>(p.kernelParams[i]);
+    n.params[i].assign(bytes, bytes + params[i].size);
+  }
+  return cudaSuccess;
+}
+
 // New arguments and launch shape for one kernel node of an instantiated graph (the kernel itself
 // stays: changing it is refused, not simulated).
 cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGraphNode_t node,
@@ -1491,19 +1515,37 @@ cudaError_t cudaGraphExecKernelNodeSetParams(cudaGraphExec_t hGraphExec, cudaGra
     return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: another kernel than the node's " + n.k->name +
                                            " (changing a node's kernel is not simulated)");
   }
-  if (pNodeParams->extra != nullptr) {
-    return fail(cudaErrorInvalidValue, "cudaGraphExecKernelNodeSetParams: 'extra' is not simulated (use kernelParams)");
+  return set_kernel_params(n, *n.k, *pNodeParams, "cudaGraphExecKernelNodeSetParams");
+}
+
+// New parameters for a kernel node of a graph (not yet instantiated, or to be carried into an
+// instantiated one by cudaGraphExecUpdate). Unlike an instantiated graph's node, a graph's node
+// may change its kernel, as in CUDA; the kernel must be one the program registered.
+cudaError_t cudaGraphKernelNodeSetParams(cudaGraphNode_t node, const cudaKernelNodeParams* pNodeParams) {
+  std::lock_guard lock(S().mutex);
+  rungs::sim::rt::node* n = kernel_node(node);
+  if (n == nullptr || pNodeParams == nullptr) {
+    return fail(cudaErrorInvalidValue, "cudaGraphKernelNodeSetParams: not a kernel node of a live graph");
   }
-  const dim3 grid = pNodeParams->gridDim, block = pNodeParams->blockDim;
-  if (cudaError_t e = check_config(*n.k, grid, block, pNodeParams->sharedMemBytes)) return e;
-  const auto params = rungs::sim::entry_params(*n.k->mod->parsed, n.k->name);
-  if (!params.empty() && pNodeParams->kernelParams == nullptr) return fail(cudaErrorInvalidValue);
-  n.grid = {grid.x, grid.y, grid.z};
-  n.block = {block.x, block.y, block.z};
-  n.shared = pNodeParams->sharedMemBytes;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const auto* p = static_cast<const unsigned char*>(pNodeParams->kernelParams[i]);
-    n.params[i].assign(p, p + params[i].size);
+  const auto it = S().kernels.find(pNodeParams->func);
+  if (it == S().kernels.end()) {
+    return fail(cudaErrorInvalidDeviceFunction, "cudaGraphKernelNodeSetParams: func is not a kernel of this program");
+  }
+  return set_kernel_params(*n, it->second, *pNodeParams, "cudaGraphKernelNodeSetParams");
+}
+
+// What kind of node a handle names: kernel, memcpy, memset or host (the kinds this runtime builds).
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* pType) {
+  std::lock_guard lock(S().mutex);
+  if (node == nullptr || pType == nullptr || !S().graphs.count(const_cast<CUgraph_st*>(node->graph)) ||
+      node->index >= node->graph->nodes.size()) {
+    return fail(cudaErrorInvalidValue, "cudaGraphNodeGetType: not a node of a live graph");
+  }
+  switch (node->graph->nodes[node->index].kind) {
+    case rungs::sim::rt::node::kernel: *pType = cudaGraphNodeTypeKernel; break;
+    case rungs::sim::rt::node::copy: *pType = cudaGraphNodeTypeMemcpy; break;
+    case rungs::sim::rt::node::set: *pType = cudaGraphNodeTypeMemset; break;
+    case rungs::sim::rt::node::host: *pType = cudaGraphNodeTypeHost; break;
   }
   return cudaSuccess;
 }

@@ -472,7 +472,9 @@ TEST_CASE("cudaGraphExecUpdate: new kernel arguments into an instantiated graph;
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
 }
 
-TEST_CASE("kernel node handles: cudaGraphGetNodes, cudaGraphKernelNodeGetParams, cudaGraphExecKernelNodeSetParams") {
+TEST_CASE(
+    "kernel node handles: cudaGraphGetNodes, cudaGraphNodeGetType, cudaGraphKernelNodeGetParams, "
+    "cudaGraphKernelNodeSetParams, cudaGraphExecKernelNodeSetParams") {
   cudaStream_t s = nullptr;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
   int* p = nullptr;
@@ -514,6 +516,42 @@ TEST_CASE("kernel node handles: cudaGraphGetNodes, cudaGraphKernelNodeGetParams,
   params.func = reinterpret_cast<void*>(with_shared);
   CHECK(cudaGraphExecKernelNodeSetParams(exec, nodes[1], &params) == cudaErrorInvalidValue);
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+
+  // The graph's own node: new arguments, carried into the instantiated graph by
+  // cudaGraphExecUpdate; a new kernel is taken by the graph but refused by the update.
+  cudaGraphNodeType type{};
+  REQUIRE(cudaGraphNodeGetType(nodes[0], &type) == cudaSuccess);
+  CHECK(type == cudaGraphNodeTypeMemset);
+  REQUIRE(cudaGraphNodeGetType(nodes[1], &type) == cudaSuccess);
+  CHECK(type == cudaGraphNodeTypeKernel);
+  params.func = reinterpret_cast<void*>(add_scalar);
+  value = 5;
+  params.gridDim = dim3(4);
+  params.blockDim = dim3(16);
+  CHECK(cudaGraphKernelNodeSetParams(nodes[0], &params) == cudaErrorInvalidValue);  // the memset
+  cudaGetLastError();
+  REQUIRE(cudaGraphKernelNodeSetParams(nodes[1], &params) == cudaSuccess);
+  value = 6;  // the node copied the arguments' bytes: later changes to them do not reach it
+  cudaKernelNodeParams read{};
+  REQUIRE(cudaGraphKernelNodeGetParams(nodes[1], &read) == cudaSuccess);
+  CHECK(read.gridDim.x == 4);
+  CHECK(read.blockDim.x == 16);
+  CHECK(*static_cast<int*>(read.kernelParams[2]) == 5);
+  cudaGraphExecUpdateResultInfo info{};
+  REQUIRE(cudaGraphExecUpdate(exec, graph, &info) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 64) == std::vector<int>(64, 5));  // the memset, then 4 x 16 threads add 5
+  params.gridDim = dim3(1);
+  params.blockDim = dim3(2048);  // past the 1024 threads of a block: refused, the node unchanged
+  CHECK(cudaGraphKernelNodeSetParams(nodes[1], &params) == cudaErrorInvalidConfiguration);
+  cudaGetLastError();
+  REQUIRE(cudaGraphKernelNodeGetParams(nodes[1], &read) == cudaSuccess);
+  CHECK(read.blockDim.x == 16);
+  params.blockDim = dim3(32);
+  params.func = &value;  // not a kernel
+  CHECK(cudaGraphKernelNodeSetParams(nodes[1], &params) == cudaErrorInvalidDeviceFunction);
+  cudaGetLastError();
 
   REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
   REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
