@@ -152,6 +152,49 @@ void executor::arith_f64(const lane_io& io) {
   return;
 }
 
+// add, sub, mul, fma on f16, bf16 and their pairs (f16x2, bf16x2: two elements, the first in
+// the low 16 bits), element by element: round to nearest even (numeric.hpp); .ftz (f16 only)
+// flushes subnormal inputs and results to zeros of their sign, .sat clamps to [0, 1]; a NaN
+// result is the canonical NaN. Other roundings, .relu and div have no 16-bit form here.
+void executor::arith_f16(const lane_io& io) {
+  const instr& in = io.in;
+  const bool bf = in.type == vtype::bf16 || in.type == vtype::bf16x2;
+  const unsigned elems = in.type == vtype::f16x2 || in.type == vtype::bf16x2 ? 2 : 1;
+  if (in.round != rounding::none && in.round != rounding::rn) io.no("rounding mode other than .rn");
+  if (in.code == op::div || in.code == op::mad) io.no("div/mad on 16-bit floats (PTX has neither)");
+  if (bf && (in.ftz || in.sat)) io.no(".ftz/.sat on bf16 (PTX has neither)");
+  const bool ftz = in.ftz, sat = in.sat;
+  const auto widen = [&](std::uint64_t h) {
+    const float x = as_f32(bf ? f32_from_bf16(static_cast<std::uint16_t>(h)) : f32_from_f16(static_cast<std::uint16_t>(h)));
+    return ftz && (h & 0x7c00u) == 0 ? std::copysign(0.0f, x) : x;  // f16 subnormal (or zero)
+  };
+  const auto narrow = [&](float r) -> std::uint64_t {
+    if (std::isnan(r)) return sat ? 0u : kCanonicalNan16;
+    if (sat) r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+    if (sat && r == 0.0f) r = 0.0f;  // -0 clamps to +0
+    std::uint16_t h = bf ? bf16_from_f32(r) : f16_from_f32(r);
+    if (ftz && (h & 0x7c00u) == 0) h &= 0x8000u;  // a subnormal result flushes to a zero of its sign
+    return h;
+  };
+  for_lanes(io.mask, [&](unsigned l) {
+    const std::uint64_t a = io.rd(1, l), b = io.rd(2, l), c = in.code == op::fma ? io.rd(3, l) : 0;
+    std::uint64_t r = 0;
+    for (unsigned e = 0; e < elems; ++e) {
+      const unsigned sh = 16 * e;
+      const float x = widen(a >> sh & 0xffff), y = widen(b >> sh & 0xffff);
+      float v = 0;
+      switch (in.code) {
+        case op::add: v = x + y; break;
+        case op::sub: v = x - y; break;
+        case op::mul: v = x * y; break;
+        default: v = round_to_odd_f32(x, y, widen(c >> sh & 0xffff)); break;
+      }
+      r |= narrow(v) << sh;
+    }
+    io.wr(l, r);
+  });
+}
+
 void executor::arith_int(const lane_io& io) {
   const instr& in = io.in;
   const std::uint32_t mask = io.mask;
@@ -213,6 +256,9 @@ void executor::exec_arith(warp& w, const instr& in, std::uint32_t pc, std::uint3
   const lane_io io{*this, w, in, pc, mask};
   if (in.type == vtype::f32) return arith_f32(io);
   if (in.type == vtype::f64) return arith_f64(io);
+  if (in.type == vtype::f16 || in.type == vtype::f16x2 || in.type == vtype::bf16 || in.type == vtype::bf16x2) {
+    return arith_f16(io);
+  }
   if (!is_int(in.type)) io.no("arithmetic on this type");
   arith_int(io);
 }
@@ -249,6 +295,45 @@ void executor::exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint
     for_mask(mask, [&](unsigned l) { d[l] = f32_minmax(as_f32(a[l]), as_f32(b[l]), is_max, ftz) & wm; });
     return;
   }
+  if (t == vtype::f64) {  // as f32's: a NaN operand ignored, -0 below +0
+    if (in.ftz) io.no(".ftz on f64");
+    for_mask(mask, [&](unsigned l) {
+      const double x = as_f64(a[l]), y = as_f64(b[l]);
+      if (std::isnan(x) || std::isnan(y)) {
+        d[l] = std::isnan(x) && std::isnan(y) ? kCanonicalNanF64 : std::isnan(x) ? b[l] : a[l];
+      } else if (x == y) {
+        d[l] = (is_max ? !std::signbit(x) : std::signbit(x)) ? a[l] : b[l];
+      } else {
+        d[l] = (is_max ? x > y : x < y) ? a[l] : b[l];
+      }
+    });
+    return;
+  }
+  if (t == vtype::f16 || t == vtype::f16x2 || t == vtype::bf16 || t == vtype::bf16x2) {
+    // Element by element, as f32's rule on their exact values; the result is one of the
+    // inputs (or the canonical NaN), so it needs no rounding. .NaN and .xorsign.abs: not here.
+    const bool bf = t == vtype::bf16 || t == vtype::bf16x2;
+    const unsigned elems = t == vtype::f16x2 || t == vtype::bf16x2 ? 2 : 1;
+    if (bf && in.ftz) io.no(".ftz on bf16");
+    const bool ftz = in.ftz;
+    for_mask(mask, [&](unsigned l) {
+      std::uint64_t r = 0;
+      for (unsigned e = 0; e < elems; ++e) {
+        const auto h = [&](std::uint64_t v) {
+          const auto bits16 = static_cast<std::uint16_t>(v >> 16 * e);
+          return as_f32(bf ? f32_from_bf16(bits16) : f32_from_f16(bits16));
+        };
+        const float x = h(a[l]), y = h(b[l]);
+        const std::uint32_t m = static_cast<std::uint32_t>(f32_minmax(x, y, is_max, false));
+        const float v = std::bit_cast<float>(m);
+        std::uint16_t o = std::isnan(v) ? kCanonicalNan16 : bf ? bf16_from_f32(v) : f16_from_f32(v);
+        if (ftz && (o & 0x7c00u) == 0) o &= 0x8000u;
+        r |= std::uint64_t{o} << 16 * e;
+      }
+      d[l] = r & wm;
+    });
+    return;
+  }
   if (!is_int(t)) io.no("min/max on this type");
   const unsigned bits = io.bits;
   if (sgn) {
@@ -275,6 +360,21 @@ void executor::exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint
       std::uint64_t v = io.rd(1, l) & wm;
       if (in.ftz && t == vtype::f32) v = std::bit_cast<std::uint32_t>(flush(as_f32(v)));
       io.wr(l, is_neg ? v ^ sign : v & ~sign);
+    });
+    return;
+  }
+  if (t == vtype::f16 || t == vtype::f16x2 || t == vtype::bf16 || t == vtype::bf16x2) {  // each element's sign bit
+    if (in.ftz && (t == vtype::bf16 || t == vtype::bf16x2)) io.no(".ftz on bf16");
+    const unsigned elems = t == vtype::f16x2 || t == vtype::bf16x2 ? 2 : 1;
+    const bool f16 = t == vtype::f16 || t == vtype::f16x2;
+    for_lanes(mask, [&](unsigned l) {
+      std::uint64_t r = 0;
+      for (unsigned e = 0; e < elems; ++e) {
+        std::uint64_t h = io.rd(1, l) >> 16 * e & 0xffff;
+        if (in.ftz && f16 && (h & 0x7c00u) == 0) h &= 0x8000u;
+        r |= (is_neg ? h ^ 0x8000u : h & 0x7fffu) << 16 * e;
+      }
+      io.wr(l, r);
     });
     return;
   }

@@ -344,7 +344,10 @@ bool executor::bar_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   for (unsigned l = 0; l < kLanes; ++l) {
     if (w.state[l] != lane_state::done && w.state[l] != lane_state::absent) live_mask |= 1u << l;
   }
-  if (mask != live_mask) {
+  // The aligned forms (bar.sync, barrier.sync.aligned) require every live lane of the warp at
+  // this one instruction; barrier.sync lets lanes arrive apart, each waiting until every
+  // thread of the CTA has reached a barrier 0 (CUDA's __syncthreads in divergent code, sm_70+).
+  if (in.aligned && mask != live_mask) {
     fail_at(pc, tid0,
             "bar.sync (aligned) reached by part of a warp only (lanes 0x" + hex(mask) + " of live lanes 0x" +
                 hex(live_mask) + "): every thread must reach the same barrier");

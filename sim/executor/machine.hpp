@@ -311,6 +311,7 @@ class executor {
   void exec_arith(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void arith_f32(const lane_io& io);
   void arith_f64(const lane_io& io);
+  void arith_f16(const lane_io& io);
   void arith_int(const lane_io& io);
   void exec_rem(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);

@@ -80,6 +80,31 @@ inline std::uint32_t f32_from_bf16(std::uint16_t h) {
   return std::isnan(x) ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
 }
 
+// Arithmetic on f16 and bf16 elements (add, sub, mul, fma; the ISA's .rn): computed from the
+// elements' exact float values and rounded once to the element type, to nearest even.
+// add, sub and mul of two 16-bit values are correctly rounded in float and rounded again to 16
+// bits without error (float's 24 bits are at least 2 x 11 + 2: double rounding is innocuous).
+// fma's exact a b + c can need 80 bits, so it is rounded to odd at double precision (TwoSum
+// gives the exact error) and again at float precision: rounding to odd keeps the sticky
+// information, so the final rounding to 16 bits is the only one that counts.
+inline float round_to_odd_f32(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);  // exact: two 24-bit significands
+  const double s = p + static_cast<double>(c);
+  const double bb = s - p;
+  const double err = (p - (s - bb)) + (static_cast<double>(c) - bb);  // s + err = p + c exactly
+  double ro = s;
+  if (err != 0.0 && std::isfinite(s)) {
+    const double t = (err > 0.0) == (s > 0.0) ? s : std::nextafter(s, 0.0);  // toward zero
+    ro = (std::bit_cast<std::uint64_t>(t) & 1) ? t : std::nextafter(t, t > 0.0 ? HUGE_VAL : -HUGE_VAL);
+  }
+  float f = static_cast<float>(ro);
+  if (std::isfinite(ro) && static_cast<double>(f) != ro) {
+    const float t = (static_cast<double>(f) > ro) == (ro > 0.0) ? std::nextafter(f, 0.0f) : f;  // toward zero
+    f = (std::bit_cast<std::uint32_t>(t) & 1) ? t : std::nextafter(t, t > 0.0f ? HUGE_VALF : -HUGE_VALF);
+  }
+  return f;
+}
+
 // ex2.approx(.ftz).f32: 2^x; 2^-inf = +0, 2^+inf = +inf, 2^NaN = NaN. The ISA bounds the
 // relative error (2^-22 over the full range); libm's exp2f is within 1 ulp.
 inline std::uint64_t ex2_f32(float x, bool ftz) {

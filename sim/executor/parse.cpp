@@ -1373,6 +1373,7 @@ class parser {
       if (parts.size() >= 2 && parts[1] == "sync" &&
           (parts.size() == 2 || (parts.size() == 3 && parts[2] == "aligned" && name == "barrier"))) {
         in.code = op::bar_sync;
+        in.aligned = name == "bar" || parts.size() == 3;  // bar.sync is barrier.sync.aligned
         return;
       }
       // bar.red.{and,or}.pred / bar.red.popc.u32 (barrier.red... with .aligned): __syncthreads_and,
@@ -1384,6 +1385,7 @@ class parser {
         if ((parts.size() == 4 || aligned) && ((kind == "popc" && type == "u32") ||
                                                ((kind == "and" || kind == "or") && type == "pred"))) {
           in.code = op::bar_red;
+          in.aligned = name == "bar" || aligned;
           in.type = type == "u32" ? vtype::u32 : vtype::pred;
           in.aop = kind == "popc" ? atom_op::add : kind == "and" ? atom_op::and_ : atom_op::or_;
           return;

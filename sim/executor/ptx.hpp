@@ -71,6 +71,8 @@ struct instr {
   bool shiftamt = false;         // bfind.shiftamt
   bool clamp = false;            // bmsk.clamp (else .wrap)
   bool noftz = false;            // atom.add.noftz (f16, bf16 and their pairs)
+  bool aligned = true;           // bar.sync, barrier.sync.aligned (every lane of a warp at the
+                                 // same instruction); barrier.sync: lanes may arrive apart
   bool publishes = false;        // fence/membar of gpu or sys scope: makes the thread's weak global
                                  // stores visible to other blocks (a cta or cluster fence does not)
   callee fn = callee::vprintf;   // call: the function; ops are the return slot (or none), then the arguments

@@ -424,6 +424,58 @@ $L_out:
   CHECK_THROWS_WITH(c.run(early_exit, 64), Catch::Contains("exited"));
 }
 
+TEST_CASE("barrier.sync (not .aligned): a warp's lanes may reach barrier 0 apart, at different instructions",
+          "[op:barrier.sync][op:barrier.sync.aligned]") {
+  // Odd and even lanes each write their word, wait at their own barrier, and read their
+  // neighbour's: ordered by the barrier, so no race; odd lanes read 2, even lanes 1.
+  const auto text = [](const std::string& barrier) {
+    return kernel("  .shared .align 4 .b8 smem[256];\n", R"(
+  mov.u32 %r4, smem;
+  mov.u32 %r7, %tid.x;
+  shl.b32 %r1, %r7, 2;
+  add.s32 %r1, %r1, %r4;
+  xor.b32 %r2, %r7, 1;
+  shl.b32 %r2, %r2, 2;
+  add.s32 %r2, %r2, %r4;
+  and.b32 %r5, %r7, 1;
+  setp.eq.u32 %p1, %r5, 1;
+  @%p1 bra $L_odd;
+  mov.u32 %r6, 2;
+  st.shared.u32 [%r1], %r6;
+  )" + barrier + R"( 0;
+  ld.shared.u32 %r3, [%r2];
+  bra $L_end;
+$L_odd:
+  mov.u32 %r6, 1;
+  st.shared.u32 [%r1], %r6;
+  )" + barrier + R"( 0;
+  ld.shared.u32 %r3, [%r2];
+$L_end:
+  st.global.u32 [%rd_out], %r3;
+)");
+  };
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    buffers b(64);
+    b.run(text("barrier.sync"), 64, {.seed = seed});
+    for (unsigned t = 0; t < 64; ++t) CHECK(b.out[t] == (t % 2 ? 2u : 1u));
+  }
+  // The aligned forms require the whole warp at one instruction.
+  buffers aligned(64);
+  CHECK_THROWS_WITH(aligned.run(text("barrier.sync.aligned"), 64), Catch::Contains("part of a warp"));
+  buffers bar(64);
+  CHECK_THROWS_WITH(bar.run(text("bar.sync"), 64), Catch::Contains("part of a warp"));
+  // Apart or not, every thread must arrive: lanes that exit instead are still reported.
+  const std::string early_exit = kernel("", R"(
+  setp.lt.u32 %p1, %lane, 16;
+  @%p1 bra $L_out;
+  barrier.sync 0;
+$L_out:
+  ret;
+)");
+  buffers c(32);
+  CHECK_THROWS_WITH(c.run(early_exit, 32), Catch::Contains("exited"));
+}
+
 TEST_CASE("same-warp shared accesses need bar.warp.sync (Volta+ independent thread scheduling)",
           "[op:bar.warp.sync]") {
   const auto text = [](const std::string& sync) {

@@ -369,6 +369,50 @@ TEST_CASE("16-bit floats: widening is exact, narrowing rounds to nearest even, N
   CHECK(eval32("mov.b32 %d, %a", 0xabcdef01u) == 0xabcdef01u);
 }
 
+TEST_CASE("f16/bf16 arithmetic, scalar and pairs: one rounding to nearest even, .ftz, .sat, canonical NaN",
+          "[op:add.f16x2][op:sub.f16x2][op:mul.f16x2][op:fma.rn.f16x2][op:add.ftz.f16x2][op:mul.ftz.f16x2]"
+          "[op:add.sat.f16x2][op:add.f16][op:fma.rn.f16][op:add.rn.bf16x2][op:fma.rn.bf16x2][op:mul.rn.bf16]") {
+  // f16: 1 = 0x3c00, 2 = 0x4000, 3 = 0x4200, 0.5 = 0x3800, 2^-11 = 0x1000, 2^-12 = 0x0c00,
+  // 2^-24 = 0x0001 (the smallest subnormal), 65504 = 0x7bff (the largest), inf = 0x7c00.
+  // A pair's first element is its low 16 bits.
+  CHECK(eval32("add.f16x2 %d, %a, %b", 0x3c004000u, 0x38003c00u) == 0x3e004200u);  // {1 + 0.5, 2 + 1}
+  CHECK(eval32("add.f16x2 %d, %a, %b", 0x3c013c00u, 0x10001000u) == 0x3c023c00u);  // ties: 1 + 2^-11 -> 1 (even); 1 + 2^-10 + 2^-11 -> 1 + 2^-9
+  CHECK(eval32("sub.f16x2 %d, %a, %b", 0x3c004200u, 0x3c003c00u) == 0x00004000u);  // x - x = +0; 3 - 1
+  CHECK(eval32("add.f16x2 %d, %a, %b", 0x7bff7e01u, 0x7bff3c00u) == 0x7c007fffu);  // 65504 + 65504 = inf; NaN -> canonical
+  CHECK(eval32("mul.f16x2 %d, %a, %b", 0x5c003c00u, 0x5c00bc00u) == 0x7c00bc00u);  // 256 x 256 = 65536 -> inf; 1 x -1
+  CHECK(eval32("mul.f16x2 %d, %a, %b", 0x0c000001u, 0x0c003c00u) == 0x00010001u);  // 2^-12 x 2^-12 = 2^-24; subnormal kept
+  CHECK(eval32("mul.ftz.f16x2 %d, %a, %b", 0x0c000001u, 0x0c003c00u) == 0x00000000u);  // subnormal result, input flushed
+  CHECK(eval32("add.ftz.f16x2 %d, %a, %b", 0x80013c00u, 0x80000001u) == 0x80003c00u);  // -2^-24 flushed to -0, + -0; 1 + (0)
+  CHECK(eval32("add.sat.f16x2 %d, %a, %b", 0x3c00bc00u, 0x3c003800u) == 0x3c000000u);  // 2 -> 1; -0.5 -> +0
+  // fma rounds once: 2048 + 1070/1024 x 1960/2048 = 2049 + 48 2^-21 is just above the tie
+  // between 2048 and 2050 (f16 steps by 2 there), so it rounds up to 2050 (0x6801). In f32 the
+  // sum would round to 2049 exactly first, and the tie then to the even 2048 (0x6800).
+  CHECK(eval32("fma.rn.f16x2 %d, %a, %b, %c", 0xbc2e3c2eu, 0x3ba83ba8u, 0xe8006800u) == 0xe8016801u);
+  CHECK(eval32("fma.rn.f16x2 %d, %a, %b, %c", 0x40003c00u, 0x42004200u, 0xbc003c00u) == 0x45004400u);  // {1 x 3 + 1, 2 x 3 - 1}
+  // Scalars live in 16-bit registers (mov.b32 {low, high} splits a word).
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; add.f16 %hd, %ha, %hb; cvt.u32.u16 %d, %hd", 0x3c004000u) == 0x4200u);
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; fma.rn.f16 %hd, %ha, %hb, %ha; cvt.u32.u16 %d, %hd", 0x42004000u) == 0x4800u);  // 2 x 3 + 2 = 8
+  // bf16: 1 = 0x3f80, 2 = 0x4000, 3 = 0x4040, 7 = 0x40e0, 2^-8 = 0x3b80; a step of 2^-7 at 1.
+  CHECK(eval32("add.rn.bf16x2 %d, %a, %b", 0x3f813f80u, 0x3b803b80u) == 0x3f823f80u);  // ties to even, as f16's
+  CHECK(eval32("fma.rn.bf16x2 %d, %a, %b, %c", 0x40003f80u, 0x40404040u, 0x3f80bf80u) == 0x40e04000u);  // {1 x 3 - 1, 2 x 3 + 1}
+  CHECK(eval32("mov.b32 {%ha, %hb}, %a; mul.rn.bf16 %hd, %ha, %hb; cvt.u32.u16 %d, %hd", 0x40404000u) == 0x40c0u);  // 2 x 3 = 6
+}
+
+TEST_CASE("f16/bf16 min, max, neg, abs by element; min/max.f64 as f32's",
+          "[op:max.f16x2][op:min.f16x2][op:max.bf16x2][op:neg.f16x2][op:abs.bf16x2][op:max.f64][op:min.f64]") {
+  CHECK(eval32("max.f16x2 %d, %a, %b", 0x3c007e00u, 0x40004200u) == 0x40004200u);  // {max(NaN, 3) = 3, max(1, 2) = 2}
+  CHECK(eval32("min.f16x2 %d, %a, %b", 0x80007e00u, 0x00007c01u) == 0x80007fffu);  // {two NaNs: canonical, min(-0, +0) = -0}
+  CHECK(eval32("max.bf16x2 %d, %a, %b", 0xbf803f80u, 0xc0004000u) == 0xbf804000u);  // {max(1, 2), max(-1, -2)}
+  CHECK(eval32("neg.f16x2 %d, %a", 0xbc003c00u) == 0x3c00bc00u);
+  CHECK(eval32("abs.bf16x2 %d, %a", 0xbf80ffc1u) == 0x3f807fc1u);  // sign bits only, a NaN's payload kept
+  const auto f64 = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  CHECK(eval64("max.f64 %ld, %la, %lb", f64(1.0), f64(2.0)) == f64(2.0));
+  CHECK(eval64("max.f64 %ld, %la, %lb", f64(std::nan("")), f64(-2.0)) == f64(-2.0));
+  CHECK(eval64("max.f64 %ld, %la, %lb", f64(-0.0), f64(0.0)) == f64(0.0));
+  CHECK(eval64("min.f64 %ld, %la, %lb", f64(0.0), f64(-0.0)) == f64(-0.0));
+  CHECK(eval64("min.f64 %ld, %la, %lb", f64(std::nan("")), f64(std::nan(""))) == 0x7fffffffffffffffull);
+}
+
 TEST_CASE("fp8 narrowing: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 rounds to nearest even, saturates, a in the high byte",
           "[op:cvt.rn.satfinite.e4m3x2.f32][op:cvt.rn.satfinite.e5m2x2.f32]") {
   // OCP FP8. E4M3: bias 7, 3 mantissa bits, largest 448 = 0x7e, NaN 0x7f, no infinity.
