@@ -44,6 +44,7 @@ const std::vector<injectable> kCalls = {
     {"cudaStreamWaitEvent", cudaErrorInvalidResourceHandle},
     {"cudaStreamQuery", cudaErrorLaunchFailure},
     {"cudaLaunchHostFunc", cudaErrorInvalidValue},
+    {"cudaStreamAddCallback", cudaErrorInvalidValue},
     {"cudaGraphExecUpdate", cudaErrorGraphExecUpdateFailure},
     {"cudaStreamCreateWithFlags", cudaErrorMemoryAllocation},
     {"cudaStreamSynchronize", cudaErrorLaunchFailure},

@@ -254,6 +254,7 @@ std::string env_choice(const char* name, std::initializer_list<const char*> allo
 
 struct state {
   std::recursive_mutex mutex;
+  cudaFuncCache cache_config = cudaFuncCachePreferNone;  // cudaDeviceSetCacheConfig's hint, reported back
   std::deque<module_record> modules;
   std::map<const void*, kernel_record> kernels;  // host stub -> kernel
   std::map<const void*, symbol_record> symbols;  // host shadow variable -> device variable
@@ -965,6 +966,9 @@ cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int dev
     case cudaDevAttrUnifiedAddressing: *value = 1; return cudaSuccess;
     case cudaDevAttrManagedMemory:
     case cudaDevAttrConcurrentManagedAccess: *value = 1; return cudaSuccess;  // one memory: always coherent
+    case cudaDevAttrCanMapHostMemory: *value = 1; return cudaSuccess;  // cudaHostAlloc(Mapped), cudaHostGetDevicePointer
+    case cudaDevAttrGpuOverlap: *value = 1; return cudaSuccess;        // copies on streams, in stream order
+    case cudaDevAttrAsyncEngineCount: *value = 2; return cudaSuccess;  // the H100's copy engines
     case cudaDevAttrCooperativeLaunch:   // grid-wide sync is not simulated
     case cudaDevAttrMemoryPoolsSupported: *value = 0; return cudaSuccess;  // nor pools (cudaMallocAsync allocates at the call)
     default:
@@ -1006,6 +1010,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp* prop, int device) {
   prop->unifiedAddressing = 1;
   prop->managedMemory = 1;
   prop->concurrentManagedAccess = 1;
+  prop->canMapHostMemory = 1;
+  prop->asyncEngineCount = 2;
   return cudaSuccess;
 }
 
@@ -1884,6 +1890,87 @@ cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* userD
   return issue(std::move(n), stream);  // after a device fault it is not run, as on CUDA
 }
 
+// The legacy form of cudaLaunchHostFunc: the callback runs when it is issued, after the
+// stream's earlier work (which has run), and is told the device's state: cudaSuccess, or the
+// sticky error of an earlier fault (CUDA passes it too). CUDA refuses it on a capturing stream
+// (use cudaLaunchHostFunc); so does this runtime, invalidating the capture.
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void* userData, unsigned int flags) {
+  std::lock_guard lock(S().mutex);
+  const faults::detail::call_scope call("cudaStreamAddCallback");
+  if (call.error != cudaSuccess) return injected(call);
+  if (callback == nullptr || flags != 0) {
+    return fail(cudaErrorInvalidValue, "cudaStreamAddCallback: a null callback or flags other than 0");
+  }
+  if (cudaError_t e = check_stream(stream)) return e;
+  if (capture_state* c = capture_of(stream)) {
+    c->invalidated = cudaErrorStreamCaptureInvalidated;
+    return fail(cudaErrorStreamCaptureUnsupported,
+                "cudaStreamAddCallback on a capturing stream (cudaLaunchHostFunc records a host node; the capture is invalidated)");
+  }
+  callback(stream, S().sticky, userData);
+  return cudaSuccess;
+}
+
+// Cache and shared-memory carve-out preferences are hints on a GPU; here there is no L1 to
+// divide. A value outside the enumeration is refused, as CUDA does.
+static cudaError_t cache_config(enum cudaFuncCache config, const char* api) {
+  if (config != cudaFuncCachePreferNone && config != cudaFuncCachePreferShared && config != cudaFuncCachePreferL1 &&
+      config != cudaFuncCachePreferEqual) {
+    return fail(cudaErrorInvalidValue, std::string(api) + ": cache config " + std::to_string(static_cast<int>(config)) +
+                                           " is not a cudaFuncCache value");
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetCacheConfig(const void* func, enum cudaFuncCache cacheConfig) {
+  std::lock_guard lock(S().mutex);
+  if (!S().kernels.count(func)) return fail(cudaErrorInvalidDeviceFunction, "cudaFuncSetCacheConfig: not a kernel of this program");
+  return cache_config(cacheConfig, "cudaFuncSetCacheConfig");
+}
+
+cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig) {
+  std::lock_guard lock(S().mutex);
+  if (cudaError_t e = cache_config(cacheConfig, "cudaDeviceSetCacheConfig")) return e;
+  S().cache_config = cacheConfig;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache* pCacheConfig) {
+  std::lock_guard lock(S().mutex);
+  if (pCacheConfig == nullptr) return fail(cudaErrorInvalidValue);
+  *pCacheConfig = S().cache_config;
+  return cudaSuccess;
+}
+
+// Cooperative launches let a kernel synchronise its whole grid (cg::this_grid().sync()); the
+// executor runs blocks one at a time, so a grid barrier could never complete. Refused by name,
+// as cudaLaunchKernelExC refuses cudaLaunchAttributeCooperative (the device attribute
+// cudaDevAttrCooperativeLaunch is 0).
+cudaError_t cudaLaunchCooperativeKernel(const void* func, dim3 gridDim, dim3 blockDim, void** args, size_t sharedMem,
+                                        cudaStream_t stream) {
+  (void)func, (void)gridDim, (void)blockDim, (void)args, (void)sharedMem, (void)stream;
+  return fail(cudaErrorNotSupported,
+              "cudaLaunchCooperativeKernel: cooperative launches (grid sync) are not simulated; blocks run one at a time");
+}
+
+// Memory pools: cudaDevAttrMemoryPoolsSupported is 0 (cudaMallocAsync allocates at the call),
+// so the pool calls are refused by name rather than missing at link time.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* memPool, int device) {
+  (void)memPool, (void)device;
+  return fail(cudaErrorNotSupported, "cudaDeviceGetDefaultMemPool: memory pools are not simulated "
+                                     "(cudaMallocAsync and cudaFreeAsync allocate and free at the call)");
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
+  (void)memPool, (void)attr, (void)value;
+  return fail(cudaErrorNotSupported, "cudaMemPoolSetAttribute: memory pools are not simulated");
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void* value) {
+  (void)memPool, (void)attr, (void)value;
+  return fail(cudaErrorNotSupported, "cudaMemPoolGetAttribute: memory pools are not simulated");
+}
+
 // Pitched memsets: `height` rows of `width` bytes, each row checked as cudaMemset checks its
 // range, all before any is set; one memset node (captured as such).
 cudaError_t cudaMemset2DAsync(void* devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream) {
@@ -2050,6 +2137,7 @@ cudaError_t cudaDeviceReset(void) {
   }
   st.limits = state::default_limits();
   st.device_flags = 0;
+  st.cache_config = cudaFuncCachePreferNone;
   st.sticky = cudaSuccess;
   last_error = cudaSuccess;
   return cudaSuccess;

@@ -283,6 +283,94 @@ TEST_CASE("device attributes of the simulated H100 that NVIDIA's helpers read") 
   cudaGetLastError();
 }
 
+namespace {
+struct callback_seen {
+  cudaStream_t stream = nullptr;
+  cudaError_t status = cudaErrorUnknown;
+  int calls = 0;
+  int first = -1;  // the data's first element when the callback ran
+  const int* data = nullptr;
+};
+void CUDART_CB record_callback(cudaStream_t stream, cudaError_t status, void* user) {
+  auto* seen = static_cast<callback_seen*>(user);
+  seen->stream = stream;
+  seen->status = status;
+  ++seen->calls;
+  int first = 0;
+  std::memcpy(&first, seen->data, sizeof first);  // managed memory: the host may read it
+  seen->first = first;
+}
+}  // namespace
+
+TEST_CASE("what NVIDIA's samples ask of the device: host mapping, copy overlap, stream callbacks, cache hints; "
+          "cooperative launches and memory pools refused by name") {
+  int v = -1;
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrCanMapHostMemory, 0) == cudaSuccess);
+  CHECK(v == 1);
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrGpuOverlap, 0) == cudaSuccess);
+  CHECK(v == 1);
+  REQUIRE(cudaDeviceGetAttribute(&v, cudaDevAttrAsyncEngineCount, 0) == cudaSuccess);
+  CHECK(v == 2);
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  CHECK(prop.canMapHostMemory == 1);
+  CHECK(prop.asyncEngineCount == 2);
+
+  // A callback runs after the stream's earlier work, and is told the device's state.
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  int* p = nullptr;
+  REQUIRE(cudaMallocManaged(&p, 32 * sizeof(int)) == cudaSuccess);
+  REQUIRE(cudaMemsetAsync(p, 0, 32 * sizeof(int), s) == cudaSuccess);
+  add_scalar<<<1, 32, 0, s>>>(p, 32, 9);
+  callback_seen seen;
+  seen.data = p;
+  REQUIRE(cudaStreamAddCallback(s, record_callback, &seen, 0) == cudaSuccess);
+  CHECK(seen.calls == 1);
+  CHECK(seen.stream == s);
+  CHECK(seen.status == cudaSuccess);
+  CHECK(seen.first == 9);
+  CHECK(cudaStreamAddCallback(s, record_callback, &seen, 1) == cudaErrorInvalidValue);  // flags must be 0
+  CHECK(cudaStreamAddCallback(s, nullptr, &seen, 0) == cudaErrorInvalidValue);
+  CHECK(seen.calls == 1);
+  // On a capturing stream: refused, and the capture is invalidated.
+  REQUIRE(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CHECK(cudaStreamAddCallback(s, record_callback, &seen, 0) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(seen.calls == 1);
+  cudaGetLastError();
+
+  // Cache preferences: hints, kept and reported; values outside cudaFuncCache refused.
+  REQUIRE(cudaFuncSetCacheConfig(reinterpret_cast<const void*>(add_scalar), cudaFuncCachePreferShared) == cudaSuccess);
+  CHECK(cudaFuncSetCacheConfig(reinterpret_cast<const void*>(&v), cudaFuncCachePreferL1) == cudaErrorInvalidDeviceFunction);
+  REQUIRE(cudaDeviceSetCacheConfig(cudaFuncCachePreferL1) == cudaSuccess);
+  cudaFuncCache cache = cudaFuncCachePreferNone;
+  REQUIRE(cudaDeviceGetCacheConfig(&cache) == cudaSuccess);
+  CHECK(cache == cudaFuncCachePreferL1);
+  CHECK(cudaDeviceSetCacheConfig(static_cast<cudaFuncCache>(7)) == cudaErrorInvalidValue);
+  REQUIRE(cudaDeviceGetCacheConfig(&cache) == cudaSuccess);
+  CHECK(cache == cudaFuncCachePreferL1);  // unchanged by the refused call
+  REQUIRE(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone) == cudaSuccess);
+
+  // Refused by name, not missing at link time: a grid-wide barrier could never complete with
+  // blocks run one at a time, and pools are not simulated (cudaDevAttrMemoryPoolsSupported 0).
+  int n = 32, value = 1;
+  void* args[] = {&p, &n, &value};
+  CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(add_scalar), dim3(1), dim3(32), args, 0, s) ==
+        cudaErrorNotSupported);
+  cudaMemPool_t pool = nullptr;
+  CHECK(cudaDeviceGetDefaultMemPool(&pool, 0) == cudaErrorNotSupported);
+  std::uint64_t threshold = 0;
+  CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaErrorNotSupported);
+  CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) == cudaErrorNotSupported);
+  cudaGetLastError();
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 32) == std::vector<int>(32, 9));  // the refused launch ran nothing
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
 TEST_CASE("cudaFuncGetAttributes and the occupancy calls, modelled on the H100's per-SM limits") {
   cudaFuncAttributes a{};
   REQUIRE(cudaFuncGetAttributes(&a, reinterpret_cast<const void*>(with_shared)) == cudaSuccess);
