@@ -223,15 +223,21 @@ void executor::exec_cvta(warp& w, const instr& in, std::uint32_t pc, std::uint32
   const lane_io io{*this, w, in, pc, mask};
   if (in.where == space::global) {
     for_lanes(mask, [&](unsigned l) { io.wr(l, io.rd(1, l)); });
-  } else if (in.where == space::local) {  // the thread's local bytes at kLocalWindow (machine.hpp)
+  } else if (in.where == space::local || in.where == space::shared) {
+    // The thread's local bytes at kLocalWindow, the CTA's shared bytes at kSharedWindow (machine.hpp).
+    const bool local = in.where == space::local;
+    const std::uint64_t base = local ? kLocalWindow : kSharedWindow;
+    const char* name = local ? "local" : "shared";
     for_lanes(mask, [&](unsigned l) {
       const std::uint64_t a = io.rd(1, l);
-      if (!in.to) return io.wr(l, a + kLocalWindow);
-      if (!in_local_window(a)) io.fail(l, "cvta.to.local of 0x" + hex64(a) + ", not a generic local address");
-      io.wr(l, a - kLocalWindow);
+      if (!in.to) return io.wr(l, a + base);
+      if (!(local ? in_local_window(a) : in_shared_window(a))) {
+        io.fail(l, std::string("cvta.to.") + name + " of 0x" + hex64(a) + ", not a generic " + name + " address");
+      }
+      io.wr(l, a - base);
     });
   } else {
-    io.no("cvta outside the global and local spaces");
+    io.no("cvta outside the global, local and shared spaces");
   }
 }
 

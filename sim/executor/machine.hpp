@@ -29,6 +29,12 @@ constexpr unsigned kLanes = 32;
 constexpr std::uint64_t kLocalWindow = 0x00ff000000000000ull;
 constexpr std::uint64_t kLocalWindowSize = std::uint64_t{1} << 32;
 inline bool in_local_window(std::uint64_t a) { return a - kLocalWindow < kLocalWindowSize; }
+// The generic window onto the CTA's shared memory (cvta.shared, cvta.to.shared): a generic
+// address there is shared byte (a - kSharedWindow), checked and race-tracked as ld/st.shared.
+// Like the local window it lies where no host allocation does (user space ends at 2^47).
+constexpr std::uint64_t kSharedWindow = 0x00fe000000000000ull;
+constexpr std::uint64_t kSharedWindowSize = std::uint64_t{1} << 32;
+inline bool in_shared_window(std::uint64_t a) { return a - kSharedWindow < kSharedWindowSize; }
 
 enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 

@@ -263,6 +263,11 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
           base = generic_at(pc, tid, a, total);
           break;
         }
+        if (in_shared_window(a)) {  // checked and race-tracked as ld/st.shared
+          shared_access(w, l, pc, a - kSharedWindow, total, !load, in.order != mem_order::weak);
+          base = shared_.data() + (a - kSharedWindow);
+          break;
+        }
         [[fallthrough]];
       case space::global:
         global_check(pc, tid, a, total);
@@ -478,16 +483,17 @@ void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, 
 namespace rungs::sim::detail {
 
 // ---- handlers ----------------------------------------------------------------------------
-// Generic addresses are global ones, or a thread's local bytes in the local window (cvta.local;
-// the generic window onto shared memory, cvta.shared, is not implemented), so a generic access
-// outside every live allocation is reported as a bad global access.
+// Generic addresses are global ones, a thread's local bytes in the local window (cvta.local) or
+// the CTA's shared bytes in the shared window (cvta.shared), so a generic access outside every
+// live allocation and both windows is reported as a bad global access.
 void executor::exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { memory_op(w, in, pc, mask); }
 
 // The bytes an atom/red of `lane` reads and writes: checked as a global access, or as a strong
 // shared read and write (the race check: two atomics do not race; an atomic and a plain access do).
 unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr,
                                        std::size_t size) {
-  if (in.where == space::shared) {
+  if (in.where == space::shared || (in.where != space::global && in_shared_window(addr))) {
+    if (in.where != space::shared) addr -= kSharedWindow;  // a generic atomic on shared memory
     shared_access(w, lane, pc, addr, size, false, true);
     shared_access(w, lane, pc, addr, size, true, true);
     return shared_.data() + addr;
