@@ -100,12 +100,88 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
 }
 }  // namespace
 
+// add, sub, mul, div (and fma for f32) with a directed rounding (.rz, .rm, .rp; interval
+// arithmetic): the result rounded to nearest and the exact sign of the error it makes, then
+// round_directed (numeric.hpp). f32 works in double: a product (48 bits) is exact, a sum is
+// exact as TwoSum's pair, a quotient's error has the sign of its remainder (exact by fma). f64
+// works likewise, its products and remainders exact in __float128 (113 bits, and an exponent
+// range no double product leaves); fma.f64 with a directed rounding is not implemented.
+namespace {
+int twosum_sign(double a, double b, double s) {  // the sign of (a + b) - s, s = a + b rounded
+  if (!std::isfinite(s)) return std::isfinite(a) && std::isfinite(b) ? -sign_of(s) : 0;  // an overflow
+  const double bb = s - a;
+  return sign_of((a - (s - bb)) + (b - bb));
+}
+float f32_directed(op code, float a, float b, float c, bool down, bool up) {
+  const double x = a, y = b;
+  double hi = 0;
+  int lo = 0;  // the sign of the exact result less hi
+  switch (code) {
+    case op::add: hi = x + y; lo = twosum_sign(x, y, hi); break;
+    case op::sub: hi = x - y; lo = twosum_sign(x, -y, hi); break;
+    case op::mul: hi = x * y; break;  // exact
+    case op::div:
+      hi = x / y;
+      if (std::isfinite(hi) && y != 0) lo = sign_of(std::fma(-hi, y, x)) * sign_of(y);
+      break;
+    default: {  // fma: the product exact, then a sum
+      const double p = x * y;
+      hi = p + static_cast<double>(c);
+      lo = twosum_sign(p, c, hi);
+      break;
+    }
+  }
+  const float r = static_cast<float>(hi);
+  const double d = hi - static_cast<double>(r);  // exact: hi and r lie within one float step
+  return round_directed(r, std::isnan(d) ? 0 : (d != 0 ? sign_of(d) : lo), down, up);
+}
+double f64_directed(op code, double a, double b, bool down, bool up) {
+  using quad = __float128;
+  double r = 0;
+  int sign = 0;
+  switch (code) {
+    case op::add: r = a + b; sign = twosum_sign(a, b, r); break;
+    case op::sub: r = a - b; sign = twosum_sign(a, -b, r); break;
+    case op::mul: {
+      r = a * b;
+      if (std::isfinite(a) && std::isfinite(b)) {
+        const quad q = static_cast<quad>(a) * static_cast<quad>(b);  // exact
+        sign = std::isinf(r) ? -sign_of(r) : (q > static_cast<quad>(r)) - (q < static_cast<quad>(r));
+      }
+      break;
+    }
+    default: {  // div: x - r has the sign of the remainder a - r b (exact in quad), times b's
+      r = a / b;
+      if (std::isfinite(a) && std::isfinite(b) && b != 0) {
+        if (std::isinf(r)) {
+          sign = -sign_of(r);
+        } else {
+          const quad rem = static_cast<quad>(a) - static_cast<quad>(r) * static_cast<quad>(b);
+          sign = ((rem > 0) - (rem < 0)) * sign_of(b);
+        }
+      }
+      break;
+    }
+  }
+  return round_directed(r, sign, down, up);
+}
+}  // namespace
+
 void executor::arith_f32(const lane_io& io) {
   const instr& in = io.in;
   const std::uint32_t mask = io.mask;
   const bool f_rn_only = in.round == rounding::none || in.round == rounding::rn;
-  if (!f_rn_only) io.no("rounding mode other than .rn");
   const bool ftz = in.ftz, sat = in.sat;
+  if (in.round == rounding::rz || in.round == rounding::rm || in.round == rounding::rp) {
+    if (in.code == op::mad) io.no("mad.f32 with a directed rounding");
+    const bool down = in.round == rounding::rm, up = in.round == rounding::rp;
+    for_lanes(mask, [&](unsigned l) {
+      const float c = in.code == op::fma ? f32_in(io.rd(3, l), ftz) : 0.0f;
+      io.wr(l, f32_out(f32_directed(in.code, f32_in(io.rd(1, l), ftz), f32_in(io.rd(2, l), ftz), c, down, up), ftz, sat));
+    });
+    return;
+  }
+  if (!f_rn_only) io.no("rounding mode other than .rn");
   const bool three = in.code == op::fma || in.code == op::mad;
   if (in.code == op::mad && in.round != rounding::rn) io.no("mad.f32 without .rn");
   if (in.code == op::div && in.round == rounding::none && !in.approx) io.no("div.f32 without .rn/.approx/.full");
@@ -136,7 +212,16 @@ void executor::arith_f64(const lane_io& io) {
   const instr& in = io.in;
   const std::uint32_t mask = io.mask;
   const bool f_rn_only = in.round == rounding::none || in.round == rounding::rn;
-  if (!f_rn_only || in.ftz || in.sat) io.no("f64 modifier");
+  if (in.ftz || in.sat) io.no("f64 modifier");
+  if (!f_rn_only) {
+    if (in.round != rounding::rz && in.round != rounding::rm && in.round != rounding::rp) io.no("f64 modifier");
+    if (in.code == op::fma || in.code == op::mad) io.no("fma.f64 with a directed rounding");
+    const bool down = in.round == rounding::rm, up = in.round == rounding::rp;
+    for_lanes(mask, [&](unsigned l) {
+      io.wr(l, f64_out(f64_directed(in.code, as_f64(io.rd(1, l)), as_f64(io.rd(2, l)), down, up)));
+    });
+    return;
+  }
   for_lanes(mask, [&](unsigned l) {
     const double a = as_f64(io.rd(1, l)), b = as_f64(io.rd(2, l));
     double r = 0;

@@ -105,6 +105,22 @@ inline float round_to_odd_f32(float a, float b, float c) {
   return f;
 }
 
+// Directed rounding (.rz, .rm, .rp) of an exact value x, given r = x rounded to nearest in the
+// result type and the sign of x - r (computed exactly by the caller): r when exact, otherwise r
+// or its neighbour on x's side. Overflow and underflow follow: an overflow rounded to nearest
+// is an infinity with x below it, so toward zero or away from it gives the largest finite
+// value; a tiny x rounded to a zero rounds up (or down) to the smallest subnormal.
+template <class F>
+F round_directed(F r, int sign_x_minus_r, bool down, bool up) {
+  if (sign_x_minus_r == 0 || r != r) return r;
+  const bool below = sign_x_minus_r < 0;
+  constexpr F inf = std::numeric_limits<F>::infinity();
+  if (down) return below ? std::nextafter(r, -inf) : r;
+  if (up) return below ? r : std::nextafter(r, inf);
+  return (below && r > 0) || (!below && r < 0) ? std::nextafter(r, F{0}) : r;  // toward zero
+}
+inline int sign_of(double d) { return (d > 0) - (d < 0); }
+
 // ex2.approx(.ftz).f32: 2^x; 2^-inf = +0, 2^+inf = +inf, 2^NaN = NaN. The ISA bounds the
 // relative error (2^-22 over the full range); libm's exp2f is within 1 ulp.
 inline std::uint64_t ex2_f32(float x, bool ftz) {

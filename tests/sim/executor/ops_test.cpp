@@ -413,6 +413,42 @@ TEST_CASE("f16/bf16 min, max, neg, abs by element; min/max.f64 as f32's",
   CHECK(eval64("min.f64 %ld, %la, %lb", f64(std::nan("")), f64(std::nan(""))) == 0x7fffffffffffffffull);
 }
 
+TEST_CASE("directed roundings of f32 and f64 add/sub/mul/div (and f32 fma): exact results kept, overflow and underflow",
+          "[op:add.rp.f64][op:add.rm.f64][op:mul.rp.f64][op:mul.rm.f64][op:div.rp.f64][op:div.rm.f64][op:add.rz.f64]"
+          "[op:add.rp.f32][op:add.rm.f32][op:add.rz.f32][op:div.rp.f32][op:div.rm.f32][op:fma.rp.f32][op:mul.rz.f32]") {
+  const auto f64 = [](double x) { return std::bit_cast<std::uint64_t>(x); };
+  const auto d = [&](const char* op, double a, double b) {
+    return eval64(std::string(op) + " %ld, %la, %lb", f64(a), f64(b));
+  };
+  const double tiny = std::ldexp(1.0, -60);
+  CHECK(d("add.rp.f64", 1.0, tiny) == 0x3ff0000000000001ull);  // 1 + 2^-52
+  CHECK(d("add.rm.f64", 1.0, tiny) == f64(1.0));
+  CHECK(d("add.rz.f64", -1.0, -tiny) == f64(-1.0));
+  CHECK(d("add.rm.f64", -1.0, -tiny) == 0xbff0000000000001ull);
+  CHECK(d("add.rp.f64", 1.0, 2.0) == f64(3.0));  // exact: unchanged
+  const double one_ulp = std::nextafter(1.0, 2.0);  // (1 + 2^-52)^2 = 1 + 2^-51 + 2^-104
+  CHECK(d("mul.rm.f64", one_ulp, one_ulp) == 0x3ff0000000000002ull);
+  CHECK(d("mul.rp.f64", one_ulp, one_ulp) == 0x3ff0000000000003ull);
+  CHECK(d("div.rm.f64", 1.0, 3.0) == 0x3fd5555555555555ull);  // 1/3 rounded to nearest is below 1/3
+  CHECK(d("div.rp.f64", 1.0, 3.0) == 0x3fd5555555555556ull);
+  CHECK(d("div.rp.f64", -1.0, 3.0) == 0xbfd5555555555555ull);
+  CHECK(d("div.rm.f64", 1.0, 0.0) == f64(INFINITY));  // division by zero is exact
+  const double max = std::numeric_limits<double>::max();
+  CHECK(d("mul.rm.f64", max, 2.0) == f64(max));  // a positive overflow rounded down: the largest
+  CHECK(d("mul.rp.f64", max, 2.0) == f64(INFINITY));
+  CHECK(d("mul.rp.f64", std::ldexp(1.0, -1074), 0.5) == 1u);  // 2^-1075 rounds up to 2^-1074 (nearest: +0)
+  CHECK(d("mul.rm.f64", std::ldexp(1.0, -1074), 0.5) == 0u);
+  // f32: 1 + 2^-30; 1/3 rounded to nearest (0x3eaaaaab) is above 1/3.
+  CHECK(eval32("add.rp.f32 %d, %a, %b", kOne, 0x30800000u) == 0x3f800001u);
+  CHECK(eval32("add.rm.f32 %d, %a, %b", kOne, 0x30800000u) == kOne);
+  CHECK(eval32("add.rz.f32 %d, %a, %b", 0xbf800000u, 0xb0800000u) == 0xbf800000u);
+  CHECK(eval32("div.rm.f32 %d, %a, %b", kOne, bits(3.0f)) == 0x3eaaaaaau);
+  CHECK(eval32("div.rp.f32 %d, %a, %b", kOne, bits(3.0f)) == 0x3eaaaaabu);
+  CHECK(eval32("fma.rp.f32 %d, %a, %b, %c", 0x3f800001u, 0x3f800001u, 0u) == 0x3f800003u);  // 1 + 2^-22 + 2^-46 up
+  CHECK(eval32("fma.rm.f32 %d, %a, %b, %c", 0x3f800001u, 0x3f800001u, 0u) == 0x3f800002u);
+  CHECK(eval32("mul.rz.f32 %d, %a, %b", 0x7f7fffffu, bits(2.0f)) == 0x7f7fffffu);  // overflow toward zero
+}
+
 TEST_CASE("fp8 narrowing: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 rounds to nearest even, saturates, a in the high byte",
           "[op:cvt.rn.satfinite.e4m3x2.f32][op:cvt.rn.satfinite.e5m2x2.f32]") {
   // OCP FP8. E4M3: bias 7, 3 mantissa bits, largest 448 = 0x7e, NaN 0x7f, no infinity.
