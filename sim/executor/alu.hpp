@@ -13,7 +13,8 @@ __extension__ typedef unsigned __int128 uint128;
 
 inline bool is_float(vtype t) { return t == vtype::f32 || t == vtype::f64; }
 inline bool is_int(vtype t) { return !is_float(t) && t != vtype::pred && t != vtype::f16 && t != vtype::bf16 &&
-                                     t != vtype::f16x2 && t != vtype::bf16x2 && t != vtype::none; }
+                                     t != vtype::f16x2 && t != vtype::bf16x2 && t != vtype::tf32 &&
+                                     t != vtype::none; }
 
 inline bool float_compare(double a, double b, cmp c) {
   const bool un = std::isnan(a) || std::isnan(b);

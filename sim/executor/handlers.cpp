@@ -61,6 +61,9 @@ constexpr std::array<handler, kOps> make_table() {
   // tensor cores (tensor.cpp)
   on(op::ldmatrix, &executor::exec_ldmatrix);
   on(op::mma, &executor::exec_mma);
+  on(op::wmma_load, &executor::exec_wmma);
+  on(op::wmma_store, &executor::exec_wmma);
+  on(op::wmma_mma, &executor::exec_wmma_mma);
   // bra, ret, exit, bar.sync and the warp-synchronous opcodes (shfl, vote, match,
   // bar.warp.sync): executor::step.
   return t;

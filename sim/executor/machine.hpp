@@ -122,7 +122,8 @@ inline unsigned type_bits(vtype t) {
     case vtype::b8: case vtype::u8: case vtype::s8: return 8;
     case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: case vtype::e4m3x2:
     case vtype::e5m2x2: return 16;
-    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2: return 32;
+    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2:
+    case vtype::tf32: return 32;
     case vtype::b64: case vtype::u64: case vtype::s64: case vtype::f64: return 64;
     case vtype::none: return 0;
   }
@@ -352,6 +353,8 @@ class executor {
   // tensor.cpp
   void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
+  void exec_wmma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_load_store(w, in, pc, mask); }
+  void exec_wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_mma(w, in, pc, mask); }
   // call.cpp: the calls nvcc emits for device printf and assert
   void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_trap(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -440,6 +443,10 @@ class executor {
   void require_whole_warp(const warp& w, std::uint32_t pc, std::uint32_t mask) const;
   void ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  unsigned char* wmma_element(warp& w, unsigned lane, std::uint32_t pc, space where, std::uint64_t addr,
+                              std::size_t size, bool write);
   // ---- cp.async ------------------------------------------------------------------------
   void cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void land_random();

@@ -263,7 +263,8 @@ std::size_t type_bytes(vtype t) {
     case vtype::b8: case vtype::u8: case vtype::s8: return 1;
     case vtype::b16: case vtype::u16: case vtype::s16: case vtype::f16: case vtype::bf16: case vtype::e4m3x2:
     case vtype::e5m2x2: return 2;
-    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2: return 4;
+    case vtype::b32: case vtype::u32: case vtype::s32: case vtype::f32: case vtype::f16x2: case vtype::bf16x2:
+    case vtype::tf32: return 4;
     case vtype::b64: case vtype::u64: case vtype::s64: case vtype::f64: return 8;
     case vtype::pred: return 1;
     case vtype::none: return 0;
@@ -1242,7 +1243,8 @@ class parser {
       case op::activemask: want = 1; break;
       case op::bfe: want = 4; break;
       case op::fence: want = 0; break;
-      case op::mma: want = 4; break;
+      case op::mma: case op::wmma_mma: want = 4; break;
+      case op::wmma_load: case op::wmma_store: want = in.ops.size() == 3 ? 3 : 2; break;  // stride optional
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp: case op::bmsk:
         want = 3; break;
@@ -1268,14 +1270,16 @@ class parser {
     for (std::size_t k = 0; k < in.ops.size(); ++k) {
       const operand& o = in.ops[k];
       const bool mem = in.code == op::ld || in.code == op::st || in.code == op::cp_async || in.code == op::ldmatrix ||
-                       in.code == op::atom || in.code == op::red || in.code == op::prefetch;
+                       in.code == op::atom || in.code == op::red || in.code == op::prefetch ||
+                       in.code == op::wmma_load || in.code == op::wmma_store;
       if (o.kind == operand::k_addr && !mem) fail(s.line, "an address operand outside ld/st/cp.async/ldmatrix", s.text);
       const bool pair_dest = k == 0 && (in.code == op::setp || in.code == op::shfl || in.code == op::match);
-      if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && !pair_dest) {
+      if (o.kind == operand::k_vec && !mem && in.code != op::mov && in.code != op::mma && in.code != op::wmma_mma &&
+          !pair_dest) {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
-                           in.code != op::prefetch &&
+                           in.code != op::prefetch && in.code != op::wmma_store &&
                            in.code != op::cp_async && in.code != op::cp_async_wait_group && in.code != op::red;
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
@@ -1297,6 +1301,25 @@ class parser {
     if (mem && in.vec > 1) {
       const operand& v = in.ops[in.code == op::ld ? 0 : 1];
       if (v.kind != operand::k_vec || v.elems.size() != in.vec) fail(s.line, "vector width mismatch", s.text);
+    }
+    if (in.code == op::wmma_load || in.code == op::wmma_store || in.code == op::wmma_mma) {
+      // Each fragment's registers as the ISA counts them (wmma_geometry), and an address.
+      const auto need = [&](const operand& o, unsigned matrix, vtype t, const char* what) {
+        const unsigned regs = wmma_geometry(in.shape, matrix, t).regs;
+        if (o.kind != operand::k_vec || o.elems.size() != regs) {
+          fail(s.line, std::string("wmma ") + what + " fragment needs " + std::to_string(regs) + " registers", s.text);
+        }
+      };
+      if (in.code == op::wmma_mma) {
+        need(in.ops[0], 2, in.type, "D");
+        need(in.ops[1], 0, in.type2, "A");
+        need(in.ops[2], 1, in.type2, "B");
+        need(in.ops[3], 2, in.type3, "C");
+      } else {
+        const bool load = in.code == op::wmma_load;
+        need(in.ops[load ? 0 : 1], in.vec, in.type, load ? "loaded" : "stored");
+        if (in.ops[load ? 1 : 0].kind != operand::k_addr) fail(s.line, "wmma load/store needs an address", s.text);
+      }
     }
     if (in.code == op::ldmatrix) {  // {d0..d(n-1)} (or d for .x1), [address]
       const operand& d = in.ops[0];
@@ -1418,6 +1441,82 @@ class parser {
       }
       return unsupported("mma form '" + opcode +
                          "' (implemented: m16n8k16 and m16n8k8 .row.col.f32.{f16,bf16}.{f16,bf16}.f32)");
+    }
+    if (name == "wmma") {
+      // wmma.load.{a,b,c}.sync.aligned.{row,col}.shape{.ss}.type, wmma.store.d (the same),
+      // wmma.mma.sync.aligned.{row,col}.{row,col}.shape.dtype{.atype.btype}.ctype{.satfinite}:
+      // shapes m16n16k16, m32n8k16, m8n32k16 (f16, bf16, s8, u8), m16n16k8 (tf32), m8n8k4 (f64).
+      const auto refuse = [&] {
+        return unsupported("wmma form '" + opcode + "' (implemented: load/store/mma of m16n16k16, m32n8k16, m8n32k16 "
+                           "over f16, bf16, s8, u8; m16n16k8 over tf32; m8n8k4 over f64)");
+      };
+      const auto shape_of = [](std::string_view t) -> std::uint32_t {
+        if (t == "m16n16k16") return 16u << 16 | 16u << 8 | 16u;
+        if (t == "m32n8k16") return 32u << 16 | 8u << 8 | 16u;
+        if (t == "m8n32k16") return 8u << 16 | 32u << 8 | 16u;
+        if (t == "m16n16k8") return 16u << 16 | 16u << 8 | 8u;
+        if (t == "m8n8k4") return 8u << 16 | 8u << 8 | 4u;
+        return 0;
+      };
+      const auto type_of = [](std::string_view t, vtype& v) {
+        if (t == "tf32") return v = vtype::tf32, true;
+        return parse_type(t, v);
+      };
+      std::size_t k = 1;
+      auto next_is = [&](std::string_view m) { return k < parts.size() && parts[k] == m ? (++k, true) : false; };
+      if (next_is("load") || next_is("store")) {
+        const bool load = parts[1] == "load";
+        std::uint8_t matrix = 0;
+        if (load && next_is("a")) matrix = 0;
+        else if (load && next_is("b")) matrix = 1;
+        else if (next_is(load ? "c" : "d")) matrix = 2;
+        else return refuse();
+        if (!next_is("sync") || !next_is("aligned")) return refuse();
+        const bool col = next_is("col");
+        if (!col && !next_is("row")) return refuse();
+        in.shape = k < parts.size() ? shape_of(parts[k++]) : 0;
+        in.where = space::generic;
+        if (next_is("shared") || next_is("shared::cta")) in.where = space::shared;
+        else if (next_is("global")) in.where = space::global;
+        if (in.shape == 0 || k + 1 != parts.size() || !type_of(parts[k], in.type)) return refuse();
+        if (!wmma_type_fits(in.shape, matrix, in.type)) return refuse();
+        in.code = load ? op::wmma_load : op::wmma_store;
+        in.vec = matrix;
+        in.trans = col;
+        return;
+      }
+      if (next_is("mma") && next_is("sync") && next_is("aligned")) {
+        for (int i = 0; i < 2; ++i) {
+          if (!next_is("row") && !next_is("col")) return refuse();
+        }
+        in.shape = k < parts.size() ? shape_of(parts[k++]) : 0;
+        if (k < parts.size() && (parts[k] == "rn" || parts[k] == "rz" || parts[k] == "rm" || parts[k] == "rp")) {
+          if (parts[k] != "rn") return refuse();  // f64's rounding: only the default, to nearest
+          ++k;
+        }
+        std::vector<vtype> types;
+        while (k < parts.size() && parts[k] != "satfinite") {
+          vtype v{};
+          if (!type_of(parts[k++], v)) return refuse();
+          types.push_back(v);
+        }
+        in.sat = next_is("satfinite");
+        if (in.shape == 0 || k != parts.size() || (types.size() != 2 && types.size() != 4)) return refuse();
+        in.code = op::wmma_mma;
+        in.type = types.front();   // D
+        in.type3 = types.back();   // C
+        in.type2 = types.size() == 4 ? types[1] : in.type;  // A and B (f16: dtype.ctype only)
+        if (types.size() == 2) in.type2 = vtype::f16;
+        if (types.size() == 4 && types[1] != types[2]) return refuse();
+        const bool is_int = in.type2 == vtype::s8 || in.type2 == vtype::u8;
+        if (!wmma_type_fits(in.shape, 0, in.type2) || !wmma_type_fits(in.shape, 2, in.type) ||
+            !wmma_type_fits(in.shape, 2, in.type3) || is_int != (in.type == vtype::s32) || is_int != (in.type3 == vtype::s32) ||
+            (in.type2 == vtype::f16 ? false : (in.type == vtype::f16 || in.type3 == vtype::f16)) || (in.sat && !is_int)) {
+          return refuse();
+        }
+        return;
+      }
+      return refuse();
     }
     if (name == "prefetch" || name == "prefetchu") {  // a cache hint: prefetch{.global,.local}.{L1,L2}[::evict_*]
       static const std::unordered_set<std::string_view> forms{

@@ -20,12 +20,14 @@ enum class op : std::uint8_t {
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
   cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
   atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock, call, lop3, trap, bmsk, bar_red, prefetch,
+  wmma_load, wmma_store, wmma_mma,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 
 // Value types. `bits` is the width, `sign` tells integer signedness, `fp` floating point.
 enum class vtype : std::uint8_t { none, pred, b8, b16, b32, b64, u8, u16, u32, u64, s8, s16, s32, s64,
-                                  f16, f16x2, bf16, bf16x2, f32, f64, e4m3x2, e5m2x2 };
+                                  f16, f16x2, bf16, bf16x2, f32, f64, e4m3x2, e5m2x2,
+                                  tf32 };  // tf32: wmma's 19-bit float, kept in f32 bits
 
 enum class space : std::uint8_t { none, global, shared, param, local, generic };
 enum class cmp : std::uint8_t { eq, ne, lt, le, gt, ge, equ, neu, ltu, leu, gtu, geu, num, nan };
@@ -71,6 +73,9 @@ struct instr {
   bool shiftamt = false;         // bfind.shiftamt
   bool clamp = false;            // bmsk.clamp (else .wrap)
   bool noftz = false;            // atom.add.noftz (f16, bf16 and their pairs)
+  vtype type3 = vtype::none;     // wmma.mma: the C type (type: D, type2: A and B)
+  std::uint32_t shape = 0;       // wmma: m << 16 | n << 8 | k; vec: the matrix (0 a, 1 b, 2 c or d);
+                                 // trans: .col layout; sat: .satfinite
   bool aligned = true;           // bar.sync, barrier.sync.aligned (every lane of a warp at the
                                  // same instruction); barrier.sync: lanes may arrive apart
   bool publishes = false;        // fence/membar of gpu or sys scope: makes the thread's weak global
@@ -87,6 +92,35 @@ struct instr {
   std::string text;              // the statement as written (messages)
   std::string why;               // unsupported: what is not implemented
 };
+
+// A wmma fragment's geometry (PTX ISA, "Matrix Fragments for WMMA"): its matrix (rows x cols:
+// A is m x k, B k x n, C and D m x n), elements per 32-bit register (per 64-bit one for f64) and
+// the registers each lane holds. f16 A and B fragments are 8 registers at every shape (their
+// elements repeat); the others hold rows x cols / 32 elements a lane. Which lane holds which
+// element is unspecified by the ISA (executor: element e of lane l is the matrix's element
+// (32 e + l) mod (rows x cols) in row-major order).
+struct wmma_fragment {
+  unsigned rows = 0, cols = 0, per_reg = 1, regs = 0, esize = 4;
+};
+inline wmma_fragment wmma_geometry(std::uint32_t shape, unsigned matrix, vtype t) {
+  const unsigned m = shape >> 16, n = shape >> 8 & 0xffu, k = shape & 0xffu;
+  wmma_fragment f;
+  f.rows = matrix == 1 ? k : m;
+  f.cols = matrix == 0 ? k : n;
+  if (t == vtype::f16 || t == vtype::bf16) f.per_reg = 2, f.esize = 2;
+  else if (t == vtype::s8 || t == vtype::u8) f.per_reg = 4, f.esize = 1;
+  else if (t == vtype::f64) f.esize = 8;
+  f.regs = t == vtype::f16 && matrix < 2 ? 8 : f.rows * f.cols / 32 / f.per_reg;
+  return f;
+}
+// Whether the ISA has this element type at this shape (and matrix: 0 a, 1 b, 2 c or d).
+inline bool wmma_type_fits(std::uint32_t shape, unsigned matrix, vtype t) {
+  const unsigned k = shape & 0xffu;
+  if (k == 8) return t == (matrix < 2 ? vtype::tf32 : vtype::f32);
+  if (k == 4) return t == vtype::f64;
+  if (matrix < 2) return t == vtype::f16 || t == vtype::bf16 || t == vtype::s8 || t == vtype::u8;
+  return t == vtype::f16 || t == vtype::f32 || t == vtype::s32;
+}
 
 struct param_decl {
   std::string name;

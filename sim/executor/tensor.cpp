@@ -96,3 +96,137 @@ void executor::mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mas
 }
 
 }  // namespace rungs::sim::detail
+
+namespace rungs::sim::detail {
+
+// ---- wmma: the warp-wide matrix API (nvcuda::wmma) ------------------------------------
+// The bytes of one fragment element at `addr` in space `where` (generic: the local or shared
+// window, else global), checked as the matching ld/st would be: shared bounds, alignment,
+// races and initialisation; global bounds and the missing-fence check.
+unsigned char* executor::wmma_element(warp& w, unsigned lane, std::uint32_t pc, space where, std::uint64_t addr,
+                                      std::size_t size, bool write) {
+  const std::uint32_t tid = w.index * kLanes + lane;
+  if (where == space::generic && in_local_window(addr)) return local_at(pc, tid, addr - kLocalWindow, size);
+  if (where == space::generic && in_shared_window(addr)) where = space::shared, addr -= kSharedWindow;
+  if (where == space::shared) {
+    shared_access(w, lane, pc, addr, size, write);
+    return shared_.data() + addr;
+  }
+  global_check(pc, tid, addr, size);
+  if (sched_.race_check) {
+    if (write) note_weak_store(tid, addr, size);
+    else check_published(pc, tid, addr, size);
+  }
+  return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
+}
+
+// wmma.load.{a,b,c} and wmma.store.d (.sync.aligned: the whole warp). Each lane moves its
+// fragment's elements (wmma_geometry: element e of lane l is the matrix's element (32 e + l)
+// mod (rows x cols), row-major) between registers and memory at its own address, row-major
+// (.row: element (r, c) at p + (r stride + c) elements) or column-major (.col: p + (c stride +
+// r)); the stride defaults to the layout's leading dimension. The ISA requires one address and
+// stride across the warp, so lanes that disagree are a finding.
+void executor::wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  require_whole_warp(w, pc, mask);
+  if (mask == 0) return;
+  const bool load = in.code == op::wmma_load;
+  const wmma_fragment f = wmma_geometry(in.shape, in.vec, in.type);
+  const operand& addr = in.ops[load ? 1 : 0];
+  const operand& frag = in.ops[load ? 0 : 1];
+  const std::uint64_t stride0 = in.ops.size() == 3 ? get(w, in.ops[2], 0) & 0xffffffffu : (in.trans ? f.rows : f.cols);
+  const std::uint64_t p0 = address(w, addr, 0);
+  for (unsigned l = 1; l < kLanes; ++l) {
+    const std::uint64_t stride = in.ops.size() == 3 ? get(w, in.ops[2], l) & 0xffffffffu : stride0;
+    if (address(w, addr, l) != p0 || stride != stride0) {
+      fail_at(pc, w.index * kLanes + l,
+              "wmma with another address or stride than lane 0's (0x" + hex64(address(w, addr, l)) + ", " +
+                  std::to_string(stride) + " against 0x" + hex64(p0) + ", " + std::to_string(stride0) +
+                  "): the ISA requires one for the whole warp");
+    }
+  }
+  const std::size_t size = f.rows * f.cols;
+  const unsigned bits = static_cast<unsigned>(f.esize * 8);
+  const std::uint64_t emask = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+  for (unsigned l = 0; l < kLanes; ++l) {
+    for (unsigned r = 0; r < f.regs; ++r) {
+      std::uint64_t value = load ? 0 : get(w, frag.elems[r], l);
+      for (unsigned j = 0; j < f.per_reg; ++j) {
+        const std::size_t index = (std::size_t{32} * (r * f.per_reg + j) + l) % size;
+        const std::size_t row = index / f.cols, col = index % f.cols;
+        const std::uint64_t offset = in.trans ? col * stride0 + row : row * stride0 + col;
+        unsigned char* at = wmma_element(w, l, pc, in.where, p0 + offset * f.esize, f.esize, !load);
+        if (load) {
+          std::uint64_t v = 0;
+          std::memcpy(&v, at, f.esize);
+          value |= (v & emask) << (bits * j % 64);
+        } else {
+          const std::uint64_t v = value >> (bits * j % 64) & emask;
+          std::memcpy(at, &v, f.esize);
+        }
+      }
+      if (load) set(w, frag.elems[r], l, value);
+    }
+  }
+}
+
+// wmma.mma: D = A B + C over the whole warp's fragments (every input read before any output is
+// written). f16, bf16 and tf32 products are exact in double (tf32: the f32 bits less their low
+// 13, which the tensor cores ignore) and each element's sum is rounded once to D's type (f16 D:
+// through f32); s8/u8 sums are exact, wrapped to s32 or clamped (.satfinite); f64 is a chain of
+// fused multiply-adds in k order. Tensor cores' order and intermediate rounding are unspecified,
+// so f32 and f16 results may differ from a GPU's in their last bits.
+void executor::wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  require_whole_warp(w, pc, mask);
+  if (mask == 0) return;
+  const unsigned m = in.shape >> 16, n = in.shape >> 8 & 0xffu, kk = in.shape & 0xffu;
+  // Matrix element `index` (row-major) of fragment operand `o` of `matrix`, as a double (or an
+  // integer, exactly, in the double).
+  const auto element = [&](const operand& o, unsigned matrix, vtype t, std::size_t index) -> double {
+    const wmma_fragment f = wmma_geometry(in.shape, matrix, t);
+    const unsigned lane = static_cast<unsigned>(index % 32), e = static_cast<unsigned>(index / 32);
+    const std::uint64_t reg = get(w, o.elems[e / f.per_reg], lane);
+    const unsigned j = e % f.per_reg;
+    switch (t) {
+      case vtype::f16: return rungs::detail::f16_bits_to_float(static_cast<std::uint16_t>(reg >> 16 * j));
+      case vtype::bf16: return rungs::detail::bf16_bits_to_float(static_cast<std::uint16_t>(reg >> 16 * j));
+      case vtype::s8: return static_cast<std::int8_t>(reg >> 8 * j);
+      case vtype::u8: return static_cast<std::uint8_t>(reg >> 8 * j);
+      case vtype::tf32: return as_f32(reg & 0xffffe000u);
+      case vtype::s32: return static_cast<std::int32_t>(reg);
+      case vtype::f64: return as_f64(reg);
+      default: return as_f32(reg);  // f32
+    }
+  };
+  std::vector<double> a(std::size_t{m} * kk), b(std::size_t{kk} * n), c(std::size_t{m} * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = element(in.ops[1], 0, in.type2, i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = element(in.ops[2], 1, in.type2, i);
+  for (std::size_t i = 0; i < c.size(); ++i) c[i] = element(in.ops[3], 2, in.type3, i);
+  const wmma_fragment fd = wmma_geometry(in.shape, 2, in.type);
+  std::vector<std::uint64_t> out(std::size_t{fd.regs} * kLanes, 0);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const std::size_t row = i / n, col = i % n;
+    std::uint64_t bits = 0;
+    if (in.type == vtype::s32) {
+      std::int64_t sum = static_cast<std::int64_t>(c[i]);
+      for (unsigned k = 0; k < kk; ++k) sum += static_cast<std::int64_t>(a[row * kk + k]) * static_cast<std::int64_t>(b[k * n + col]);
+      if (in.sat) sum = std::clamp<std::int64_t>(sum, INT32_MIN, INT32_MAX);
+      bits = static_cast<std::uint32_t>(sum);
+    } else if (in.type == vtype::f64) {
+      double d = c[i];
+      for (unsigned k = 0; k < kk; ++k) d = std::fma(a[row * kk + k], b[k * n + col], d);
+      bits = f64_out(d);
+    } else {
+      double d = c[i];
+      for (unsigned k = 0; k < kk; ++k) d += a[row * kk + k] * b[k * n + col];
+      const float r = static_cast<float>(d);
+      bits = in.type == vtype::f16 ? f16_from_f32(r) : f32_out(r, false, false);
+    }
+    const unsigned lane = static_cast<unsigned>(i % 32), e = static_cast<unsigned>(i / 32);
+    out[(e / fd.per_reg) * kLanes + lane] |= bits << (fd.esize * 8 * (e % fd.per_reg));
+  }
+  for (unsigned r = 0; r < fd.regs; ++r) {
+    for (unsigned l = 0; l < kLanes; ++l) set(w, in.ops[0].elems[r], l, out[std::size_t{r} * kLanes + l]);
+  }
+}
+
+}  // namespace rungs::sim::detail
