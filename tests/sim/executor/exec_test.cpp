@@ -1199,7 +1199,8 @@ TEST_CASE("wmma.load/mma/store: the warp-wide matrix API over f16, bf16, tf32 an
 
 TEST_CASE("wmma: the whole warp, one address for it, the fragment's register count; other forms refused by name") {
   // Lanes that give different addresses break the ISA's rule: a finding.
-  const std::string split = ptx_module(R"(
+  const auto text = [](const std::string& form, const std::string& fragment) {
+    return ptx_module(R"(
 .visible .entry k(.param .u64 k_a)
 {
   .reg .b32 %a<8>, %lane;
@@ -1208,23 +1209,24 @@ TEST_CASE("wmma: the whole warp, one address for it, the fragment's register cou
   mov.u32 %lane, %laneid;
   mul.wide.u32 %rd2, %lane, 2;
   add.s64 %rd1, %rd1, %rd2;
-  wmma.load.a.sync.aligned.row.m16n16k16.global.f16 {%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}, [%rd1];
+  wmma.load.a.sync.aligned.row.)" + form + " " + fragment + R"(, [%rd1];
   ret;
 }
 )");
+  };
+  const std::string eight = "{%a0, %a1, %a2, %a3, %a4, %a5, %a6, %a7}";
   std::vector<std::uint16_t> a(16 * 16 + 64, 0x3c00);
   host_memory mem;
   mem.add(a);
-  CHECK_THROWS_WITH(run(split, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, a.data()),
+  CHECK_THROWS_WITH(run(text("m16n16k16.global.f16", eight), "k", {1, 1, 1}, {32, 1, 1}, mem, {}, a.data()),
                     Catch::Contains("the ISA requires one for the whole warp"));
   // A fragment of the wrong size fails at parsing, naming the count; an unimplemented form (the
   // sub-byte s4) is refused by name when executed.
-  std::string seven = split;
-  seven.replace(seven.find(", %a7}"), 6, "}");
-  CHECK_THROWS_WITH(run(seven, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, a.data()), Catch::Contains("needs 8 registers"));
-  std::string s4 = split;
-  s4.replace(s4.find("m16n16k16.global.f16"), 20, "m8n8k32.global.s4");
-  CHECK_THROWS_WITH(run(s4, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, a.data()), Catch::Contains("wmma form"));
+  CHECK_THROWS_WITH(run(text("m16n16k16.global.f16", "{%a0, %a1, %a2, %a3, %a4, %a5, %a6}"), "k", {1, 1, 1}, {32, 1, 1},
+                        mem, {}, a.data()),
+                    Catch::Contains("needs 8 registers"));
+  CHECK_THROWS_WITH(run(text("m8n8k32.global.s4", "{%a0}"), "k", {1, 1, 1}, {32, 1, 1}, mem, {}, a.data()),
+                    Catch::Contains("wmma form"));
 }
 
 TEST_CASE("mma and ldmatrix (.sync.aligned) must be executed by the whole warp, converged") {
