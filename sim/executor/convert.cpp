@@ -14,6 +14,20 @@ namespace {
 // cvt d, a: one value (PTX ISA: cvt). Returns false when the combination is not implemented.
 inline bool convert(const instr& in, std::uint64_t a, std::uint64_t& out) {
   const vtype dt = in.type, st = in.type2;
+  // cvt.rna{.satfinite}.tf32.f32: to tf32's 10 fraction bits, nearest with ties away from
+  // zero, kept in f32 bits with the low 13 zero (wmma's tf32 inputs). Infinities stay (or,
+  // .satfinite, become the largest finite tf32 of their sign); NaN is the canonical NaN.
+  if (dt == vtype::tf32 || in.round == rounding::rna) {
+    if (dt != vtype::tf32 || st != vtype::f32 || in.round != rounding::rna) return false;
+    const auto x = static_cast<std::uint32_t>(a);
+    const std::uint32_t sign = x & 0x80000000u, mag = x & 0x7fffffffu;
+    if (mag > 0x7f800000u) return out = kCanonicalNanF32, true;
+    if (mag == 0x7f800000u) return out = in.satfinite ? (sign | 0x7f7fe000u) : x, true;
+    std::uint32_t r = (mag + 0x1000u) & 0xffffe000u;  // a carry into the exponent is the next binade (or infinity)
+    if (in.satfinite && r >= 0x7f800000u) r = 0x7f7fe000u;
+    out = sign | r;
+    return true;
+  }
   const unsigned dbits = type_bits(dt), sbits = type_bits(st);
   const bool irnd = in.round == rounding::rni || in.round == rounding::rzi || in.round == rounding::rmi ||
                     in.round == rounding::rpi;

@@ -279,7 +279,7 @@ bool parse_type(std::string_view w, vtype& t) {
       {"u64", vtype::u64},   {"s8", vtype::s8},   {"s16", vtype::s16},     {"s32", vtype::s32},
       {"s64", vtype::s64},   {"f16", vtype::f16}, {"f16x2", vtype::f16x2}, {"bf16", vtype::bf16},
       {"bf16x2", vtype::bf16x2}, {"f32", vtype::f32}, {"f64", vtype::f64},
-      {"e4m3x2", vtype::e4m3x2}, {"e5m2x2", vtype::e5m2x2}};
+      {"e4m3x2", vtype::e4m3x2}, {"e5m2x2", vtype::e5m2x2}, {"tf32", vtype::tf32}};
   const auto it = types.find(w);
   if (it == types.end()) return false;
   t = it->second;
@@ -1593,6 +1593,7 @@ class parser {
       else if (m == "rzi") in.round = rounding::rzi;
       else if (m == "rmi") in.round = rounding::rmi;
       else if (m == "rpi") in.round = rounding::rpi;
+      else if (m == "rna" && in.code == op::cvt) in.round = rounding::rna;
       else if (in.code == op::shfl && m == "sync") {
       } else if (in.code == op::shfl && m == "up") in.mode = shfl_mode::up;
       else if (in.code == op::shfl && m == "down") in.mode = shfl_mode::down;

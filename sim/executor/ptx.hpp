@@ -32,7 +32,7 @@ enum class vtype : std::uint8_t { none, pred, b8, b16, b32, b64, u8, u16, u32, u
 enum class space : std::uint8_t { none, global, shared, param, local, generic };
 enum class cmp : std::uint8_t { eq, ne, lt, le, gt, ge, equ, neu, ltu, leu, gtu, geu, num, nan };
 enum class shfl_mode : std::uint8_t { up, down, bfly, idx };
-enum class rounding : std::uint8_t { none, rn, rz, rm, rp, rni, rzi, rmi, rpi };
+enum class rounding : std::uint8_t { none, rn, rz, rm, rp, rni, rzi, rmi, rpi, rna };  // rna: cvt to tf32
 enum class atom_op : std::uint8_t { add, min, max, inc, dec, exch, cas, and_, or_, xor_ };
 enum class vote_mode : std::uint8_t { all, any, uni, ballot };
 enum class prmt_mode : std::uint8_t { none, f4e, b4e, rc8, ecl, ecr, rc16 };

@@ -449,6 +449,20 @@ TEST_CASE("directed roundings of f32 and f64 add/sub/mul/div (and f32 fma): exac
   CHECK(eval32("mul.rz.f32 %d, %a, %b", 0x7f7fffffu, bits(2.0f)) == 0x7f7fffffu);  // overflow toward zero
 }
 
+TEST_CASE("cvt.rna.tf32.f32: 10 fraction bits, ties away from zero, low 13 bits zero; .satfinite",
+          "[op:cvt.rna.tf32.f32][op:cvt.rna.satfinite.tf32.f32]") {
+  // tf32's step at 1 is 2^-10 (bit 13, 0x2000); 0x1000 is half of it.
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", 0x3f801000u) == 0x3f802000u);  // a tie: away from zero (even would be 1)
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", 0xbf801000u) == 0xbf802000u);
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", 0x3f800fffu) == 0x3f800000u);  // below the tie
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", 0x3fffffffu) == 0x40000000u);  // carries into the next binade
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", 0x7f7ff000u) == kInf);         // past the largest tf32: infinity
+  CHECK(eval32("cvt.rna.satfinite.tf32.f32 %d, %a", 0x7f7ff000u) == 0x7f7fe000u);
+  CHECK(eval32("cvt.rna.satfinite.tf32.f32 %d, %a", kNegInf) == 0xff7fe000u);
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", kNegInf) == kNegInf);
+  CHECK(eval32("cvt.rna.tf32.f32 %d, %a", kQNaN) == kNaN);
+}
+
 TEST_CASE("fp8 narrowing: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 rounds to nearest even, saturates, a in the high byte",
           "[op:cvt.rn.satfinite.e4m3x2.f32][op:cvt.rn.satfinite.e5m2x2.f32]") {
   // OCP FP8. E4M3: bias 7, 3 mantissa bits, largest 448 = 0x7e, NaN 0x7f, no infinity.
