@@ -927,6 +927,20 @@ cudaError_t cudaGetDevice(int* device) {
   return cudaSuccess;
 }
 
+// The runtime's version is the CUDA headers' it was built with (CUDART_VERSION); the simulated
+// driver reports the same, as a driver that supports exactly that runtime.
+cudaError_t cudaRuntimeGetVersion(int* runtimeVersion) {
+  if (runtimeVersion == nullptr) return fail(cudaErrorInvalidValue);
+  *runtimeVersion = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* driverVersion) {
+  if (driverVersion == nullptr) return fail(cudaErrorInvalidValue);
+  *driverVersion = CUDART_VERSION;
+  return cudaSuccess;
+}
+
 cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
 
 cudaError_t cudaDeviceGetAttribute(int* value, enum cudaDeviceAttr attr, int device) {
@@ -1629,6 +1643,26 @@ cudaError_t cudaGraphAddMemcpyNode(cudaGraphNode_t* pGraphNode, cudaGraph_t grap
   rungs::sim::rt::node n;
   if (cudaError_t e = pitched_copy(dst, dpitch, src, spitch, width, rows, p->kind, "cudaGraphAddMemcpyNode", n)) return e;
   return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddMemcpyNode");
+}
+
+// A 1D copy node: cudaGraphAddMemcpyNode's one row of `count` bytes.
+cudaError_t cudaGraphAddMemcpyNode1D(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,
+                                     size_t numDependencies, void* dst, const void* src, size_t count,
+                                     enum cudaMemcpyKind kind) {
+  std::lock_guard lock(S().mutex);
+  rungs::sim::rt::node n;
+  if (cudaError_t e = pitched_copy(dst, count, src, count, count, 1, kind, "cudaGraphAddMemcpyNode1D", n)) return e;
+  return add_node(pGraphNode, graph, pDependencies, numDependencies, std::move(n), "cudaGraphAddMemcpyNode1D");
+}
+
+// Graph memory nodes (allocations owned by a graph) are not simulated; refused by name, as
+// stream-ordered allocation on a capturing stream is.
+cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t*, cudaGraph_t, const cudaGraphNode_t*, size_t,
+                                     struct cudaMemAllocNodeParams*) {
+  return fail(cudaErrorNotSupported, "cudaGraphAddMemAllocNode: graph memory nodes are not simulated");
+}
+cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t*, cudaGraph_t, const cudaGraphNode_t*, size_t, void*) {
+  return fail(cudaErrorNotSupported, "cudaGraphAddMemFreeNode: graph memory nodes are not simulated");
 }
 
 cudaError_t cudaGraphAddMemsetNode(cudaGraphNode_t* pGraphNode, cudaGraph_t graph, const cudaGraphNode_t* pDependencies,

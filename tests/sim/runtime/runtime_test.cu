@@ -353,6 +353,39 @@ TEST_CASE("what NVIDIA's samples ask of the device: host mapping, copy overlap, 
   CHECK(cache == cudaFuncCachePreferL1);  // unchanged by the refused call
   REQUIRE(cudaDeviceSetCacheConfig(cudaFuncCachePreferNone) == cudaSuccess);
 
+  int version = 0;
+  REQUIRE(cudaRuntimeGetVersion(&version) == cudaSuccess);
+  CHECK(version == CUDART_VERSION);
+  REQUIRE(cudaDriverGetVersion(&version) == cudaSuccess);
+  CHECK(version == CUDART_VERSION);
+
+  // A 1D copy node, and graph memory nodes refused by name.
+  cudaGraph_t g = nullptr;
+  REQUIRE(cudaGraphCreate(&g, 0) == cudaSuccess);
+  std::vector<int> host(32, 4);
+  cudaGraphNode_t copy = nullptr;
+  REQUIRE(cudaGraphAddMemcpyNode1D(&copy, g, nullptr, 0, p, host.data(), 32 * sizeof(int), cudaMemcpyHostToDevice) ==
+          cudaSuccess);
+  CHECK(cudaGraphAddMemcpyNode1D(&copy, g, nullptr, 0, p, host.data(), 33 * sizeof(int), cudaMemcpyHostToDevice) ==
+        cudaErrorInvalidValue);  // past the allocation: refused before any node is added
+  cudaGetLastError();
+  std::size_t nodes = 0;
+  REQUIRE(cudaGraphGetNodes(g, nullptr, &nodes) == cudaSuccess);
+  CHECK(nodes == 1);
+  cudaMemAllocNodeParams alloc{};
+  CHECK(cudaGraphAddMemAllocNode(&copy, g, nullptr, 0, &alloc) == cudaErrorNotSupported);
+  CHECK(cudaGraphAddMemFreeNode(&copy, g, nullptr, 0, p) == cudaErrorNotSupported);
+  cudaGetLastError();
+  cudaGraphExec_t ge = nullptr;
+  REQUIRE(cudaGraphInstantiate(&ge, g, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(ge, s) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s) == cudaSuccess);
+  CHECK(download(p, 32) == std::vector<int>(32, 4));
+  REQUIRE(cudaGraphExecDestroy(ge) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(g) == cudaSuccess);
+  REQUIRE(cudaMemset(p, 0, 32 * sizeof(int)) == cudaSuccess);
+  add_scalar<<<1, 32, 0, s>>>(p, 32, 9);
+
   // Refused by name, not missing at link time: a grid-wide barrier could never complete with
   // blocks run one at a time, and pools are not simulated (cudaDevAttrMemoryPoolsSupported 0).
   int n = 32, value = 1;
