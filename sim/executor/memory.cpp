@@ -118,13 +118,9 @@ void executor::unsplit_if_uniform(std::size_t word) {
   s.split = false;
 }
 
-void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
+void executor::shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
-  if (offset + size > shared_.size() || offset + size < offset || misaligned(offset, size)) {
-    shared_bounds_finding(instr_index, tid, offset, size);
-  }
-  if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
     shadow_byte* b = split_word(offset / 4);
@@ -163,14 +159,37 @@ void executor::global_finding(std::uint32_t instr_index, std::uint32_t tid, std:
           "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
 }
 
-void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
-  if (misaligned(addr, size)) global_finding(instr_index, tid, addr, size);
+bool executor::global_range_valid(std::uint64_t addr, std::size_t size) const {
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
     const auto base = reinterpret_cast<std::uintptr_t>(v.data.get());
-    if (addr >= base && addr + size <= base + v.size) return;
+    if (addr >= base && addr + size <= base + v.size) return true;
   }
-  if (!memory_.valid(addr, size)) global_finding(instr_index, tid, addr, size);
+  return memory_.valid(addr, size);
 }
+
+void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+  if (misaligned(addr, size) || !global_range_valid(addr, size)) global_finding(instr_index, tid, addr, size);
+}
+
+namespace {
+// The span [lo, hi) of the lanes' accesses of `size(l)` bytes at `addr(l)` (size 0: none), and
+// whether every one is aligned to its size: a warp's global accesses checked at once where the
+// span lies in one allocation (executor::global_range_valid).
+template <class A, class S>
+bool aligned_span(std::uint32_t mask, A&& addr, S&& size, std::uint64_t& lo, std::uint64_t& hi) {
+  lo = ~std::uint64_t{0};
+  hi = 0;
+  bool aligned = true;
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint64_t a = addr(l), n = size(l);
+    if (n == 0) return;
+    aligned = aligned && !misaligned(a, n) && a + n >= a;
+    lo = std::min(lo, a);
+    hi = std::max(hi, a + n);
+  });
+  return aligned;
+}
+}  // namespace
 
 void executor::cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size, std::uint32_t src_size,
                                 std::uint32_t dst, std::uint64_t src) const {
@@ -250,6 +269,18 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
   if (in.where == space::shared && shadow_on_) {
     for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, addr_op, l), total); });
   }
+  // Global lanes checked at once where their span lies in one allocation (else lane by lane).
+  bool globals_checked = false;
+  if (in.where == space::global || in.where == space::generic || in.where == space::none) {
+    std::uint64_t lo = 0, hi = 0;
+    bool local = false;
+    const bool aligned = aligned_span(mask, [&](unsigned l) {
+      const std::uint64_t a = address(w, addr_op, l);
+      local = local || in_local_window(a);
+      return a;
+    }, [&](unsigned) { return total; }, lo, hi);
+    globals_checked = aligned && !local && lo < hi && global_range_valid(lo, hi - lo);
+  }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -265,7 +296,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         }
         [[fallthrough]];
       case space::global:
-        global_check(pc, tid, a, total);
+        if (!globals_checked) global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
         sectors[nsectors++] = a / 32;
         if (sched_.race_check) {
@@ -319,6 +350,13 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   if (shadow_on_) {
     for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, in.ops[0], l), 16); });
   }
+  const auto src_size_of = [&](unsigned l) {
+    return in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : static_cast<std::uint32_t>(get(w, in.ops[2], l));
+  };
+  std::uint64_t lo = 0, hi = 0;
+  const bool aligned = aligned_span(mask, [&](unsigned l) { return address(w, in.ops[1], l); },
+                                    [&](unsigned l) { return std::uint64_t{src_size_of(l)}; }, lo, hi);
+  const bool sources_checked = aligned && (lo >= hi || global_range_valid(lo, hi - lo));
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -335,7 +373,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     c.size = static_cast<std::uint8_t>(size);
     c.src_size = static_cast<std::uint8_t>(src_size);
     if (c.src_size > 0) {
-      global_check(pc, tid, c.src, c.src_size);
+      if (!sources_checked) global_check(pc, tid, c.src, c.src_size);
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
       __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)));
