@@ -239,6 +239,32 @@ void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
   }
 }
 
+// The data of a warp's checked shared ld/st: `n` elements of E bytes per lane at shared + addr[l].
+struct shared_lanes {
+  unsigned char* shared;
+  const std::uint64_t* addr;
+  std::uint32_t mask;
+  unsigned n;
+  bool load, sign;
+  std::uint64_t* const* vregs;  // per element: its register's lanes (null: an immediate or a sink)
+  const std::uint64_t* vimm;
+  template <std::size_t E>
+  void move() const {
+    for_mask(mask, [&](unsigned l) {
+      unsigned char* p = shared + addr[l];
+      for (unsigned e = 0; e < n; ++e) {
+        if (load) {
+          std::uint64_t v = load_bytes(p + e * E, E);
+          if (sign) v = static_cast<std::uint64_t>(sext(v, E * 8));
+          if (vregs[e]) vregs[e][l] = v;
+        } else {
+          store_bytes(p + e * E, vregs[e] ? vregs[e][l] : vimm[e], E);
+        }
+      }
+    });
+  }
+};
+
 // The distinct sectors of one instruction's lanes, sorted at the front of `s` (lanes mostly
 // touch ascending addresses: then no sort is needed).
 unsigned distinct_sectors(std::uint64_t* s, unsigned n) {
@@ -265,6 +291,35 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     const operand& r = val_op.kind == operand::k_vec ? val_op.elems[e] : val_op;
     if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
     else vimm[e] = r.imm;
+  }
+  if (in.where == space::shared && (esize == 1 || esize == 2 || esize == 4 || esize == 8)) {
+    // A warp's shared accesses: the addresses and bounds of every lane first (a loop without a
+    // branch per lane), the shadow's checks lane by lane, then the data with the element size
+    // known to the compiler. A lane out of bounds or misaligned takes the lane-by-lane way below,
+    // which reports it. (A finding ends the launch, so which lanes moved data first is not seen.)
+    std::uint64_t addr[kLanes];
+    const std::uint64_t* base_reg = addr_op.has_base ? w.regs.data() + std::size_t{addr_op.reg} * kLanes : nullptr;
+    const std::uint64_t limit = shared_.size();
+    bool bad = false;
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t a = (base_reg ? base_reg[l] : 0) + addr_op.imm;
+      addr[l] = a;
+      bad |= (a + total > limit) | (a + total < a) | ((a & (total - 1)) != 0);
+    });
+    if (!bad && (total & (total - 1)) == 0) {  // (sizes are powers of two; any other goes lane by lane)
+      if (shadow_on_) {
+        for_lanes(mask, [&](unsigned l) { prefetch_shadow(addr[l], total); });
+        const bool strong = in.order != mem_order::weak;
+        for_lanes(mask, [&](unsigned l) { shadow_access(w, l, pc, addr[l], total, !load, strong); });
+      }
+      const shared_lanes lanes{shared_.data(), addr, mask, n, load, sign, vregs, vimm};
+      switch (esize) {
+        case 1: return lanes.move<1>();
+        case 2: return lanes.move<2>();
+        case 4: return lanes.move<4>();
+        default: return lanes.move<8>();
+      }
+    }
   }
   if (in.where == space::shared && shadow_on_) {
     for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, addr_op, l), total); });
