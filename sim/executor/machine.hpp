@@ -389,6 +389,8 @@ class executor {
   }
   void shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                      bool write, bool strong);
+  void shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr, std::size_t size,
+                    bool write, bool strong);
   [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte) const;

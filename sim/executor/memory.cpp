@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -137,6 +138,28 @@ void executor::shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, 
     for (unsigned k = 0; k < 4; ++k) shadow_cell(b[k], me, w, lane, write, strong, word * 4 + k);
     if (write) unsplit_if_uniform(word);
   }
+}
+
+// The shadow's checks of a warp's shared accesses of `size` bytes at addr[l] (in bounds and
+// aligned): a 4-byte access (most of them) is one whole word's cell inline, anything else
+// shadow_access.
+void executor::shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr,
+                            std::size_t size, bool write, bool strong) {
+  if (size != 4) {
+    for_lanes(mask, [&](unsigned l) { shadow_access(w, l, instr_index, addr[l], size, write, strong); });
+    return;
+  }
+  const auto lanes = [&](auto is_write) {
+    for_lanes(mask, [&](unsigned l) {
+      const std::size_t word = addr[l] / 4;
+      shadow_word& s = shadow_at(word);
+      if (s.split) return shadow_access(w, l, instr_index, addr[l], size, is_write, strong);
+      const access_rec me{static_cast<std::int16_t>(w.index * kLanes + l), strong, instr_index, epoch_, w.wsc[l]};
+      shadow_cell(s, me, w, l, is_write, strong, word * 4);
+    });
+  };
+  if (write) lanes(std::true_type{});
+  else lanes(std::false_type{});
 }
 
 // The findings of the checks below, out of line (cold): building their messages inline made
@@ -309,8 +332,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     if (!bad && (total & (total - 1)) == 0) {  // (sizes are powers of two; any other goes lane by lane)
       if (shadow_on_) {
         for_lanes(mask, [&](unsigned l) { prefetch_shadow(addr[l], total); });
-        const bool strong = in.order != mem_order::weak;
-        for_lanes(mask, [&](unsigned l) { shadow_access(w, l, pc, addr[l], total, !load, strong); });
+        shadow_lanes(w, pc, mask, addr, total, !load, in.order != mem_order::weak);
       }
       const shared_lanes lanes{shared_.data(), addr, mask, n, load, sign, vregs, vimm};
       switch (esize) {
