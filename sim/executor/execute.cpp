@@ -277,12 +277,12 @@ bool executor::step(warp& w) {
   }
   std::uint32_t mask = w.group_mask;
   if (in.guard >= 0) {
+    // The predicate's bit of all 32 lanes in a loop without branches (a lane outside the group
+    // reads bits that the mask then drops).
     std::uint32_t g = 0;
     const std::uint64_t* p = &w.regs[static_cast<std::size_t>(in.guard) * kLanes];
-    for_lanes(mask, [&](unsigned l) {
-      if (((p[l] & 1) != 0) != in.guard_negate) g |= 1u << l;
-    });
-    mask = g;
+    for (unsigned l = 0; l < kLanes; ++l) g |= static_cast<std::uint32_t>(p[l] & 1) << l;
+    mask &= in.guard_negate ? ~g : g;
   }
   if (++result_.warp_instructions > cta_end_) cta_overrun();
   switch (in.code) {
