@@ -388,8 +388,19 @@ class executor {
   bool happens_before(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane) const;
   [[noreturn]] void race(const access_rec& first, bool first_write, std::uint32_t instr_index, std::uint32_t tid,
                          bool write, std::size_t offset) const;
+  // One lane's shared access: the bounds and alignment inline (every lane of every ld/st.shared),
+  // the shadow's checks and records out of line.
   void shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
-                     bool write, bool strong = false);
+                     bool write, bool strong = false) {
+    if (offset + size > shared_.size() || offset + size < offset || misaligned(offset, size)) {
+      shared_bounds_finding(instr_index, w.index * kLanes + lane, offset, size);
+    }
+    if (shadow_on_) shadow_access(w, lane, instr_index, offset, size, write, strong);
+  }
+  void shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
+                     bool write, bool strong);
+  void shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr, std::size_t size,
+                    bool write, bool strong);
   [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte) const;
@@ -423,6 +434,10 @@ class executor {
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
   std::uint64_t special_value(special sp, unsigned warp_index, unsigned lane) const;
   void global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const;
+  // Whether [addr, addr + size) lies in one module variable or one live allocation: then so does
+  // every access inside it, and one look-up serves a warp's lanes (global_check finds the first
+  // bad lane where it does not).
+  bool global_range_valid(std::uint64_t addr, std::size_t size) const;
   [[noreturn, gnu::cold, gnu::noinline]] void global_finding(std::uint32_t instr_index, std::uint32_t tid,
                                                              std::uint64_t addr, std::size_t size) const;
   [[noreturn, gnu::cold, gnu::noinline]] void shared_bounds_finding(std::uint32_t instr_index, std::uint32_t tid,

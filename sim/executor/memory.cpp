@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -118,13 +119,9 @@ void executor::unsplit_if_uniform(std::size_t word) {
   s.split = false;
 }
 
-void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
+void executor::shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
-  if (offset + size > shared_.size() || offset + size < offset || misaligned(offset, size)) {
-    shared_bounds_finding(instr_index, tid, offset, size);
-  }
-  if (!shadow_on_) return;
   const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
     shadow_byte* b = split_word(offset / 4);
@@ -141,6 +138,28 @@ void executor::shared_access(warp& w, unsigned lane, std::uint32_t instr_index, 
     for (unsigned k = 0; k < 4; ++k) shadow_cell(b[k], me, w, lane, write, strong, word * 4 + k);
     if (write) unsplit_if_uniform(word);
   }
+}
+
+// The shadow's checks of a warp's shared accesses of `size` bytes at addr[l] (in bounds and
+// aligned): a 4-byte access (most of them) is one whole word's cell inline, anything else
+// shadow_access.
+void executor::shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr,
+                            std::size_t size, bool write, bool strong) {
+  if (size != 4) {
+    for_lanes(mask, [&](unsigned l) { shadow_access(w, l, instr_index, addr[l], size, write, strong); });
+    return;
+  }
+  const auto lanes = [&](auto is_write) {
+    for_lanes(mask, [&](unsigned l) {
+      const std::size_t word = addr[l] / 4;
+      shadow_word& s = shadow_at(word);
+      if (s.split) return shadow_access(w, l, instr_index, addr[l], size, is_write, strong);
+      const access_rec me{static_cast<std::int16_t>(w.index * kLanes + l), strong, instr_index, epoch_, w.wsc[l]};
+      shadow_cell(s, me, w, l, is_write, strong, word * 4);
+    });
+  };
+  if (write) lanes(std::true_type{});
+  else lanes(std::false_type{});
 }
 
 // The findings of the checks below, out of line (cold): building their messages inline made
@@ -163,14 +182,37 @@ void executor::global_finding(std::uint32_t instr_index, std::uint32_t tid, std:
           "global access of " + std::to_string(size) + " bytes at 0x" + hex64(addr) + " outside every live allocation");
 }
 
-void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
-  if (misaligned(addr, size)) global_finding(instr_index, tid, addr, size);
+bool executor::global_range_valid(std::uint64_t addr, std::size_t size) const {
   for (const auto& v : m_.variables) {  // the module's own .global/.const variables
     const auto base = reinterpret_cast<std::uintptr_t>(v.data.get());
-    if (addr >= base && addr + size <= base + v.size) return;
+    if (addr >= base && addr + size <= base + v.size) return true;
   }
-  if (!memory_.valid(addr, size)) global_finding(instr_index, tid, addr, size);
+  return memory_.valid(addr, size);
 }
+
+void executor::global_check(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) const {
+  if (misaligned(addr, size) || !global_range_valid(addr, size)) global_finding(instr_index, tid, addr, size);
+}
+
+namespace {
+// The span [lo, hi) of the lanes' accesses of `size(l)` bytes at `addr(l)` (size 0: none), and
+// whether every one is aligned to its size: a warp's global accesses checked at once where the
+// span lies in one allocation (executor::global_range_valid).
+template <class A, class S>
+bool aligned_span(std::uint32_t mask, A&& addr, S&& size, std::uint64_t& lo, std::uint64_t& hi) {
+  lo = ~std::uint64_t{0};
+  hi = 0;
+  bool aligned = true;
+  for_lanes(mask, [&](unsigned l) {
+    const std::uint64_t a = addr(l), n = size(l);
+    if (n == 0) return;
+    aligned = aligned && !misaligned(a, n) && a + n >= a;
+    lo = std::min(lo, a);
+    hi = std::max(hi, a + n);
+  });
+  return aligned;
+}
+}  // namespace
 
 void executor::cp_async_finding(std::uint32_t pc, std::uint32_t tid, std::uint32_t size, std::uint32_t src_size,
                                 std::uint32_t dst, std::uint64_t src) const {
@@ -220,6 +262,32 @@ void store_bytes(unsigned char* p, std::uint64_t v, std::size_t n) {
   }
 }
 
+// The data of a warp's checked shared ld/st: `n` elements of E bytes per lane at shared + addr[l].
+struct shared_lanes {
+  unsigned char* shared;
+  const std::uint64_t* addr;
+  std::uint32_t mask;
+  unsigned n;
+  bool load, sign;
+  std::uint64_t* const* vregs;  // per element: its register's lanes (null: an immediate or a sink)
+  const std::uint64_t* vimm;
+  template <std::size_t E>
+  void move() const {
+    for_mask(mask, [&](unsigned l) {
+      unsigned char* p = shared + addr[l];
+      for (unsigned e = 0; e < n; ++e) {
+        if (load) {
+          std::uint64_t v = load_bytes(p + e * E, E);
+          if (sign) v = static_cast<std::uint64_t>(sext(v, E * 8));
+          if (vregs[e]) vregs[e][l] = v;
+        } else {
+          store_bytes(p + e * E, vregs[e] ? vregs[e][l] : vimm[e], E);
+        }
+      }
+    });
+  }
+};
+
 // The distinct sectors of one instruction's lanes, sorted at the front of `s` (lanes mostly
 // touch ascending addresses: then no sort is needed).
 unsigned distinct_sectors(std::uint64_t* s, unsigned n) {
@@ -247,8 +315,48 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     if (r.kind == operand::k_reg) vregs[e] = w.regs.data() + std::size_t{r.reg} * kLanes;
     else vimm[e] = r.imm;
   }
+  if (in.where == space::shared && (esize == 1 || esize == 2 || esize == 4 || esize == 8)) {
+    // A warp's shared accesses: the addresses and bounds of every lane first (a loop without a
+    // branch per lane), the shadow's checks lane by lane, then the data with the element size
+    // known to the compiler. A lane out of bounds or misaligned takes the lane-by-lane way below,
+    // which reports it. (A finding ends the launch, so which lanes moved data first is not seen.)
+    std::uint64_t addr[kLanes];
+    const std::uint64_t* base_reg = addr_op.has_base ? w.regs.data() + std::size_t{addr_op.reg} * kLanes : nullptr;
+    const std::uint64_t limit = shared_.size();
+    bool bad = false;
+    for_mask(mask, [&](unsigned l) {
+      const std::uint64_t a = (base_reg ? base_reg[l] : 0) + addr_op.imm;
+      addr[l] = a;
+      bad |= (a + total > limit) | (a + total < a) | ((a & (total - 1)) != 0);
+    });
+    if (!bad && (total & (total - 1)) == 0) {  // (sizes are powers of two; any other goes lane by lane)
+      if (shadow_on_) {
+        for_lanes(mask, [&](unsigned l) { prefetch_shadow(addr[l], total); });
+        shadow_lanes(w, pc, mask, addr, total, !load, in.order != mem_order::weak);
+      }
+      const shared_lanes lanes{shared_.data(), addr, mask, n, load, sign, vregs, vimm};
+      switch (esize) {
+        case 1: return lanes.move<1>();
+        case 2: return lanes.move<2>();
+        case 4: return lanes.move<4>();
+        default: return lanes.move<8>();
+      }
+    }
+  }
   if (in.where == space::shared && shadow_on_) {
     for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, addr_op, l), total); });
+  }
+  // Global lanes checked at once where their span lies in one allocation (else lane by lane).
+  bool globals_checked = false;
+  if (in.where == space::global || in.where == space::generic || in.where == space::none) {
+    std::uint64_t lo = 0, hi = 0;
+    bool local = false;
+    const bool aligned = aligned_span(mask, [&](unsigned l) {
+      const std::uint64_t a = address(w, addr_op, l);
+      local = local || in_local_window(a);
+      return a;
+    }, [&](unsigned) { return total; }, lo, hi);
+    globals_checked = aligned && !local && lo < hi && global_range_valid(lo, hi - lo);
   }
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
@@ -270,7 +378,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         }
         [[fallthrough]];
       case space::global:
-        global_check(pc, tid, a, total);
+        if (!globals_checked) global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
         sectors[nsectors++] = a / 32;
         if (sched_.race_check) {
@@ -324,6 +432,13 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   if (shadow_on_) {
     for_lanes(mask, [&](unsigned l) { prefetch_shadow(address(w, in.ops[0], l), 16); });
   }
+  const auto src_size_of = [&](unsigned l) {
+    return in.ops.size() > 3 ? static_cast<std::uint32_t>(get(w, in.ops[3], l)) : static_cast<std::uint32_t>(get(w, in.ops[2], l));
+  };
+  std::uint64_t lo = 0, hi = 0;
+  const bool aligned = aligned_span(mask, [&](unsigned l) { return address(w, in.ops[1], l); },
+                                    [&](unsigned l) { return std::uint64_t{src_size_of(l)}; }, lo, hi);
+  const bool sources_checked = aligned && (lo >= hi || global_range_valid(lo, hi - lo));
   std::uint64_t sectors[kLanes];
   unsigned nsectors = 0;
   for_lanes(mask, [&](unsigned l) {
@@ -340,7 +455,7 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
     c.size = static_cast<std::uint8_t>(size);
     c.src_size = static_cast<std::uint8_t>(src_size);
     if (c.src_size > 0) {
-      global_check(pc, tid, c.src, c.src_size);
+      if (!sources_checked) global_check(pc, tid, c.src, c.src_size);
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
       __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)));
@@ -375,11 +490,13 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   }
 }
 
+// land, issue_shadow and complete run once per lane copy: inline in their callers (their calls,
+// registers saved and restored each time, were about 2% of a checked launch).
 void executor::land_random() {
   land(unlanded_[draw_below(unlanded_.size())]);
 }
 
-void executor::land(std::uint32_t index) {
+[[gnu::always_inline]] inline void executor::land(std::uint32_t index) {
   copy_op& c = copies_[index];
   if (c.landed()) return;
   // Out of the unlanded list in O(1): the last entry takes its slot (a scan of the list at
@@ -407,7 +524,7 @@ void executor::land(std::uint32_t index) {
 // access to it by another thread is a race, and by the issuing thread a read of data that
 // may not have landed. The issue itself must be ordered after every earlier access by other
 // threads (a barrier between them).
-void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
+[[gnu::always_inline]] inline void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
   const access_rec me{static_cast<std::int16_t>(c.tid), false, c.instr, c.epoch, w.wsc[lane]};
   const auto issue = [&](shadow_byte& s, std::size_t byte) {
     if (sched_.race_check) {
@@ -434,7 +551,7 @@ void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
 
 // The issuing thread's wait completes copies: they are landed now and ordered before what
 // follows the thread's next barrier (or warp sync).
-void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
+[[gnu::always_inline]] inline void executor::complete(std::uint32_t index, const warp& w, unsigned lane) {
   land(index);
   if (!shadow_on_) return;
   const copy_op& c = copies_[index];
