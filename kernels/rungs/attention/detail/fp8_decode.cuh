@@ -29,8 +29,8 @@
 //  * Softmax. softmax_slices over the warp's slices.
 //
 // Group 16 fills the mma rows; groups up to 8 use rows 0-7 of Q (rows 8-15 hold the loaded rows
-// again: their scores are not used, and zeros there were re-made at every tile) and the first
-// 8 heads of O^T.
+// again, bfloat16 bits left unconverted: their scores are not used, and zeros there were re-made
+// at every tile) and the first 8 heads of O^T.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -73,8 +73,8 @@ struct fp8_decode_agent {
   static_assert(kWarpKeys == 8 || kWarpKeys == 16);
 
   /// E4M3 on sm_89+: the last word of each V row a lane reads (output tiles kDimTiles - 2 and
-  /// kDimTiles - 1) takes the integer route (fp8x4_to_half_pairs' Integers: 6 integer
-  /// instructions a pair) instead of the cvt (one a pair, but on the conversion pipe, which at
+  /// kDimTiles - 1) takes the integer route (e4m3_high_bytes_to_half2, device.cuh: 6 integer
+  /// instructions a pair with its PRMT) instead of the cvt (one a pair, but on the conversion pipe, which at
   /// a quarter of the integer pipe's rate bound the tile: 33 cvt, 264 cycles a warp against 215
   /// instructions; now 29). Its values come in units of 2^8, which the stash multiplies back
   /// (exact: a power of two).
@@ -91,8 +91,8 @@ struct fp8_decode_agent {
 
   /// Shared memory: the fp8 pipeline, reused after it drains for the warps' row states
   /// (HeadDim floats, a max and a sum each), and past both the scores' scale and the V scale:
-  /// the loop uses every register of the 4-CTA budget on sm_90, and a value held across it
-  /// spills (as in tensor_core_decode_agent).
+  /// group 16 at head dim 128 uses every register of the 4-CTA budget on sm_90 (as in
+  /// tensor_core_decode_agent), and the scales wait there for every group alike.
   struct storage {
     using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle, !kAtBudget, kAtBudget>;
     static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * kTile * HeadDim * sizeof(KV);
