@@ -97,8 +97,8 @@ struct kv_source {
 /// bases with a shared offset at every copy (two 64-bit adds more each) and keeps the
 /// registers: the SIMT decode's 5-8 rows of state at 168 and 255 registers need them.
 ///
-/// Spare (for a loop at its register budget: the fp8 tensor-core decode at sm_90's 128
-/// registers, which spills otherwise): the current stage is tile % Stages at each use (a
+/// Spare (for a loop at its register budget: head dim 128's group-16 tensor-core decode at
+/// sm_90's 128 registers, which spills otherwise): the current stage is tile % Stages at each use (a
 /// multiply-high, a shift and a multiply-add) instead of a counter that each advance steps on
 /// (stage_elems), and a copy's places come from a fresh read of the thread index at each tile
 /// instead of being held across the loop.
@@ -168,9 +168,9 @@ struct kv_pipeline {
   static constexpr bool kFixedChunk = Threads % kCopyVecs == 0 && kTileVecs % Threads == 0;
   /// Fixed chunk of a 16-bit cache: a warp's lanes load the block-table entries of all its
   /// tokens at once and the copies take theirs by shuffles (fetch_ids). fp8 caches load one
-  /// entry per copy (their tensor-core decode, at its register budget, came out 33
-  /// instructions a tile longer with the shuffles on sm_90: ptxas re-materialised more zero
-  /// registers).
+  /// entry per copy (2 copies a thread at head dim 128): with the shuffles their tensor-core
+  /// decode's tile loop was 3 instructions shorter on sm_90, but every fp8 kernel's was longer
+  /// on sm_80 (by 207-289 instructions) and the tensor-core prefill's on sm_90 (by 20).
   static constexpr bool kSharedIds = kFixedChunk && sizeof(KV) == 2;
   static constexpr int kTokenStride = Threads / kCopyVecs;
   /// Swizzled rows kTokenStride apart share the chunk's place where the stride is whole

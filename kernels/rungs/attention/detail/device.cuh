@@ -118,7 +118,14 @@ __device__ __forceinline__ P* opaque_pointer(P* p) {
 /// times 2^-8 (the biases differ by 8), and its NaN (s.1111.111) maps to magnitude 0x3f80
 /// (1.875): with KeepNan it gets bit 14 too, the all-ones exponent of a binary16 NaN. 0x3f80 is
 /// the only magnitude at which adding 0x80 carries into bit 14, so the fix-up is two integer
-/// operations, no compare.
+/// operations, no compare (e4m3_high_bytes_to_half2).
+template <bool KeepNan>
+__device__ __forceinline__ std::uint32_t e4m3_high_bytes_to_half2(std::uint32_t p) {
+  // p: the two codes in bytes 1 and 3 (bytes 0 and 2 are ignored).
+  const std::uint32_t magnitude = (p >> 1) & 0x3f803f80u;  // exponent rebased by 8
+  const std::uint32_t nan = KeepNan ? (magnitude + 0x00800080u) & 0x40004000u : 0u;
+  return (p & 0x80008000u) | magnitude | nan;
+}
 template <class KV, bool KeepNan = false>
 __device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32_t (&pairs)[2]) {
   if constexpr (fp8_hardware_cvt && std::is_same_v<KV, __nv_fp8_e4m3>) {
@@ -133,11 +140,7 @@ __device__ __forceinline__ void fp8x4_to_half_pairs(std::uint32_t x, std::uint32
   pairs[1] = ((x >> 8) & 0x0000ff00u) | (x & 0xff000000u);
   if constexpr (std::is_same_v<KV, __nv_fp8_e4m3>) {
 #pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const std::uint32_t magnitude = (pairs[p] >> 1) & 0x3f803f80u;  // exponent rebased by 8
-      const std::uint32_t nan = KeepNan ? (magnitude + 0x00800080u) & 0x40004000u : 0u;
-      pairs[p] = (pairs[p] & 0x80008000u) | magnitude | nan;
-    }
+    for (int p = 0; p < 2; ++p) pairs[p] = e4m3_high_bytes_to_half2<KeepNan>(pairs[p]);
   }
 }
 

@@ -5,25 +5,32 @@
 // own mma fragments in registers (fp8x4_to: one cvt.rn.f16x2.e4m3x2 a pair on sm_89+), so a
 // tile costs no extra barrier, no 16-bit copy of itself and no ldmatrix.
 //
-//  * Warps. Each of the 4 warps owns kTile / 4 keys of a tile (D 128: 8, D 64: 16) and all D
-//    output dims: its scores (m16n8k16 over the head dim) and its P V (the keys as k: m16n8k16
-//    over 16 keys, m16n8k8 over 8) are its own, and the warps'
-//    states merge through shared memory at the end, as the 16-bit decode's token warps do.
+//  * Warps. Each of the 4 warps owns kTile / 4 keys of a tile (D 128: 8, one slice; D 64: 16,
+//    two 8-key slices) and all D output dims: its scores (m16n8k16 over the head dim) and its
+//    value step are its own, and the warps' states merge through shared memory at the end, as
+//    the 16-bit decode's token warps do.
 //  * K fragments. Both mmas take binary16 (PV): K as the cvt gives it, bfloat16 queries
 //    scaled once into binary16's range (queries_to_half). The head-dim axis of Q and K is permuted alike (a score is a sum over dims,
 //    so any order gives the same products): the mma's k index 16 ks + 2 t4 + e (+ 8) is dim
 //    (D/4) t4 + 4 ks + e (+ 2). A thread's B values of key g over all k steps are then D/4
 //    consecutive bytes of the key's row (two 16-byte loads at D 128), one word per k step.
-//  * V fragments. B of P V holds keys 2 t4, 2 t4 + 1 of one dim per register; output tile n,
-//    column c is dim (D/8) c + n, so thread (g, t4) reads the D/8 consecutive bytes at dim
-//    (D/8) g of its two keys' rows and interleaves them with PRMT (byte i of one row, byte i
-//    of the other: one register's pair per dim). The accumulators come out in that order and
-//    are put back in dim order when the warp's state is stashed.
-//  * Softmax. softmax_fragments (fragments.cuh) over two 8-key tiles; with 8 keys a warp the
-//    second is all -inf, known so at compile time (LiveTiles: P zero without an exponent,
-//    unused by the m16n8k8 of 8 keys).
+//  * V fragments. The value step runs transposed, as the 16-bit decode's (fragments.cuh,
+//    softmax_slices): O^T (dims x heads) += V^T P^T, m16n8k8 per slice (m16n8k16 over both at D
+//    64), so the score accumulator is P^T's B fragment as it stands and every accumulator is
+//    live below group 16 (O = P V idled the rows 8-15 of its 64). A of output tile n holds dims
+//    (D/8) g + 2 n (rows 0-7) and + 1 (rows 8-15) of keys 2 t4, 2 t4 + 1: thread (g, t4) reads
+//    the D/8 consecutive bytes at dim (D/8) g of its two keys' rows and interleaves them with
+//    PRMT (byte i of one row, byte i of the other: one register's pair per dim). The stash puts
+//    the dims back in order.
+//  * Conversions. One cvt.rn.f16x2.e4m3x2 a pair on sm_89+, except the last word of each V row a
+//    thread reads (kIntegerWords): the conversion pipe runs at a quarter of the integer pipe's
+//    rate, and its 33 cvt a tile (264 cycles a warp) bound the tile loop at D 128 where 215
+//    instructions issue; 4 pairs by integers (6 instructions each) leave 29.
+//  * Softmax. softmax_slices over the warp's slices.
 //
-// Group 16 fills the mma rows; groups up to 8 use rows 0-7 (rows 8-15 are zeros).
+// Group 16 fills the mma rows; groups up to 8 use rows 0-7 of Q (rows 8-15 hold the loaded rows
+// again, bfloat16 bits left unconverted: their scores are not used, and zeros there were re-made
+// at every tile) and the first 8 heads of O^T.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -56,24 +63,38 @@ struct fp8_decode_agent {
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kTile = geometry::tile_tokens(HeadDim);
   static constexpr int kWarpKeys = kTile / kWarps;    // 8 (D 128) or 16 (D 64)
-  static constexpr int kKeyTiles = kWarpKeys / 8;     // 8-key tiles of a warp's scores
+  static constexpr int kSlices = kWarpKeys / 8;       // 8-key slices of a warp's scores
   static constexpr int kKSteps = HeadDim / 16;
-  static constexpr int kOTiles = HeadDim / 8;         // 8-dim output tiles, and a lane's V bytes
+  static constexpr int kDimTiles = HeadDim / 16;      // 16-dim tiles of O^T; a lane's V bytes of a key: 2 kDimTiles
   static constexpr int kKBytes = HeadDim / 4;         // a lane's K bytes of a key
   static constexpr int kRowVecs = HeadDim / geometry::vector_elements;
   static constexpr int kHalves = Group > 8 ? 2 : 1;
   static constexpr int kRowsKept = 8 * kHalves;
   static_assert(kWarpKeys == 8 || kWarpKeys == 16);
 
+  /// E4M3 on sm_89+: the last word of each V row a lane reads (output tiles kDimTiles - 2 and
+  /// kDimTiles - 1) takes the integer route (e4m3_high_bytes_to_half2, device.cuh: 6 integer
+  /// instructions a pair with its PRMT) instead of the cvt (one a pair, but on the conversion pipe, which at
+  /// a quarter of the integer pipe's rate bound the tile: 33 cvt, 264 cycles a warp against 215
+  /// instructions; now 29). Its values come in units of 2^8, which the stash multiplies back
+  /// (exact: a power of two).
+  static constexpr bool kIntegerWords = fp8_hardware_cvt && std::is_same_v<KV, __nv_fp8_e4m3>;
+  static constexpr float kIntegerScale = kIntegerWords ? 256.0f : 1.0f;
+
+  /// Group 16 at head dim 128 (64 accumulators and 32 query registers) is at sm_90's 128
+  /// registers: its pipeline spares registers (kv_pipeline's Spare) rather than holding the
+  /// caches' rows (HoldRows), which spilled 8 bytes there.
+  static constexpr bool kAtBudget = HeadDim == 128 && kHalves == 2;
+
   /// A row of 8 16-byte chunks (D 128) is swizzled; a row of 4 (D 64) is plain.
   static constexpr bool kSwizzle = HeadDim / 16 % 8 == 0;
 
   /// Shared memory: the fp8 pipeline, reused after it drains for the warps' row states
   /// (HeadDim floats, a max and a sum each), and past both the scores' scale and the V scale:
-  /// the loop uses every register of the 4-CTA budget on sm_90, and a value held across it
-  /// spills (as in tensor_core_decode_agent).
+  /// group 16 at head dim 128 uses every register of the 4-CTA budget on sm_90 (as in
+  /// tensor_core_decode_agent), and the scales wait there for every group alike.
   struct storage {
-    using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle, false, true>;
+    using pipeline = kv_pipeline<KV, HeadDim, kTile, kThreads, geometry::stages, kSwizzle, !kAtBudget, kAtBudget>;
     static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * kTile * HeadDim * sizeof(KV);
     static constexpr std::size_t kMergeBytes = std::size_t{kWarps} * kRowsKept * (HeadDim + 2) * sizeof(float);
     static constexpr std::size_t kScalesAt = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
@@ -154,16 +175,20 @@ struct fp8_decode_agent {
     return scale_log2 * __uint_as_float(static_cast<unsigned>(e - 14) << 23);  // 2^(e - 141)
   }
 
-  /// O += P V over the warp's keys: B of 8-key tile j is keys r + 8 j, r + 8 j + 1 (r = first
-  /// + 2 t4, the lane's bytes of r's row at v_at) of dim kOTiles g + n for output tile n. Each
-  /// word of both rows gives 4 dims, whose mma run before the next word is converted.
-  __device__ __forceinline__ static void values(float (&o)[kOTiles][4], const std::uint32_t (&pa)[4],
-                                                const KV* v_stage, int v_at) {
-    using Word = std::conditional_t<kOTiles == 16, uint4, uint2>;
-    constexpr int kWords = kOTiles / 4;
-    std::uint32_t rows[kKeyTiles][2][kWords];
+  /// O^T += V^T P^T over the warp's keys (kSlices 8-key slices): A of output tile m is V^T
+  /// over dims (D/8) g + 2 m (rows 0-7) and + 1 (rows 8-15), keys 2 t4, 2 t4 + 1 of a slice
+  /// (the lane's D/8 bytes of those keys' rows at v_at, slice j 8 j rows on); B is P^T of a
+  /// slice (p[j][h]: keys 2 t4, 2 t4 + 1 of head g + 8 h, the score accumulator's own
+  /// layout). Each word of both rows is dims 4 i .. 4 i + 3 of the lane's: output tiles 2 i and
+  /// 2 i + 1, converted just before their mma.
+  __device__ __forceinline__ static void values(float (&o)[kHalves][kDimTiles][4],
+                                                const std::uint32_t (&p)[kSlices][kHalves], const KV* v_stage,
+                                                int v_at) {
+    using Word = std::conditional_t<kDimTiles == 8, uint4, uint2>;
+    constexpr int kWords = kDimTiles / 2;
+    std::uint32_t rows[kSlices][2][kWords];
 #pragma unroll
-    for (int j = 0; j < kKeyTiles; ++j) {
+    for (int j = 0; j < kSlices; ++j) {
       const int at = v_at + 8 * j * HeadDim;  // 8 rows on: the swizzle repeats
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
@@ -174,20 +199,31 @@ struct fp8_decode_agent {
     }
 #pragma unroll
     for (int i = 0; i < kWords; ++i) {
-      std::uint32_t b[kKeyTiles][4];
+      std::uint32_t a[2][kSlices][2];  // [tile 2 i + t][slice][rows 0-7, 8-15]
 #pragma unroll
-      for (int j = 0; j < kKeyTiles; ++j) {
-        std::uint32_t lo[2], hi[2];
-        fp8x4_to<PV, KV>(__byte_perm(rows[j][0][i], rows[j][1][i], 0x5140), lo);  // dims 4 i, 4 i + 1
-        fp8x4_to<PV, KV>(__byte_perm(rows[j][0][i], rows[j][1][i], 0x7362), hi);  // dims 4 i + 2, 4 i + 3
-        b[j][0] = lo[0], b[j][1] = lo[1], b[j][2] = hi[0], b[j][3] = hi[1];
+      for (int j = 0; j < kSlices; ++j) {
+        const std::uint32_t r0 = rows[j][0][i], r1 = rows[j][1][i];
+        if (kIntegerWords && i == kWords - 1) {  // the integer route, in units of 2^8 (the stash's kIntegerScale)
+          // Byte d of both keys into the high bytes of the halves: one PRMT a pair, as the cvt's.
+          a[0][j][0] = e4m3_high_bytes_to_half2<true>(__byte_perm(r0, r1, 0x4000));
+          a[0][j][1] = e4m3_high_bytes_to_half2<true>(__byte_perm(r0, r1, 0x5010));
+          a[1][j][0] = e4m3_high_bytes_to_half2<true>(__byte_perm(r0, r1, 0x6020));
+          a[1][j][1] = e4m3_high_bytes_to_half2<true>(__byte_perm(r0, r1, 0x7030));
+        } else {
+          fp8x4_to<PV, KV>(__byte_perm(r0, r1, 0x5140), a[0][j]);  // dims 4 i, 4 i + 1
+          fp8x4_to<PV, KV>(__byte_perm(r0, r1, 0x7362), a[1][j]);  // dims 4 i + 2, 4 i + 3
+        }
       }
 #pragma unroll
-      for (int d = 0; d < 4; ++d) {
-        if constexpr (kKeyTiles == 2) {
-          mma_m16n8k16<PV>(o[4 * i + d], pa, b[0][d], b[1][d]);
-        } else {  // 8 keys: m16n8k8 (A's keys 0-7, pa[0] and pa[1]), no zero half to hold in registers
-          mma_m16n8k8<PV>(o[4 * i + d], pa[0], pa[1], b[0][d]);
+      for (int t = 0; t < 2; ++t) {
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          if constexpr (kSlices == 2) {
+            const std::uint32_t a4[4] = {a[t][0][0], a[t][0][1], a[t][1][0], a[t][1][1]};
+            mma_m16n8k16<PV>(o[h][2 * i + t], a4, p[0][h], p[1][h]);
+          } else {
+            mma_m16n8k8<PV>(o[h][2 * i + t], a[t][0][0], a[t][0][1], p[0][h]);
+          }
         }
       }
     }
@@ -208,8 +244,8 @@ struct fp8_decode_agent {
     std::uint32_t qa[kKSteps][4];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int head = g + 8 * h;
-      const bool real = num_tiles > 0 && h < kHalves && head < Group;
+      const int head = kHalves == 2 ? g + 8 * h : g;
+      const bool real = num_tiles > 0 && head < Group;
       const uint4* row = reinterpret_cast<const uint4*>(q + static_cast<std::int64_t>(rows.seq) * q_stride +
                                                         static_cast<std::int64_t>(rows.first_head + head) * HeadDim +
                                                         kKBytes * t4);
@@ -221,14 +257,14 @@ struct fp8_decode_agent {
     }
 
     float m[kHalves], l[kHalves];
-    float o[kOTiles][4];
+    float o[kHalves][kDimTiles][4];  // O^T: dims (D/8) g + 2 n (0, 1) and + 1 (2, 3), heads 8 h + 2 t4 (+1)
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       m[h] = kNegInf;
       l[h] = 0.0f;
-    }
 #pragma unroll
-    for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+      for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
+    }
 
     if constexpr (std::is_same_v<T, __nv_bfloat16>) scale_log2 = queries_to_half(qa, scale_log2);
     if (tid == 0) {  // published by the first tile's barrier (or the merge's)
@@ -240,32 +276,25 @@ struct fp8_decode_agent {
     pipe.start();
     const int first = warp * kWarpKeys;  // the warp's first key in a tile
     const int k_at = chunk_at(first + g, kKBytes / 16 * t4);
-    const int v_at = chunk_at(first + 2 * t4, kOTiles * g / 16) + kOTiles * g % 16;
+    const int v_at = chunk_at(first + 2 * t4, 2 * kDimTiles * g / 16) + 2 * kDimTiles * g % 16;
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);
       const int first_key = kv_begin + tile * kTile + first;
       if (first_key >= kv_end) continue;  // warp-uniform
-      float s[2][4];
+      float s[kSlices][4];
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        if (j < kKeyTiles) {
-          scores(s[j], qa, pipe.k_tile(tile), k_at + 8 * j * HeadDim);
-        } else {
-          s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-        }
-      }
-      std::uint32_t pa[1][4] = {{0u, 0u, 0u, 0u}};  // rows g + 8 stay zero below group 16
+      for (int j = 0; j < kSlices; ++j) scores(s[j], qa, pipe.k_tile(tile), k_at + 8 * j * HeadDim);
+      std::uint32_t p[kSlices][kHalves];
 #pragma unroll
       for (int h = 0; h < kHalves; ++h) {
-        softmax_fragments<PV, Mod.soft_cap, kKeyTiles>(
-            s, h, smem.scales()[0], transform,
-            [&](int j, int e, float v, float (&x)[2]) {  // keys past the end (and a missing tile): masked
-              const int key = first_key + 8 * j + 2 * t4 + e;
-              x[e] = j < kKeyTiles && key < kv_end ? v : kNegInf;
+        softmax_slices<PV, Mod.soft_cap, kSlices>(
+            s, h, t4, smem.scales()[0], transform,
+            [&](int j, int e, float v, float (&x)[2]) {  // keys past the end: masked
+              x[e] = first_key + 8 * j + 2 * t4 + e < kv_end ? v : kNegInf;
             },
-            m[h], l[h], o, pa);
+            m[h], l[h], o, p);
       }
-      values(o, pa[0], pipe.v_tile(tile), v_at);
+      values(o, p, pipe.v_tile(tile), v_at);
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
 
@@ -279,13 +308,17 @@ struct fp8_decode_agent {
     for (int h = 0; h < kHalves; ++h) {
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
       l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-      const int slot = warp * kRowsKept + g + 8 * h;
 #pragma unroll
-      for (int n = 0; n < kOTiles; ++n) {
+      for (int e = 0; e < 2; ++e) {  // head 8 h + 2 t4 + e: dims (D/8) g + 2 n and + 1 of tile n
+        float* row = smem.merge_o() + (warp * kRowsKept + 8 * h + 2 * t4 + e) * HeadDim + 2 * kDimTiles * g;
 #pragma unroll
-        for (int e = 0; e < 2; ++e) smem.merge_o()[slot * HeadDim + kOTiles * (2 * t4 + e) + n] = o[n][2 * h + e];
+        for (int n = 0; n < kDimTiles; ++n) {
+          const float unit = n >= kDimTiles - 2 ? kIntegerScale : 1.0f;  // the integer words' units (values)
+          *reinterpret_cast<float2*>(row + 2 * n) = make_float2(o[h][n][e] * unit, o[h][n][2 + e] * unit);
+        }
       }
       if (t4 == 0) {
+        const int slot = warp * kRowsKept + g + 8 * h;
         smem.merge_m()[slot] = m[h];
         smem.merge_l()[slot] = l[h];
       }

@@ -265,20 +265,21 @@ __device__ __forceinline__ void softmax_slices(const float (&s)[Slices][4], int 
                                                const score_transform& transform, Mask&& mask, float& m, float& l,
                                                float (&o)[HeadTiles][DimTiles][4],
                                                std::uint32_t (&p)[Slices][HeadTiles]) {
-  constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
   float x[Slices][2];
   masked_scores<SoftCap>(s, h, scale_log2, transform, mask, x);
-  float mx = kNegInf;
+  // The max and the sum from the first slice's pair (not from -inf and 0: an FMNMX and an FADD a
+  // tile that ptxas cannot drop).
+  float mx = fmaxf(x[0][0], x[0][1]);
 #pragma unroll
-  for (int j = 0; j < Slices; ++j) mx = fmaxf(mx, fmaxf(x[j][0], x[j][1]));
+  for (int j = 1; j < Slices; ++j) mx = fmaxf(mx, fmaxf(x[j][0], x[j][1]));
   float base;
   const float rescale = quad_max_step(mx, m, base);
-  float sum = 0.0f;
+  float sum;
 #pragma unroll
   for (int j = 0; j < Slices; ++j) {
     x[j][0] = exp2_approx(x[j][0] - base);
     x[j][1] = exp2_approx(x[j][1] - base);
-    sum += x[j][0] + x[j][1];
+    sum = j == 0 ? x[j][0] + x[j][1] : sum + (x[j][0] + x[j][1]);
     p[j][h] = pack_pair<T>(x[j][0], x[j][1]);
   }
   l = fmaf(l, rescale, sum);

@@ -205,17 +205,13 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
 #if !defined(RUNGS_ATTENTION_SIMT_EMULATION)
 /// __launch_bounds__' minimum CTAs per SM of the tensor-core decode (Decode) or prefill for the
 /// architecture being compiled (geometry::tensor_core_decode_ctas_per_sm,
-/// tensor_core_prefill_ctas_per_sm; 1 in the host pass; the decode's by HeadDim and Group).
-/// Fp8Transforms: the decode over an fp8 cache with score transforms compiled in (fp8_decode_agent with ModBits), which ptxas spills
-/// at sm_90's 4-CTA budget (8 bytes over E4M3, 16 over E5M2, a sliding window, head dim 128,
-/// group 4): 3 CTAs there (the default set's fp8 decode has no transforms and keeps 4).
-template <bool Decode, bool Fp8Transforms = false, int HeadDim = 0, int Group = 0>
+/// tensor_core_prefill_ctas_per_sm; 1 in the host pass; the decode's by HeadDim and Group), the
+/// occupancy the planner counts. The decode over an fp8 cache takes it with score transforms too
+/// (it was 3 there on sm_90, where ptxas spilled at 4's 128 registers until fp8_decode_agent's
+/// value step ran transposed: 110-128 registers now, no spills, E4M3 and E5M2, every group).
+template <bool Decode, int HeadDim = 0, int Group = 0>
 constexpr int tensor_core_min_ctas_per_sm() {
 #if defined(__CUDA_ARCH__)
-  if constexpr (Decode && Fp8Transforms) {
-    const int ctas = geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group);
-    return ctas > 3 ? 3 : ctas;
-  }
   return Decode ? geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group)
                 : geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
 #else
@@ -229,7 +225,7 @@ constexpr int tensor_core_min_ctas_per_sm() {
 /// (T or an fp8 format), as paged_attention_kernel's.
 template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
 __global__ void __launch_bounds__(geometry::threads,
-                                  tensor_core_min_ctas_per_sm<true, is_fp8_element<KV> && ModBits != 0, HeadDim, Group>())
+                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group>())
     tensor_core_decode_kernel(const attention_params p) {
   // An fp8 cache: fp8_decode_agent converts its fragments in registers (fp8_decode.cuh).
   using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
