@@ -608,7 +608,11 @@ void executor::exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32
     return;
   }
   if (t != vtype::f32) io.no("this type");
-  if ((in.code == op::rsqrt || in.code == op::sin || in.code == op::cos) && !in.approx) io.no("non-approx form");
+  if ((in.code == op::rsqrt || in.code == op::sin || in.code == op::cos || in.code == op::lg2 || in.code == op::tanh) &&
+      !in.approx) {
+    io.no("non-approx form");
+  }
+  if (in.code == op::tanh && in.ftz) io.no("tanh.approx with .ftz (PTX has none)");
   if ((in.code == op::rcp || in.code == op::sqrt) && !in.approx && in.round != rounding::rn) io.no("rounding mode");
   for_lanes(mask, [&](unsigned l) {
     const float x = f32_in(io.rd(1, l), in.ftz);
@@ -618,10 +622,21 @@ void executor::exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32
       case op::sqrt: r = std::sqrt(x); break;
       case op::rsqrt: r = 1.0f / std::sqrt(x); break;
       case op::sin: r = std::sin(x); break;
+      case op::lg2: r = std::log2(x); break;  // -inf at +-0, NaN below 0; libm within 1 ulp
+      case op::tanh: r = std::tanh(x); break;  // +-1 at +-inf; the ISA allows 2^-10.987 relative
       default: r = std::cos(x); break;
     }
     io.wr(l, f32_out(r, in.ftz, false));
   });
+}
+
+// copysign.{f32,f64} d, a, b: b with a's sign (PTX's operand order: nvcc writes copysignf(x, y)
+// as copysign d, y, x); only sign bits move, so a NaN keeps its payload.
+void executor::exec_copysign(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  const lane_io io{*this, w, in, pc, mask};
+  if (in.type != vtype::f32 && in.type != vtype::f64) io.no("this type");
+  const std::uint64_t sign = in.type == vtype::f32 ? 0x80000000ull : 0x8000000000000000ull;
+  for_lanes(mask, [&](unsigned l) { io.wr(l, (io.rd(2, l) & ~sign) | (io.rd(1, l) & sign)); });
 }
 
 }  // namespace rungs::sim::detail

@@ -43,7 +43,8 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::setp, &executor::exec_setp);
   on(op::selp, &executor::exec_selp);
   on(op::ex2, &executor::exec_ex2);
-  for (op o : {op::rcp, op::rsqrt, op::sqrt, op::sin, op::cos}) on(o, &executor::exec_math);
+  for (op o : {op::rcp, op::rsqrt, op::sqrt, op::sin, op::cos, op::lg2, op::tanh}) on(o, &executor::exec_math);
+  on(op::copysign, &executor::exec_copysign);
   // bit fields and bytes (bits.cpp)
   for (op o : {op::clz, op::popc, op::bfind}) on(o, &executor::exec_bit_count);
   on(op::brev, &executor::exec_brev);

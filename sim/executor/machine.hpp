@@ -329,6 +329,7 @@ class executor {
   void exec_selp(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void exec_copysign(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // bits.cpp
   void exec_bit_count(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_brev(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);

@@ -858,6 +858,11 @@ class parser {
     const auto words = split_words(t);
     const std::string& w0 = words.front();
     if (w0 == ".reg") return registers(s, words);
+    if (w0.starts_with(".reg.")) {  // ".reg.b32 f;" (no space: cuda_fp16.hpp's inline asm writes it so)
+      std::vector<std::string> split{".reg", w0.substr(4)};
+      split.insert(split.end(), words.begin() + 1, words.end());
+      return registers(s, split);
+    }
     if (w0 == ".pragma" || w0 == ".maxntid" || w0 == ".reqntid" || w0 == ".minnctapersm" || w0 == ".maxnreg") return;
     if (w0 == ".file") return file(s);
     if (w0 == ".loc") {  // ".loc file line column[, ...]": the source line of what follows
@@ -1235,6 +1240,7 @@ class parser {
     switch (in.code) {
       case op::ld: case op::st: case op::mov: case op::neg: case op::abs: case op::not_: case op::cvt:
       case op::cvta: case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin: case op::cos:
+      case op::lg2: case op::tanh:
       case op::ldmatrix: case op::clz: case op::popc: case op::brev: case op::bfind: case op::clock:
         want = 2; break;
       case op::atom: want = in.aop == atom_op::cas ? 4 : 3; break;
@@ -1247,6 +1253,7 @@ class parser {
       case op::wmma_load: case op::wmma_store: want = in.ops.size() == 3 ? 3 : 2; break;  // stride optional
       case op::add: case op::sub: case op::mul: case op::div: case op::rem: case op::min: case op::max:
       case op::and_: case op::or_: case op::xor_: case op::shl: case op::shr: case op::setp: case op::bmsk:
+      case op::copysign:
         want = 3; break;
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
       case op::bfi: case op::shfl: case op::lop3: want = 5; break;
@@ -1369,6 +1376,7 @@ class parser {
         {"bfi", op::bfi},   {"prmt", op::prmt}, {"setp", op::setp},     {"selp", op::selp},   {"cvt", op::cvt},   {"cvta", op::cvta},
         {"bra", op::bra},   {"ret", op::ret},       {"exit", op::exit},   {"shfl", op::shfl}, {"ex2", op::ex2},
         {"rcp", op::rcp},   {"rsqrt", op::rsqrt},   {"sqrt", op::sqrt},   {"sin", op::sin},   {"cos", op::cos},
+        {"lg2", op::lg2},   {"tanh", op::tanh},     {"copysign", op::copysign},
         {"clz", op::clz},   {"popc", op::popc},     {"brev", op::brev},   {"bfind", op::bfind}, {"bfe", op::bfe},
         {"lop3", op::lop3}, {"trap", op::trap}};
     if (name == "atom" || name == "red") return decode_atom(opcode, parts, in, unsupported);

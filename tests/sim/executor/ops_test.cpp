@@ -128,6 +128,29 @@ TEST_CASE("neg/abs.f32 change only the sign bit", "[op:neg.f32][op:abs.f32]") {
   CHECK(eval32("abs.f32 %d, %a", 0x80000001u) == 1u);
 }
 
+TEST_CASE("lg2.approx and tanh.approx: exact special values, results within the ISA's bounds; copysign moves a sign bit",
+          "[op:lg2.approx.f32][op:lg2.approx.ftz.f32][op:tanh.approx.f32][op:copysign.f32][op:copysign.f64]") {
+  CHECK(eval32("lg2.approx.f32 %d, %a", bits(8.0f)) == bits(3.0f));
+  CHECK(eval32("lg2.approx.f32 %d, %a", 0u) == kNegInf);
+  CHECK(eval32("lg2.approx.f32 %d, %a", bits(-1.0f)) == kNaN);
+  CHECK(eval32("lg2.approx.f32 %d, %a", kInf) == kInf);
+  CHECK(eval32("lg2.approx.f32 %d, %a", 1u) == bits(-149.0f));         // the smallest subnormal, 2^-149
+  CHECK(eval32("lg2.approx.ftz.f32 %d, %a", 1u) == kNegInf);           // flushed to +0 first
+  const float l3 = from_bits(eval32("lg2.approx.f32 %d, %a", bits(3.0f)));
+  CHECK(std::fabs(l3 - 1.5849625f) <= 0x1p-22f);                        // the ISA: 2^-22 absolute near 1..2
+  CHECK(eval32("tanh.approx.f32 %d, %a", 0x80000000u) == 0x80000000u);  // -0 keeps its sign
+  CHECK(eval32("tanh.approx.f32 %d, %a", kInf) == kOne);
+  CHECK(eval32("tanh.approx.f32 %d, %a", kNegInf) == 0xbf800000u);
+  CHECK(eval32("tanh.approx.f32 %d, %a", kQNaN) == kNaN);
+  const float t = from_bits(eval32("tanh.approx.f32 %d, %a", bits(0.5f)));
+  CHECK(std::fabs(t - 0.46211716f) <= 0.46211716f * std::exp2(-10.987f));
+  // copysign d, a, b: b with a's sign.
+  CHECK(eval32("copysign.f32 %d, %a, %b", 0xbf800000u, bits(2.0f)) == bits(-2.0f));
+  CHECK(eval32("copysign.f32 %d, %a, %b", 0u, bits(-3.0f)) == bits(3.0f));
+  CHECK(eval32("copysign.f32 %d, %a, %b", 0xbf800000u, 0x7fc00001u) == 0xffc00001u);  // a NaN's payload kept
+  CHECK(eval64("copysign.f64 %ld, %la, %lb", 0x8000000000000000ull, 0x4000000000000000ull) == 0xc000000000000000ull);
+}
+
 TEST_CASE("rsqrt/sin/cos.approx: exact special values, results within the ISA's bounds",
           "[op:rsqrt.approx.f32][op:sin.approx.f32][op:cos.approx.f32]") {
   CHECK(eval32("rsqrt.approx.f32 %d, %a", bits(4.0f)) == bits(0.5f));
@@ -461,6 +484,10 @@ TEST_CASE("cvt.rna.tf32.f32: 10 fraction bits, ties away from zero, low 13 bits 
   CHECK(eval32("cvt.rna.satfinite.tf32.f32 %d, %a", kNegInf) == 0xff7fe000u);
   CHECK(eval32("cvt.rna.tf32.f32 %d, %a", kNegInf) == kNegInf);
   CHECK(eval32("cvt.rna.tf32.f32 %d, %a", kQNaN) == kNaN);
+}
+
+TEST_CASE("inline-asm scopes: '.reg.b32' without a space, as cuda_fp16.hpp writes it") {
+  CHECK(eval32("{ .reg.b32 f, g;\n .reg.b16 r;\n mov.b32 f, %a;\n add.s32 g, f, 1;\n mov.b32 %d, g; }", 41u) == 42u);
 }
 
 TEST_CASE("fp8 narrowing: cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 rounds to nearest even, saturates, a in the high byte",

@@ -6,12 +6,15 @@
 #include <cassert>
 
 #include <catch2/catch.hpp>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <rungs_sim/faults.hpp>
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -402,6 +405,60 @@ TEST_CASE("what NVIDIA's samples ask of the device: host mapping, copy overlap, 
   CHECK(download(p, 32) == std::vector<int>(32, 9));  // the refused launch ran nothing
   REQUIRE(cudaFree(p) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
+// CUDA's math library and intrinsics as nvcc inlines them (software sequences over ex2, lg2,
+// fma, copysign, cvt.rmi, ...; half and bfloat16 through their headers' inline PTX).
+__global__ void math_functions(const float* x, float* y, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i >= n) return;
+  const float v = x[i];
+  float* r = y + 20 * i;
+  r[0] = expf(v), r[1] = logf(fabsf(v) + 1.f), r[2] = tanhf(v), r[3] = erff(v), r[4] = sinf(v), r[5] = cosf(v);
+  r[6] = powf(fabsf(v), 1.5f), r[7] = log1pf(fabsf(v)), r[8] = expm1f(v), r[9] = erfcf(v) + atan2f(v, 1.f);
+  r[10] = copysignf(2.f, v), r[11] = rintf(v), r[12] = floorf(v), r[13] = isnan(v) + 2.f * isinf(v / 0.f);
+  r[14] = __expf(v), r[15] = __logf(fabsf(v) + 1.f), r[16] = __fdividef(v, 3.f), r[17] = __saturatef(v);
+  r[18] = __half2float(hexp2(__float2half(v))) - exp2f(__half2float(__float2half(v)));
+  const __nv_bfloat16 b = __float2bfloat16(v);
+  r[19] = __bfloat162float(__hmul(b, b)) - __bfloat162float(b) * __bfloat162float(b);
+}
+
+TEST_CASE("CUDA's math library and intrinsics run as nvcc inlines them, within their documented errors") {
+  constexpr int n = 64;
+  std::vector<float> x(n), y(20 * n, std::nanf(""));
+  for (int i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(i - 32) * 0.173f;
+  float *dx = nullptr, *dy = nullptr;
+  REQUIRE(cudaMalloc(&dx, n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&dy, 20 * n * sizeof(float)) == cudaSuccess);
+  REQUIRE(cudaMemcpy(dx, x.data(), n * sizeof(float), cudaMemcpyHostToDevice) == cudaSuccess);
+  math_functions<<<2, 32>>>(dx, dy, n);
+  REQUIRE(cudaMemcpy(y.data(), dy, 20 * n * sizeof(float), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < n; ++i) {
+    const double v = x[static_cast<std::size_t>(i)];
+    // The host's double-precision libm; each result's error against it relative to max(1, |ref|):
+    // the library functions within 4 ulp of float (CUDA's tables: 1-4 ulp), the intrinsics
+    // within their 2^-21 scale, half's exp2 within half's rounding, bf16's product exact to bf16.
+    const double ref[18] = {std::exp(v), std::log(std::fabs(v) + 1), std::tanh(v), std::erf(v), std::sin(v), std::cos(v),
+                            std::pow(std::fabs(v), 1.5), std::log1p(std::fabs(v)), std::expm1(v), std::erfc(v) + std::atan2(v, 1.0),
+                            std::copysign(2.0, v), std::rint(v), std::floor(v), 2.0 /* v / 0 is an infinity of v's sign, or NaN at 0 */,
+                            std::exp(v), std::log(std::fabs(v) + 1), v / 3, v < 0 ? 0.0 : (v > 1 ? 1.0 : v)};
+    for (int j = 0; j < 18; ++j) {
+      INFO("x = " << v << ", function " << j);
+      const double got = y[static_cast<std::size_t>(20 * i + j)];
+      if (j == 13) {
+        CHECK(got == (v == 0 ? 0.0 : 2.0));  // isnan(v) = 0; isinf(v / 0) unless 0 / 0, which is NaN
+        continue;
+      }
+      const double tolerance = j < 10 ? 4 * 0x1p-24 : j < 14 ? 0.0 : 0x1p-21;
+      CHECK(std::fabs(got - ref[j]) <= tolerance * std::fmax(1.0, std::fabs(ref[j])));
+    }
+    CHECK(std::fabs(y[static_cast<std::size_t>(20 * i + 18)]) <= 0x1p-10 * std::fmax(1.0, std::exp2(v)));
+    // bf16's product rounds the exact product of two bf16 values once, as the host's conversion does.
+    const float pb = __bfloat162float(__float2bfloat16(static_cast<float>(v)));
+    CHECK(y[static_cast<std::size_t>(20 * i + 19)] == __bfloat162float(__float2bfloat16(pb * pb)) - pb * pb);
+  }
+  REQUIRE(cudaFree(dx) == cudaSuccess);
+  REQUIRE(cudaFree(dy) == cudaSuccess);
 }
 
 TEST_CASE("cudaFuncGetAttributes and the occupancy calls, modelled on the H100's per-SM limits") {
