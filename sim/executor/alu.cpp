@@ -107,18 +107,13 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
 // works likewise, its products and remainders exact in __float128 (113 bits, and an exponent
 // range no double product leaves); fma.f64 with a directed rounding is not implemented.
 namespace {
-int twosum_sign(double a, double b, double s) {  // the sign of (a + b) - s, s = a + b rounded
-  if (!std::isfinite(s)) return std::isfinite(a) && std::isfinite(b) ? -sign_of(s) : 0;  // an overflow
-  const double bb = s - a;
-  return sign_of((a - (s - bb)) + (b - bb));
-}
 float f32_directed(op code, float a, float b, float c, bool down, bool up) {
   const double x = a, y = b;
   double hi = 0;
   int lo = 0;  // the sign of the exact result less hi
   switch (code) {
-    case op::add: hi = x + y; lo = twosum_sign(x, y, hi); break;
-    case op::sub: hi = x - y; lo = twosum_sign(x, -y, hi); break;
+    case op::add: hi = x + y; lo = two_sum_error_sign(x, y, hi); break;
+    case op::sub: hi = x - y; lo = two_sum_error_sign(x, -y, hi); break;
     case op::mul: hi = x * y; break;  // exact
     case op::div:
       hi = x / y;
@@ -127,7 +122,7 @@ float f32_directed(op code, float a, float b, float c, bool down, bool up) {
     default: {  // fma: the product exact, then a sum
       const double p = x * y;
       hi = p + static_cast<double>(c);
-      lo = twosum_sign(p, c, hi);
+      lo = two_sum_error_sign(p, c, hi);
       break;
     }
   }
@@ -140,8 +135,8 @@ double f64_directed(op code, double a, double b, bool down, bool up) {
   double r = 0;
   int sign = 0;
   switch (code) {
-    case op::add: r = a + b; sign = twosum_sign(a, b, r); break;
-    case op::sub: r = a - b; sign = twosum_sign(a, -b, r); break;
+    case op::add: r = a + b; sign = two_sum_error_sign(a, b, r); break;
+    case op::sub: r = a - b; sign = two_sum_error_sign(a, -b, r); break;
     case op::mul: {
       r = a * b;
       if (std::isfinite(a) && std::isfinite(b)) {
@@ -243,38 +238,26 @@ void executor::arith_f64(const lane_io& io) {
 // result is the canonical NaN. Other roundings, .relu and div have no 16-bit form here.
 void executor::arith_f16(const lane_io& io) {
   const instr& in = io.in;
-  const bool bf = in.type == vtype::bf16 || in.type == vtype::bf16x2;
-  const unsigned elems = in.type == vtype::f16x2 || in.type == vtype::bf16x2 ? 2 : 1;
+  const half_form h = half_form_of(in.type);
   if (in.round != rounding::none && in.round != rounding::rn) io.no("rounding mode other than .rn");
   if (in.code == op::div || in.code == op::mad) io.no("div/mad on 16-bit floats (PTX has neither)");
-  if (bf && (in.ftz || in.sat)) io.no(".ftz/.sat on bf16 (PTX has neither)");
+  if (h.bf && (in.ftz || in.sat)) io.no(".ftz/.sat on bf16 (PTX has neither)");
   const bool ftz = in.ftz, sat = in.sat;
-  const auto widen = [&](std::uint64_t h) {
-    const float x = as_f32(bf ? f32_from_bf16(static_cast<std::uint16_t>(h)) : f32_from_f16(static_cast<std::uint16_t>(h)));
-    return ftz && (h & 0x7c00u) == 0 ? std::copysign(0.0f, x) : x;  // f16 subnormal (or zero)
-  };
-  const auto narrow = [&](float r) -> std::uint64_t {
-    if (std::isnan(r)) return sat ? 0u : kCanonicalNan16;
-    if (sat) r = r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
-    if (sat && r == 0.0f) r = 0.0f;  // -0 clamps to +0
-    std::uint16_t h = bf ? bf16_from_f32(r) : f16_from_f32(r);
-    if (ftz && (h & 0x7c00u) == 0) h &= 0x8000u;  // a subnormal result flushes to a zero of its sign
-    return h;
-  };
   for_lanes(io.mask, [&](unsigned l) {
     const std::uint64_t a = io.rd(1, l), b = io.rd(2, l), c = in.code == op::fma ? io.rd(3, l) : 0;
     std::uint64_t r = 0;
-    for (unsigned e = 0; e < elems; ++e) {
+    for (unsigned e = 0; e < h.elems; ++e) {
       const unsigned sh = 16 * e;
-      const float x = widen(a >> sh & 0xffff), y = widen(b >> sh & 0xffff);
+      const float x = h.widen(a >> sh, ftz), y = h.widen(b >> sh, ftz);
       float v = 0;
       switch (in.code) {
         case op::add: v = x + y; break;
         case op::sub: v = x - y; break;
         case op::mul: v = x * y; break;
-        default: v = round_to_odd_f32(x, y, widen(c >> sh & 0xffff)); break;
+        default: v = round_to_odd_f32(x, y, h.widen(c >> sh, ftz)); break;
       }
-      r |= narrow(v) << sh;
+      if (sat && !std::isnan(v)) v = v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v + 0.0f);  // -0 clamps to +0
+      r |= std::uint64_t{sat && std::isnan(v) ? std::uint16_t{0} : h.narrow(v, ftz)} << sh;
     }
     io.wr(l, r);
   });
@@ -341,9 +324,7 @@ void executor::exec_arith(warp& w, const instr& in, std::uint32_t pc, std::uint3
   const lane_io io{*this, w, in, pc, mask};
   if (in.type == vtype::f32) return arith_f32(io);
   if (in.type == vtype::f64) return arith_f64(io);
-  if (in.type == vtype::f16 || in.type == vtype::f16x2 || in.type == vtype::bf16 || in.type == vtype::bf16x2) {
-    return arith_f16(io);
-  }
+  if (half_form_of(in.type).elems != 0) return arith_f16(io);
   if (!is_int(in.type)) io.no("arithmetic on this type");
   arith_int(io);
 }
@@ -382,38 +363,18 @@ void executor::exec_minmax(warp& w, const instr& in, std::uint32_t pc, std::uint
   }
   if (t == vtype::f64) {  // as f32's: a NaN operand ignored, -0 below +0
     if (in.ftz) io.no(".ftz on f64");
-    for_mask(mask, [&](unsigned l) {
-      const double x = as_f64(a[l]), y = as_f64(b[l]);
-      if (std::isnan(x) || std::isnan(y)) {
-        d[l] = std::isnan(x) && std::isnan(y) ? kCanonicalNanF64 : std::isnan(x) ? b[l] : a[l];
-      } else if (x == y) {
-        d[l] = (is_max ? !std::signbit(x) : std::signbit(x)) ? a[l] : b[l];
-      } else {
-        d[l] = (is_max ? x > y : x < y) ? a[l] : b[l];
-      }
-    });
+    for_mask(mask, [&](unsigned l) { d[l] = f64_out(float_minmax(as_f64(a[l]), as_f64(b[l]), is_max)); });
     return;
   }
-  if (t == vtype::f16 || t == vtype::f16x2 || t == vtype::bf16 || t == vtype::bf16x2) {
+  if (const half_form h = half_form_of(t); h.elems != 0) {
     // Element by element, as f32's rule on their exact values; the result is one of the
     // inputs (or the canonical NaN), so it needs no rounding. .NaN and .xorsign.abs: not here.
-    const bool bf = t == vtype::bf16 || t == vtype::bf16x2;
-    const unsigned elems = t == vtype::f16x2 || t == vtype::bf16x2 ? 2 : 1;
-    if (bf && in.ftz) io.no(".ftz on bf16");
-    const bool ftz = in.ftz;
+    if (h.bf && in.ftz) io.no(".ftz on bf16");
     for_mask(mask, [&](unsigned l) {
       std::uint64_t r = 0;
-      for (unsigned e = 0; e < elems; ++e) {
-        const auto h = [&](std::uint64_t v) {
-          const auto bits16 = static_cast<std::uint16_t>(v >> 16 * e);
-          return as_f32(bf ? f32_from_bf16(bits16) : f32_from_f16(bits16));
-        };
-        const float x = h(a[l]), y = h(b[l]);
-        const std::uint32_t m = static_cast<std::uint32_t>(f32_minmax(x, y, is_max, false));
-        const float v = std::bit_cast<float>(m);
-        std::uint16_t o = std::isnan(v) ? kCanonicalNan16 : bf ? bf16_from_f32(v) : f16_from_f32(v);
-        if (ftz && (o & 0x7c00u) == 0) o &= 0x8000u;
-        r |= std::uint64_t{o} << 16 * e;
+      for (unsigned e = 0; e < h.elems; ++e) {
+        const float v = float_minmax(h.widen(a[l] >> 16 * e, in.ftz), h.widen(b[l] >> 16 * e, in.ftz), is_max);
+        r |= std::uint64_t{h.narrow(v, in.ftz)} << 16 * e;
       }
       d[l] = r & wm;
     });
@@ -448,16 +409,14 @@ void executor::exec_negabs(warp& w, const instr& in, std::uint32_t pc, std::uint
     });
     return;
   }
-  if (t == vtype::f16 || t == vtype::f16x2 || t == vtype::bf16 || t == vtype::bf16x2) {  // each element's sign bit
-    if (in.ftz && (t == vtype::bf16 || t == vtype::bf16x2)) io.no(".ftz on bf16");
-    const unsigned elems = t == vtype::f16x2 || t == vtype::bf16x2 ? 2 : 1;
-    const bool f16 = t == vtype::f16 || t == vtype::f16x2;
+  if (const half_form h = half_form_of(t); h.elems != 0) {  // each element's sign bit
+    if (in.ftz && h.bf) io.no(".ftz on bf16");
     for_lanes(mask, [&](unsigned l) {
       std::uint64_t r = 0;
-      for (unsigned e = 0; e < elems; ++e) {
-        std::uint64_t h = io.rd(1, l) >> 16 * e & 0xffff;
-        if (in.ftz && f16 && (h & 0x7c00u) == 0) h &= 0x8000u;
-        r |= (is_neg ? h ^ 0x8000u : h & 0x7fffu) << 16 * e;
+      for (unsigned e = 0; e < h.elems; ++e) {
+        std::uint64_t x = io.rd(1, l) >> 16 * e & 0xffff;
+        if (in.ftz && (x & 0x7c00u) == 0) x &= 0x8000u;  // an f16 subnormal flushed
+        r |= (is_neg ? x ^ 0x8000u : x & 0x7fffu) << 16 * e;
       }
       io.wr(l, r);
     });

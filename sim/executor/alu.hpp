@@ -16,6 +16,36 @@ inline bool is_int(vtype t) { return !is_float(t) && t != vtype::pred && t != vt
                                      t != vtype::f16x2 && t != vtype::bf16x2 && t != vtype::tf32 &&
                                      t != vtype::none; }
 
+// The 16-bit float types as elements: f16 or bf16, one per register or a pair (f16x2, bf16x2:
+// the first in the low 16 bits). elems is 0 for every other type.
+struct half_form {
+  bool bf = false;
+  unsigned elems = 0;
+  // An element's exact value; .ftz (f16 only) flushes a subnormal to a zero of its sign.
+  float widen(std::uint64_t bits, bool ftz) const {
+    const auto h = static_cast<std::uint16_t>(bits);
+    if (bf) return as_f32(f32_from_bf16(h));
+    const float x = as_f32(f32_from_f16(h));
+    return ftz && (h & 0x7c00u) == 0 ? std::copysign(0.0f, x) : x;
+  }
+  // x rounded to nearest even as the element type (canonical NaN); .ftz flushes a subnormal.
+  std::uint16_t narrow(float x, bool ftz) const {
+    if (std::isnan(x)) return kCanonicalNan16;
+    if (bf) return bf16_from_f32(x);
+    const std::uint16_t h = f16_from_f32(x);
+    return ftz && (h & 0x7c00u) == 0 ? static_cast<std::uint16_t>(h & 0x8000u) : h;
+  }
+};
+inline half_form half_form_of(vtype t) {
+  switch (t) {
+    case vtype::f16: return {false, 1};
+    case vtype::f16x2: return {false, 2};
+    case vtype::bf16: return {true, 1};
+    case vtype::bf16x2: return {true, 2};
+    default: return {};
+  }
+}
+
 inline bool float_compare(double a, double b, cmp c) {
   const bool un = std::isnan(a) || std::isnan(b);
   switch (c) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 namespace rungs::sim::detail {
 
@@ -46,21 +47,18 @@ inline std::uint64_t f64_out(double r) {
   return std::isnan(r) ? kCanonicalNanF64 : std::bit_cast<std::uint64_t>(r);
 }
 
-// min/max.f32: a NaN operand is ignored (both NaN: canonical NaN); -0 orders below +0.
+// min/max of f32 or f64 values: a NaN operand is ignored (both NaN: NaN); -0 orders below +0.
+template <class F>
+F float_minmax(F a, F b, bool is_max) {
+  if (std::isnan(a)) return b;
+  if (std::isnan(b)) return a;
+  if (a == b) return (is_max ? !std::signbit(a) : std::signbit(a)) ? a : b;  // equal, or +0 and -0
+  return is_max ? (a > b ? a : b) : (a < b ? a : b);
+}
+// min/max.f32 as bits, the canonical NaN for two NaNs.
 inline std::uint64_t f32_minmax(float a, float b, bool is_max, bool ftz) {
-  if (ftz) {
-    a = flush(a);
-    b = flush(b);
-  }
-  if (std::isnan(a) && std::isnan(b)) return kCanonicalNanF32;
-  if (std::isnan(a)) return std::bit_cast<std::uint32_t>(b);
-  if (std::isnan(b)) return std::bit_cast<std::uint32_t>(a);
-  if (a == b) {  // equal, or +0 and -0
-    const bool a_neg = std::signbit(a);
-    const bool pick_a = is_max ? !a_neg : a_neg;
-    return std::bit_cast<std::uint32_t>(pick_a ? a : b);
-  }
-  return std::bit_cast<std::uint32_t>(is_max ? (a > b ? a : b) : (a < b ? a : b));
+  const float r = ftz ? float_minmax(flush(a), flush(b), is_max) : float_minmax(a, b, is_max);
+  return std::isnan(r) ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
 }
 
 // f32 -> f16 / bf16 bits, round to nearest even (rungs/numeric/float16.hpp), canonical NaN.
@@ -80,29 +78,14 @@ inline std::uint32_t f32_from_bf16(std::uint16_t h) {
   return std::isnan(x) ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
 }
 
-// Arithmetic on f16 and bf16 elements (add, sub, mul, fma; the ISA's .rn): computed from the
-// elements' exact float values and rounded once to the element type, to nearest even.
-// add, sub and mul of two 16-bit values are correctly rounded in float and rounded again to 16
-// bits without error (float's 24 bits are at least 2 x 11 + 2: double rounding is innocuous).
-// fma's exact a b + c can need 80 bits, so it is rounded to odd at double precision (TwoSum
-// gives the exact error) and again at float precision: rounding to odd keeps the sticky
-// information, so the final rounding to 16 bits is the only one that counts.
-inline float round_to_odd_f32(float a, float b, float c) {
-  const double p = static_cast<double>(a) * static_cast<double>(b);  // exact: two 24-bit significands
-  const double s = p + static_cast<double>(c);
-  const double bb = s - p;
-  const double err = (p - (s - bb)) + (static_cast<double>(c) - bb);  // s + err = p + c exactly
-  double ro = s;
-  if (err != 0.0 && std::isfinite(s)) {
-    const double t = (err > 0.0) == (s > 0.0) ? s : std::nextafter(s, 0.0);  // toward zero
-    ro = (std::bit_cast<std::uint64_t>(t) & 1) ? t : std::nextafter(t, t > 0.0 ? HUGE_VAL : -HUGE_VAL);
-  }
-  float f = static_cast<float>(ro);
-  if (std::isfinite(ro) && static_cast<double>(f) != ro) {
-    const float t = (static_cast<double>(f) > ro) == (ro > 0.0) ? std::nextafter(f, 0.0f) : f;  // toward zero
-    f = (std::bit_cast<std::uint32_t>(t) & 1) ? t : std::nextafter(t, t > 0.0f ? HUGE_VALF : -HUGE_VALF);
-  }
-  return f;
+inline int sign_of(double d) { return (d > 0) - (d < 0); }
+
+// TwoSum: the sign of (a + b) - s, where s is a + b rounded to nearest (the error a + b - s is
+// exactly representable); an overflow to an infinity lies beyond the exact sum.
+inline int two_sum_error_sign(double a, double b, double s) {
+  if (!std::isfinite(s)) return std::isfinite(a) && std::isfinite(b) ? -sign_of(s) : 0;
+  const double bb = s - a;
+  return sign_of((a - (s - bb)) + (b - bb));
 }
 
 // Directed rounding (.rz, .rm, .rp) of an exact value x, given r = x rounded to nearest in the
@@ -119,7 +102,31 @@ F round_directed(F r, int sign_x_minus_r, bool down, bool up) {
   if (up) return below ? r : std::nextafter(r, inf);
   return (below && r > 0) || (!below && r < 0) ? std::nextafter(r, F{0}) : r;  // toward zero
 }
-inline int sign_of(double d) { return (d > 0) - (d < 0); }
+
+// Rounding to odd: x toward zero, then to the neighbour with an odd last bit when inexact. A
+// value rounded to odd at p + 2 bits or more, then to nearest at p bits, is x rounded once.
+template <class F>
+F round_to_odd(F r, int sign_x_minus_r) {
+  const F t = round_directed(r, sign_x_minus_r, false, false);
+  using U = std::conditional_t<sizeof(F) == 8, std::uint64_t, std::uint32_t>;
+  if (sign_x_minus_r == 0 || !std::isfinite(t) || (std::bit_cast<U>(t) & 1) != 0) return t;
+  return std::nextafter(t, t > 0 ? std::numeric_limits<F>::infinity() : -std::numeric_limits<F>::infinity());
+}
+
+// Arithmetic on f16 and bf16 elements (add, sub, mul, fma; the ISA's .rn): computed from the
+// elements' exact float values and rounded once to the element type, to nearest even.
+// add, sub and mul of two 16-bit values are correctly rounded in float and rounded again to 16
+// bits without error (float's 24 bits are at least 2 x 11 + 2: double rounding is innocuous).
+// fma's exact a b + c can need 80 bits, so it is rounded to odd at double precision (TwoSum
+// gives the sign of its error) and again at float precision: the final rounding to 16 bits is
+// then the only one that counts.
+inline float round_to_odd_f32(float a, float b, float c) {
+  const double p = static_cast<double>(a) * static_cast<double>(b);  // exact: two 24-bit significands
+  const double s = p + static_cast<double>(c);
+  const double ro = round_to_odd(s, two_sum_error_sign(p, c, s));
+  const float f = static_cast<float>(ro);
+  return round_to_odd(f, std::isfinite(ro) ? sign_of(ro - static_cast<double>(f)) : 0);  // ro - f: exact
+}
 
 // ex2.approx(.ftz).f32: 2^x; 2^-inf = +0, 2^+inf = +inf, 2^NaN = NaN. The ISA bounds the
 // relative error (2^-22 over the full range); libm's exp2f is within 1 ulp.

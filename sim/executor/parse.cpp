@@ -1466,10 +1466,6 @@ class parser {
         if (t == "m8n8k4") return 8u << 16 | 8u << 8 | 4u;
         return 0;
       };
-      const auto type_of = [](std::string_view t, vtype& v) {
-        if (t == "tf32") return v = vtype::tf32, true;
-        return parse_type(t, v);
-      };
       std::size_t k = 1;
       auto next_is = [&](std::string_view m) { return k < parts.size() && parts[k] == m ? (++k, true) : false; };
       if (next_is("load") || next_is("store")) {
@@ -1486,7 +1482,7 @@ class parser {
         in.where = space::generic;
         if (next_is("shared") || next_is("shared::cta")) in.where = space::shared;
         else if (next_is("global")) in.where = space::global;
-        if (in.shape == 0 || k + 1 != parts.size() || !type_of(parts[k], in.type)) return refuse();
+        if (in.shape == 0 || k + 1 != parts.size() || !parse_type(parts[k], in.type)) return refuse();
         if (!wmma_type_fits(in.shape, matrix, in.type)) return refuse();
         in.code = load ? op::wmma_load : op::wmma_store;
         in.vec = matrix;
@@ -1505,7 +1501,7 @@ class parser {
         std::vector<vtype> types;
         while (k < parts.size() && parts[k] != "satfinite") {
           vtype v{};
-          if (!type_of(parts[k++], v)) return refuse();
+          if (!parse_type(parts[k++], v)) return refuse();
           types.push_back(v);
         }
         in.sat = next_is("satfinite");
@@ -1513,13 +1509,12 @@ class parser {
         in.code = op::wmma_mma;
         in.type = types.front();   // D
         in.type3 = types.back();   // C
-        in.type2 = types.size() == 4 ? types[1] : in.type;  // A and B (f16: dtype.ctype only)
-        if (types.size() == 2) in.type2 = vtype::f16;
+        in.type2 = types.size() == 4 ? types[1] : vtype::f16;  // A and B (f16: dtype.ctype only)
         if (types.size() == 4 && types[1] != types[2]) return refuse();
         const bool is_int = in.type2 == vtype::s8 || in.type2 == vtype::u8;
         if (!wmma_type_fits(in.shape, 0, in.type2) || !wmma_type_fits(in.shape, 2, in.type) ||
             !wmma_type_fits(in.shape, 2, in.type3) || is_int != (in.type == vtype::s32) || is_int != (in.type3 == vtype::s32) ||
-            (in.type2 == vtype::f16 ? false : (in.type == vtype::f16 || in.type3 == vtype::f16)) || (in.sat && !is_int)) {
+            (in.type2 != vtype::f16 && (in.type == vtype::f16 || in.type3 == vtype::f16)) || (in.sat && !is_int)) {
           return refuse();
         }
         return;

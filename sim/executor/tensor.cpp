@@ -2,6 +2,7 @@
 #include "machine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace rungs::sim::detail {
@@ -181,8 +182,7 @@ void executor::wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   const unsigned m = in.shape >> 16, n = in.shape >> 8 & 0xffu, kk = in.shape & 0xffu;
   // Matrix element `index` (row-major) of fragment operand `o` of `matrix`, as a double (or an
   // integer, exactly, in the double).
-  const auto element = [&](const operand& o, unsigned matrix, vtype t, std::size_t index) -> double {
-    const wmma_fragment f = wmma_geometry(in.shape, matrix, t);
+  const auto element = [&](const operand& o, const wmma_fragment& f, vtype t, std::size_t index) -> double {
     const unsigned lane = static_cast<unsigned>(index % 32), e = static_cast<unsigned>(index / 32);
     const std::uint64_t reg = get(w, o.elems[e / f.per_reg], lane);
     const unsigned j = e % f.per_reg;
@@ -197,13 +197,19 @@ void executor::wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_
       default: return as_f32(reg);  // f32
     }
   };
-  std::vector<double> a(std::size_t{m} * kk), b(std::size_t{kk} * n), c(std::size_t{m} * n);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = element(in.ops[1], 0, in.type2, i);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = element(in.ops[2], 1, in.type2, i);
-  for (std::size_t i = 0; i < c.size(); ++i) c[i] = element(in.ops[3], 2, in.type3, i);
+  // The largest matrices of the shapes parsed (wmma_geometry): A 32 x 16, B 16 x 32, C 16 x 16
+  // (or 32 x 8, 8 x 32); D at most 8 registers a lane.
+  std::array<double, 512> a, b;
+  std::array<double, 256> c;
+  std::array<std::uint64_t, 8 * kLanes> out{};
+  const std::size_t a_size = std::size_t{m} * kk, b_size = std::size_t{kk} * n, c_size = std::size_t{m} * n;
+  const wmma_fragment fa = wmma_geometry(in.shape, 0, in.type2), fb = wmma_geometry(in.shape, 1, in.type2),
+                      fc = wmma_geometry(in.shape, 2, in.type3);
+  for (std::size_t i = 0; i < a_size; ++i) a[i] = element(in.ops[1], fa, in.type2, i);
+  for (std::size_t i = 0; i < b_size; ++i) b[i] = element(in.ops[2], fb, in.type2, i);
+  for (std::size_t i = 0; i < c_size; ++i) c[i] = element(in.ops[3], fc, in.type3, i);
   const wmma_fragment fd = wmma_geometry(in.shape, 2, in.type);
-  std::vector<std::uint64_t> out(std::size_t{fd.regs} * kLanes, 0);
-  for (std::size_t i = 0; i < c.size(); ++i) {
+  for (std::size_t i = 0; i < c_size; ++i) {
     const std::size_t row = i / n, col = i % n;
     std::uint64_t bits = 0;
     if (in.type == vtype::s32) {

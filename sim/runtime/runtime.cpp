@@ -54,6 +54,7 @@
 #include <deque>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -587,29 +588,46 @@ cudaError_t issue(node n, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-// A kernel node: the kernel loaded, the shape checked, the arguments' bytes copied.
+// Kernel node `n`'s kernel, launch shape and arguments (a launch, or a graph's or an instantiated
+// graph's node taking new parameters), all checked before anything changes.
+cudaError_t set_kernel_params(node& n, const kernel_record& kernel, const cudaKernelNodeParams& p,
+                              const std::string& api) {
+  if (p.extra != nullptr) return fail(cudaErrorInvalidValue, api + ": 'extra' is not simulated (use kernelParams)");
+  const dim3 grid = p.gridDim, block = p.blockDim;
+  if (cudaError_t e = check_config(kernel, grid, block, p.sharedMemBytes)) return e;
+  const auto params = rungs::sim::entry_params(*kernel.mod->parsed, kernel.name);
+  if (!params.empty() && p.kernelParams == nullptr) {
+    return fail(cudaErrorInvalidValue, api + ": " + std::to_string(params.size()) + " parameters of " + kernel.name +
+                                           " but no argument array");
+  }
+  n.kind = node::kernel;
+  n.k = const_cast<kernel_record*>(&kernel);
+  n.grid = {grid.x, grid.y, grid.z};
+  n.block = {block.x, block.y, block.z};
+  n.shared = p.sharedMemBytes;
+  n.params.resize(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const auto* bytes = static_cast<const unsigned char*>(p.kernelParams[i]);
+    n.params[i].assign(bytes, bytes + params[i].size);
+  }
+  return cudaSuccess;
+}
+
+// A kernel node for a launch: the kernel loaded, the shape checked, the arguments' bytes copied.
 cudaError_t kernel_node_for(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, node& n) {
   auto it = S().kernels.find(stub);
   if (it == S().kernels.end()) return fail(cudaErrorInvalidDeviceFunction, "launch of an unregistered kernel");
   kernel_record& k = it->second;
   if (cudaError_t e = load(k)) return e;
-  if (cudaError_t e = check_config(k, grid, block, shared)) return e;
+  if (shared > std::numeric_limits<unsigned>::max()) return check_config(k, grid, block, shared);  // refused: past every limit
+  cudaKernelNodeParams p{};
+  p.func = const_cast<void*>(stub);
+  p.gridDim = grid;
+  p.blockDim = block;
+  p.sharedMemBytes = static_cast<unsigned>(shared);
+  p.kernelParams = args;
   n = node{};
-  n.kind = node::kernel;
-  n.k = &k;
-  n.grid = {grid.x, grid.y, grid.z};
-  n.block = {block.x, block.y, block.z};
-  n.shared = shared;
-  const std::vector<param_info> params = entry_params(*k.mod->parsed, k.name);
-  if (!params.empty() && args == nullptr) {
-    return fail(cudaErrorInvalidValue, "launch of " + k.name + ": " + std::to_string(params.size()) +
-                                           " parameters but no argument array");
-  }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const auto* p = static_cast<const unsigned char*>(args[i]);
-    n.params.emplace_back(p, p + params[i].size);
-  }
-  return cudaSuccess;
+  return set_kernel_params(n, k, p, "launch of " + k.name);
 }
 
 cudaError_t launch_kernel(const void* stub, dim3 grid, dim3 block, void** args, std::size_t shared, cudaStream_t stream) {
@@ -1491,30 +1509,6 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
   node->args.clear();
   for (const auto& p : n->params) node->args.push_back(const_cast<unsigned char*>(p.data()));
   pNodeParams->kernelParams = node->args.data();
-  return cudaSuccess;
-}
-
-// New arguments and launch shape for kernel node `n` (of a graph or an instantiated graph),
-// checked before anything changes: `kernel` is the kernel the node runs afterwards.
-static cudaError_t set_kernel_params(rungs::sim::rt::node& n, const kernel_record& kernel,
-                                     const cudaKernelNodeParams& p, const std::string& api) {
-  if (p.extra != nullptr) return fail(cudaErrorInvalidValue, api + ": 'extra' is not simulated (use kernelParams)");
-  const dim3 grid = p.gridDim, block = p.blockDim;
-  if (cudaError_t e = check_config(kernel, grid, block, p.sharedMemBytes)) return e;
-  const auto params = rungs::sim::entry_params(*kernel.mod->parsed, kernel.name);
-  if (!params.empty() && p.kernelParams == nullptr) {
-    return fail(cudaErrorInvalidValue, api + ": kernelParams is null for " + kernel.name + ", which takes " +
-                                           std::to_string(params.size()) + " parameters");
-  }
-  n.k = const_cast<kernel_record*>(&kernel);
-  n.grid = {grid.x, grid.y, grid.z};
-  n.block = {block.x, block.y, block.z};
-  n.shared = p.sharedMemBytes;
-  n.params.resize(params.size());
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    const auto* bytes = static_cast<const unsigned char*>(p.kernelParams[i]);
-    n.params[i].assign(bytes, bytes + params[i].size);
-  }
   return cudaSuccess;
 }
 
