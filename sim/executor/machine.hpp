@@ -461,6 +461,7 @@ class executor {
   void mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void count_global(bool load, std::uint64_t* sectors, unsigned n, std::uint64_t bytes);
   unsigned char* wmma_element(warp& w, unsigned lane, std::uint32_t pc, space where, std::uint64_t addr,
                               std::size_t size, bool write);
   // ---- cp.async ------------------------------------------------------------------------

@@ -413,17 +413,20 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
       }
     }
   });
-  if (nsectors > 0) {
-    const std::uint64_t bytes = total * nsectors;
-    const unsigned distinct = distinct_sectors(sectors, nsectors);
-    auto& set = load ? sectors_read_ : sectors_written_;
-    set.insert(sectors, sectors + distinct);
-    if (load) {
-      result_.global.bytes_read += bytes;
-      result_.global.sector_reads_total += distinct;
-    } else {
-      result_.global.bytes_written += bytes;
-    }
+  if (nsectors > 0) count_global(load, sectors, nsectors, total * nsectors);
+}
+
+// One warp instruction's global traffic: `bytes` requested by its lanes, in the sectors
+// `sectors[0 .. n)` (sorted and made distinct in place).
+void executor::count_global(bool load, std::uint64_t* sectors, unsigned n, std::uint64_t bytes) {
+  const unsigned distinct = distinct_sectors(sectors, n);
+  auto& set = load ? sectors_read_ : sectors_written_;
+  set.insert(sectors, sectors + distinct);
+  if (load) {
+    result_.global.bytes_read += bytes;
+    result_.global.sector_reads_total += distinct;
+  } else {
+    result_.global.bytes_written += bytes;
   }
 }
 

@@ -146,6 +146,12 @@ void executor::wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::
     }
   }
   const std::size_t size = f.rows * f.cols;
+  // Global traffic, counted as ld/st count theirs: every lane's element bytes, and the distinct
+  // sectors of the instruction (at most 16 elements a lane: f16 A and B, 8 registers of 2).
+  const bool global = in.where == space::global ||
+                      (in.where == space::generic && !in_local_window(p0) && !in_shared_window(p0));
+  std::array<std::uint64_t, kLanes * 16> sectors;
+  unsigned nsectors = 0;
   const unsigned bits = static_cast<unsigned>(f.esize * 8);
   const std::uint64_t emask = bits == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
   for (unsigned l = 0; l < kLanes; ++l) {
@@ -156,6 +162,7 @@ void executor::wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::
         const std::size_t row = index / f.cols, col = index % f.cols;
         const std::uint64_t offset = in.trans ? col * stride0 + row : row * stride0 + col;
         unsigned char* at = wmma_element(w, l, pc, in.where, p0 + offset * f.esize, f.esize, !load);
+        if (global) sectors[nsectors++] = (p0 + offset * f.esize) / 32;
         if (load) {
           std::uint64_t v = 0;
           std::memcpy(&v, at, f.esize);
@@ -168,6 +175,7 @@ void executor::wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::
       if (load) set(w, frag.elems[r], l, value);
     }
   }
+  if (nsectors > 0) count_global(load, sectors.data(), nsectors, std::uint64_t{nsectors} * f.esize);
 }
 
 // wmma.mma: D = A B + C over the whole warp's fragments (every input read before any output is

@@ -1161,7 +1161,21 @@ TEST_CASE("wmma.load/mma/store: the warp-wide matrix API over f16, bf16, tf32 an
     const std::string text = wmma_kernel(f.shape, f.ab, "f32", f.a_regs, f.b_regs, 8, f.mma, "f32");
     const void* pa = ab == "tf32" ? static_cast<const void*>(a32.data()) : a16.data();
     const void* pb = ab == "tf32" ? static_cast<const void*>(b32.data()) : b16.data();
-    run(text, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, d.data(), pa, pb, c.data());
+    const auto result = run(text, "k", {1, 1, 1}, {32, 1, 1}, mem, {}, d.data(), pa, pb, c.data());
+    // Traffic as ld/st count it: each lane's element bytes (f16 A and B fragments hold every
+    // element twice: 8 registers of 2 for a 16 x 16 matrix), distinct sectors once per launch.
+    const auto sectors = [](const void* p, std::uint64_t bytes) {
+      const auto a = reinterpret_cast<std::uint64_t>(p);
+      return (a + bytes - 1) / 32 - a / 32 + 1;
+    };
+    const std::uint64_t esize = ab == "tf32" ? 4 : 2, a_bytes = esize * f.m * f.k, b_bytes = esize * f.k * f.n;
+    const std::uint64_t cd_bytes = 4 * std::uint64_t(f.m * f.n);
+    CHECK(result.global.bytes_read == (ab == "f16" ? 2 : 1) * (a_bytes + b_bytes) + cd_bytes);
+    CHECK(result.global.bytes_written == cd_bytes);
+    const std::uint64_t read_sectors = sectors(pa, a_bytes) + sectors(pb, b_bytes) + sectors(c.data(), cd_bytes);
+    CHECK(result.global.sectors_read == read_sectors);
+    CHECK(result.global.sector_reads_total == read_sectors);
+    CHECK(result.global.sectors_written == sectors(d.data(), cd_bytes));
     for (int r = 0; r < f.m; ++r) {
       for (int n = 0; n < f.n; ++n) {
         int want = c_of(r, n);
