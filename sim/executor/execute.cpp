@@ -37,9 +37,15 @@ launch_result executor::run() {
     for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng_() % i]);
   }
   try {
+    if (sched_.race_check && ctas > kRecordCtas) {
+      fail("a grid of " + std::to_string(ctas) + " blocks: the missing-fence check (schedule::race_check) records at most " +
+           std::to_string(kRecordCtas) + " blocks");
+    }
     for (const std::uint64_t c : order) {
+      cta_index_ = c;
       run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
                static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+      if (sched_.race_check) close_publications();
     }
   } catch (...) {
     flush_device_output();  // what the kernel printed before the finding
@@ -159,8 +165,7 @@ void executor::run_cta(dim3s id) {
   if (shadow_on_ && shadow_.size() < (shared_bytes_ + 3) / 4) shadow_.resize((shared_bytes_ + 3) / 4);
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
   if (sched_.race_check) {
-    unpublished_.resize(threads_);
-    for (auto& u : unpublished_) u.clear();
+    publications_.assign(threads_, 0);
   }
   async_.resize(threads_);
   for (thread_async& t : async_) {

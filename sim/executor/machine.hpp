@@ -11,6 +11,9 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -187,6 +190,45 @@ class word_map {
   }
   std::vector<slot> slots_;
   std::size_t used_ = 0;
+};
+
+// A 64-bit record per 4-byte word of global memory (0: none), in pages of 2^14 words (64 KiB of
+// memory) allocated zeroed at a page's first record: 8 bytes per word recorded. A hash map of
+// records per word cost 40 (its slots and a per-thread list of the words), and a kernel that
+// writes a large output spent half its time there, in page faults of the map's growth.
+class word_records {
+ public:
+  std::uint64_t& at(std::uint64_t word) {
+    const std::uint64_t page = word >> kPageBits;
+    if (page != last_page_) {
+      std::uint32_t& slot = index_[page];
+      if (slot == 0) {
+        pages_.emplace_back(static_cast<std::uint64_t*>(std::calloc(kPageWords, sizeof(std::uint64_t))));
+        if (pages_.back() == nullptr) throw std::bad_alloc();
+        slot = static_cast<std::uint32_t>(pages_.size());
+      }
+      last_page_ = page;
+      last_ = pages_[slot - 1].get();
+    }
+    return last_[word & (kPageWords - 1)];
+  }
+  std::uint64_t find(std::uint64_t word) const {
+    const std::uint64_t page = word >> kPageBits;
+    if (page == last_page_) return last_[word & (kPageWords - 1)];
+    const std::uint32_t* slot = index_.find(page);
+    return slot == nullptr ? 0 : pages_[*slot - 1].get()[word & (kPageWords - 1)];
+  }
+
+ private:
+  static constexpr unsigned kPageBits = 14;
+  static constexpr std::uint64_t kPageWords = std::uint64_t{1} << kPageBits;
+  struct release {
+    void operator()(std::uint64_t* p) const { std::free(p); }
+  };
+  word_map<std::uint32_t> index_;  // page number -> its index in pages_ + 1
+  std::vector<std::unique_ptr<std::uint64_t[], release>> pages_;
+  std::uint64_t last_page_ = ~std::uint64_t{0};  // the page of the last at(): most accesses stay in it
+  std::uint64_t* last_ = nullptr;
 };
 
 // The distinct 32-byte sectors a launch touches, as a bitmap per run of 64 sectors (2 KiB):
@@ -477,6 +519,7 @@ class executor {
   void note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes);
   void check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_t addr, std::size_t bytes) const;
   void publish(std::uint32_t tid);
+  void close_publications();
 
   [[noreturn]] void fail(const std::string& what) const {
     throw sim_error("kernel " + f_.name + " (module " + m_.name + "): " + what);
@@ -560,19 +603,22 @@ class executor {
   unsigned bar_count_ = 0;     // bar.red: the threads whose predicate is true
   std::uint64_t cta_end_ = 0;  // result_.warp_instructions at which the current CTA overruns
   sector_set sectors_read_, sectors_written_, async_sectors_;
-  // Weak global stores of this launch, per 4-byte word: their writer and whether it has since
-  // published them (a fence of gpu or sys scope, or a release). Blocks of one launch share
-  // data only through published stores (CUDA's memory model), so a block reading a word another
-  // block wrote and has not published is a missing fence (or a race). Strong stores (relaxed,
-  // volatile, atomics) are not recorded: one word of them is coherent by itself. With race_check.
-  struct weak_write {
-    dim3s cta;
-    std::uint32_t tid = 0;
-    bool published = false;
-  };
-  word_map<weak_write> weak_writes_;
+  // Weak global stores of this launch, per 4-byte word: their writer (block and thread) and how
+  // many times that thread had published (a fence of gpu or sys scope, or a release) before the
+  // store. Blocks of one launch share data only through published stores (CUDA's memory model),
+  // so a block reading a word another block wrote, whose writer did not publish after the
+  // store, is a missing fence (or a race). Strong stores (relaxed, volatile, atomics) are not
+  // recorded: one word of them is coherent by itself. With race_check. A record: bits 0-9 the
+  // thread, 10-25 its publications before the store (saturating: a store after 65,535 of them
+  // counts as published), 26-63 the block's launch index + 1 (x fastest).
+  static constexpr unsigned kRecordCtaShift = 26;
+  static constexpr std::uint64_t kRecordCtas = (std::uint64_t{1} << (64 - kRecordCtaShift)) - 1;
+  static constexpr std::uint32_t kMostPublications = 0xffff;
+  word_records weak_writes_;
   std::uint64_t weak_lo_ = ~std::uint64_t{0}, weak_hi_ = 0;  // their words' range: a cheap filter for loads
-  std::vector<std::vector<std::uint64_t>> unpublished_;   // per thread of the current block: its weak words
+  std::uint64_t cta_index_ = 0;                  // the current block's launch index (x fastest)
+  std::vector<std::uint16_t> publications_;      // per thread of the current block: its publications so far
+  word_map<std::uint16_t> published_by_;         // (block index << 10 | thread) of finished blocks -> publications, if any
   struct printed {  // one device printf call's text, with where it comes from (the output's order)
     std::uint64_t cta;
     std::uint32_t tid;

@@ -705,34 +705,41 @@ void executor::exec_fence(warp& w, const instr& in, std::uint32_t, std::uint32_t
 
 // ---- publication of global stores between blocks -------------------------------------------
 void executor::note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes) {
-  for (std::uint64_t word = addr / 4; word <= (addr + bytes - 1) / 4; ++word) {
-    weak_writes_[word] = weak_write{cta_, tid, false};
-    unpublished_[tid].push_back(word);
-    weak_lo_ = std::min(weak_lo_, word);
-    weak_hi_ = std::max(weak_hi_, word);
-  }
+  const std::uint64_t record = (cta_index_ + 1) << kRecordCtaShift | std::uint64_t{publications_[tid]} << 10 | tid;
+  const std::uint64_t first = addr / 4, last = (addr + bytes - 1) / 4;
+  for (std::uint64_t word = first; word <= last; ++word) weak_writes_.at(word) = record;
+  weak_lo_ = std::min(weak_lo_, first);
+  weak_hi_ = std::max(weak_hi_, last);
 }
 
 void executor::publish(std::uint32_t tid) {
-  for (const std::uint64_t word : unpublished_[tid]) {
-    weak_write* wr = weak_writes_.find(word);
-    if (wr != nullptr && wr->tid == tid && wr->cta == cta_) wr->published = true;
+  if (publications_[tid] < kMostPublications) ++publications_[tid];
+}
+
+// At a block's end: the publications of its threads that published, for the stores they made.
+void executor::close_publications() {
+  for (std::uint32_t tid = 0; tid < threads_; ++tid) {
+    if (publications_[tid] != 0) published_by_[cta_index_ << 10 | tid] = publications_[tid];
   }
-  unpublished_[tid].clear();
 }
 
 void executor::check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_t addr, std::size_t bytes) const {
   const std::uint64_t first = addr / 4, last = (addr + bytes - 1) / 4;
   if (last < weak_lo_ || first > weak_hi_) return;
   for (std::uint64_t word = first; word <= last; ++word) {
-    const weak_write* found = weak_writes_.find(word);
-    if (found == nullptr || found->published) continue;
-    const weak_write& wr = *found;
-    if (wr.cta == cta_) continue;  // its own block: bar.sync orders it
+    const std::uint64_t record = weak_writes_.find(word);
+    if (record == 0) continue;
+    const std::uint64_t writer = (record >> kRecordCtaShift) - 1;
+    if (writer == cta_index_) continue;  // its own block: bar.sync orders it
+    const auto before = static_cast<std::uint32_t>(record >> 10 & kMostPublications);
+    const auto writer_tid = static_cast<std::uint32_t>(record & 1023);
+    const std::uint16_t* after = published_by_.find(writer << 10 | writer_tid);
+    if (before == kMostPublications || (after != nullptr && *after > before)) continue;  // published since
     std::ostringstream os;
     os << "global read of 0x" << std::hex << word * 4 << std::dec << ", written in this launch by thread ("
-       << wr.tid % block_.x << "," << wr.tid / block_.x % block_.y << "," << wr.tid / (block_.x * block_.y)
-       << ") of block (" << wr.cta.x << "," << wr.cta.y << "," << wr.cta.z
+       << writer_tid % block_.x << "," << writer_tid / block_.x % block_.y << "," << writer_tid / (block_.x * block_.y)
+       << ") of block (" << writer % grid_.x << "," << writer / grid_.x % grid_.y << ","
+       << writer / (std::uint64_t{grid_.x} * grid_.y)
        << ") with a weak store its writer never published (no __threadfence / fence of gpu scope, and no release, "
           "after the store): another block may read a stale value";
     fail_at(pc, tid, os.str());

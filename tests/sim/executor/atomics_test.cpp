@@ -288,7 +288,9 @@ $L_end:
     }
     // A release on the ticket publishes the store before it as a fence does.
     CHECK(run_it(kernel("", "atom.release.gpu.global.add.u32"), {.seed = seed}) == 46);
-    for (const char* fence : {"", "membar.cta;", "fence.acq_rel.cta;", "fence.sc.cluster;"}) {
+    // A fence publishes the stores before it only: a store after it is not published.
+    for (const char* fence : {"", "membar.cta;", "fence.acq_rel.cta;", "fence.sc.cluster;",
+                              "membar.gl;\n  st.global.u32 [%rd5], %r3;"}) {
       INFO("fence '" << fence << "'");
       CHECK_THROWS_WITH(run_it(kernel(fence, atom), {.seed = seed}),
                         Catch::Contains("written in this launch by thread (0,0,0) of block") &&
