@@ -49,6 +49,7 @@ struct access_rec {
 struct shadow_byte {
   access_rec w, r1, r2;  // last write; up to two readers since it (distinct threads)
   bool pending = false;  // w is a cp.async that its thread has not waited for yet
+  bool undef = false;    // w stored undefined lanes (definedness.cpp): a read gives undefined again
 };
 
 // The shadow of one aligned 4-byte word of shared memory. Accesses of 4 bytes and more are
@@ -79,8 +80,22 @@ struct alignas(32) copy_op {
 };
 static_assert(sizeof(copy_op) == 32);
 
+// Where an undefined value comes from (definedness.cpp): the instruction, thread and shared byte
+// of the read of never-written shared memory (byte kNoByte: shfl.sync reading an exited or
+// absent lane).
+struct origin {
+  static constexpr std::uint32_t kNoByte = ~std::uint32_t{0};
+  std::uint32_t instr = 0, tid = 0, byte = kNoByte;
+};
+
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
+  // Definedness (definedness.cpp): per slot, its undefined lanes, and where the first of them
+  // came from. Empty until a value of this CTA is undefined; undef_live counts the slots with
+  // undefined lanes, and a warp with none (the common case) skips every definedness step.
+  std::vector<std::uint32_t> undef;
+  std::vector<origin> undef_origin;
+  unsigned undef_live = 0;
   // Per slot: the CTA (executor::cta_epoch_) whose first bits its lanes hold; any other value:
   // a register this CTA has not named yet (its bits are given at the first instruction naming it).
   std::vector<std::uint32_t> epoch;
@@ -308,6 +323,7 @@ class executor {
     shared_bytes_ = dynamic_shared > 0 ? f.dynamic_shared_offset + dynamic_shared : f.static_shared;
     dynamic_shared_ = dynamic_shared;
     shadow_on_ = sched.race_check || sched.uninitialized_check;
+    track_defined_ = sched.uninitialized_check && !sched.uninitialized_at_load;
   }
 
   launch_result run();
@@ -359,6 +375,10 @@ class executor {
   // call.cpp: the calls nvcc emits for device printf and assert
   void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_trap(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // definedness.cpp: what an instruction does to undefined lanes (before its handler runs,
+  // in warps with undefined lanes), and the undefined bytes it read or stored (after it)
+  void defined_before(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void defined_after(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // execute.cpp
   void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -402,9 +422,9 @@ class executor {
                      bool write, bool strong);
   void shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr, std::size_t size,
                     bool write, bool strong);
-  [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
+  void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte);
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
-                   std::size_t byte) const;
+                   std::size_t byte);
   // Word `word`'s shadow in this CTA: its records, emptied at the CTA's first access to it.
   shadow_word& shadow_at(std::size_t word) {
     shadow_word& s = shadow_[word];
@@ -427,6 +447,18 @@ class executor {
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
+  // ---- definedness (definedness.cpp) -----------------------------------------------------
+  std::uint32_t marks(const warp& w, const operand& o) const;
+  const origin& origin_of(const warp& w, const operand& o, std::uint32_t lanes) const;
+  void set_marks(warp& w, std::uint32_t slot, std::uint32_t written, std::uint32_t undefined, const origin& o);
+  void set_marks(warp& w, const operand& dst, std::uint32_t written, std::uint32_t undefined, const origin& o);
+  void sync_marks(warp& w, const instr& in, std::uint32_t ready);
+  void shfl_marks(warp& w, const instr& in, std::uint32_t ready, const std::uint32_t* from, std::uint32_t dead_from);
+  bool shared_undefined(std::uint32_t pc, std::uint32_t tid, std::uint64_t offset, std::size_t size, origin& o);
+  void mark_shared(std::uint64_t offset, std::size_t size, const origin& o);
+  void check_defined(const warp& w, std::uint32_t pc, const operand& o, std::uint32_t lanes, const char* use) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void undefined_use(std::uint32_t pc, std::uint32_t tid, const std::string& use,
+                                                            const origin& o) const;
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   void shfl_whole_warp(warp& w, const instr& in);
@@ -542,6 +574,13 @@ class executor {
   unsigned threads_ = 0;
   std::size_t shared_bytes_ = 0, dynamic_shared_ = 0;
   bool shadow_on_ = true;
+  // Definedness (definedness.cpp): on with uninitialized_check unless uninitialized_at_load.
+  // undef_read_: the current instruction read undefined shared bytes (the first one's origin in
+  // undef_origin_); undef_after_: it has definedness work after its handler (defined_after).
+  bool track_defined_ = true;
+  bool undef_read_ = false, undef_after_ = false;
+  origin undef_origin_;
+  std::vector<origin> shared_origin_;  // per word of shared memory written with undefined lanes
   std::vector<warp> warps_;
   std::vector<unsigned char> shared_;
   std::vector<shadow_word> shadow_;        // per 4-byte word of shared memory (shadow_at)

@@ -45,8 +45,11 @@ void forget_readers(shadow_byte& s) {
 }
 }  // namespace
 
-// An access to a cell with a cp.async in flight, or a read of a never-written cell.
-void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const {
+// An access to a cell with a cp.async in flight (a finding), or a read of an undefined cell
+// (never written, or written with undefined lanes): a finding with uninitialized_at_load, else
+// the instruction's loaded lanes are undefined (defined_after marks them, from the first such
+// cell's origin).
+void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
   if (s.pending) {
@@ -57,7 +60,11 @@ void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, s
     }
     race(s.w, true, instr_index, tid, write, byte);
   }
-  fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+  if (!track_defined_) fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+  if (!undef_read_) {
+    undef_read_ = undef_after_ = true;
+    undef_origin_ = s.w.tid < 0 ? origin{instr_index, tid, static_cast<std::uint32_t>(byte)} : shared_origin_[byte / 4];
+  }
 }
 
 // One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
@@ -66,10 +73,12 @@ void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, s
 // reread as one wide load after narrow stores (a store-forwarding stall per access).
 // Inline in its callers (shared_access), with its findings out of line (shadow_finding, race).
 inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
-                                  std::size_t byte) const {
+                                  std::size_t byte) {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
-  if (s.pending || (!write && sched_.uninitialized_check && s.w.tid < 0)) shadow_finding(s, me, write, byte);
+  if (s.pending || (!write && sched_.uninitialized_check && (s.w.tid < 0 || s.undef))) {
+    shadow_finding(s, me, write, byte);
+  }
   if (sched_.race_check) {
     if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
     if (write) {
@@ -79,6 +88,7 @@ inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, 
   }
   if (write) {
     s.w = me;
+    s.undef = false;  // (undefined lanes: defined_after marks their bytes)
     forget_readers(s);
   } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
     s.r1 = me;
@@ -106,7 +116,7 @@ bool same(const access_rec& a, const access_rec& b) {
   return a.tid == b.tid && a.strong == b.strong && a.instr == b.instr && a.epoch == b.epoch && a.wsc == b.wsc;
 }
 bool same(const shadow_byte& a, const shadow_byte& b) {
-  return a.pending == b.pending && same(a.w, b.w) && same(a.r1, b.r1) && same(a.r2, b.r2);
+  return a.pending == b.pending && a.undef == b.undef && same(a.w, b.w) && same(a.r1, b.r1) && same(a.r2, b.r2);
 }
 }  // namespace
 
@@ -534,6 +544,7 @@ void executor::land_random() {
       if (!happens_before(s.r2, c.tid, w, lane)) race(s.r2, false, c.instr, c.tid, true, byte);
     }
     s.w = me;
+    s.undef = false;
     forget_readers(s);
     s.pending = true;
   };
@@ -612,6 +623,10 @@ unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t p
   if (in.where == space::shared || (in.where != space::global && in_shared_window(addr))) {
     if (in.where != space::shared) addr -= kSharedWindow;  // a generic atomic on shared memory
     shared_access(w, lane, pc, addr, size, false, true);
+    if (undef_read_) {  // a read-modify-write of garbage: reported here, whatever its result's use
+      undef_read_ = undef_after_ = false;
+      undefined_use(pc, w.index * kLanes + lane, "the shared bytes the atomic reads and modifies", undef_origin_);
+    }
     shared_access(w, lane, pc, addr, size, true, true);
     return shared_.data() + addr;
   }
