@@ -422,7 +422,9 @@ class executor {
                      bool write, bool strong);
   void shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr, std::size_t size,
                     bool write, bool strong);
-  void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte);
+  [[noreturn, gnu::cold, gnu::noinline]] void shadow_finding(const shadow_byte& s, access_rec me, bool write,
+                                                             std::size_t byte) const;
+  [[gnu::cold, gnu::noinline]] void undefined_read(const shadow_byte& s, access_rec me, std::size_t byte);
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte);
   // Word `word`'s shadow in this CTA: its records, emptied at the CTA's first access to it.

@@ -45,21 +45,24 @@ void forget_readers(shadow_byte& s) {
 }
 }  // namespace
 
-// An access to a cell with a cp.async in flight (a finding), or a read of an undefined cell
-// (never written, or written with undefined lanes): a finding with uninitialized_at_load, else
-// the instruction's loaded lanes are undefined (defined_after marks them, from the first such
-// cell's origin).
-void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) {
+// An access to a cell with a cp.async in flight.
+void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
-  if (s.pending) {
-    if (static_cast<std::uint32_t>(s.w.tid) == tid) {
-      fail_at(instr_index, tid,
-              "access to shared byte " + std::to_string(byte) + " of a cp.async (" + at(s.w.instr) +
-                  ") before the cp.async.wait_group that completes it");
-    }
-    race(s.w, true, instr_index, tid, write, byte);
+  if (static_cast<std::uint32_t>(s.w.tid) == tid) {
+    fail_at(instr_index, tid,
+            "access to shared byte " + std::to_string(byte) + " of a cp.async (" + at(s.w.instr) +
+                ") before the cp.async.wait_group that completes it");
   }
+  race(s.w, true, instr_index, tid, write, byte);
+}
+
+// A read of an undefined cell (never written, or written with undefined lanes): a finding with
+// uninitialized_at_load, else the instruction's loaded lanes are undefined (defined_after marks
+// them, from the first such cell's origin).
+void executor::undefined_read(const shadow_byte& s, access_rec me, std::size_t byte) {
+  const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
+  const std::uint32_t instr_index = me.instr;
   if (!track_defined_) fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
   if (!undef_read_) {
     undef_read_ = undef_after_ = true;
@@ -76,9 +79,8 @@ inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, 
                                   std::size_t byte) {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
-  if (s.pending || (!write && sched_.uninitialized_check && (s.w.tid < 0 || s.undef))) {
-    shadow_finding(s, me, write, byte);
-  }
+  if (s.pending) shadow_finding(s, me, write, byte);
+  if (!write && sched_.uninitialized_check && (s.w.tid < 0 || s.undef)) undefined_read(s, me, byte);
   if (sched_.race_check) {
     if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
     if (write) {

@@ -12,8 +12,9 @@
 //    kernel, PTX line, thread (block and thread index) and address.
 //  - An opcode or modifier the executor does not implement is a sim_error naming the
 //    instruction and its PTX line, never a silent no-op.
-//  - Races, uses of undefined values (from never-written shared memory) and bad accesses are reported through sim_error (the
-//    launch stops at the first finding) so a test fails with the finding as its message.
+//  - Races, uses of undefined values (read from never-written shared memory) and bad accesses
+//    are reported through sim_error (the launch stops at the first finding) so a test fails
+//    with the finding as its message.
 #pragma once
 
 #include <cstddef>
