@@ -1314,11 +1314,10 @@ TEST_CASE("RUNGS_SIM_EVENT_TIME=host: cudaEventElapsedTime gives the simulator's
 // shfl_scan's block scan (NVIDIA's cuda-samples, integral image) in small: each of 3 warps scans
 // its values and its last lane stores the warp's sum in sums[warp]; warp 0 then reads sums[lane]
 // for all 32 lanes, 29 of them never written, scans them and stores them back; warp w > 0 adds
-// sums[w - 1], which depends on written words only. Right on a GPU whatever the unwritten words
-// hold: a read of never-written shared memory (byte 12: lane 3 reads sums[3]) that no output
-// depends on.
-__global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) {
-  __shared__ unsigned sums[32];
+// sums[w + added] (added -1: the scan, which depends on written words only). `sums` is each
+// kernel's own __shared__ array (one in this function would be module-scope .shared in the PTX,
+// counted in every kernel's static shared memory).
+__device__ void block_scan_of_warp_sums(const unsigned* in, unsigned* out, int added, unsigned* sums) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   unsigned v = in[threadIdx.x];
   for (unsigned i = 1; i < 32; i *= 2) {
@@ -1336,8 +1335,15 @@ __global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) 
     sums[lane] = sum;
   }
   __syncthreads();
-  if (warp > 0) v += sums[warp - 1];
+  if (warp > 0) v += sums[static_cast<int>(warp) + added];
   out[threadIdx.x] = v;
+}
+
+// The scan: right on a GPU whatever the unwritten words hold, a read of never-written shared
+// memory (byte 12: lane 3 reads sums[3]) that no output depends on.
+__global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) {
+  __shared__ unsigned sums[32];
+  block_scan_of_warp_sums(in, out, -1, sums);
 }
 
 // The same scan with a planted bug: warp w > 0 adds sums[w + 1] instead of sums[w - 1], so warp 2
@@ -1346,25 +1352,7 @@ __global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) 
 // at the global store naming the read of byte 12; the launch fails, sticky).
 __global__ void block_scan_using_unwritten(const unsigned* in, unsigned* out) {
   __shared__ unsigned sums[32];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  unsigned v = in[threadIdx.x];
-  for (unsigned i = 1; i < 32; i *= 2) {
-    const unsigned n = __shfl_up_sync(0xffffffffu, v, i);
-    if (lane >= i) v += n;
-  }
-  if (lane == 31) sums[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    unsigned sum = sums[lane];
-    for (unsigned i = 1; i < 32; i *= 2) {
-      const unsigned n = __shfl_up_sync(0xffffffffu, sum, i);
-      if (lane >= i) sum += n;
-    }
-    sums[lane] = sum;
-  }
-  __syncthreads();
-  if (warp > 0) v += sums[warp + 1];
-  out[threadIdx.x] = v;
+  block_scan_of_warp_sums(in, out, 1, sums);
 }
 
 TEST_CASE("a read of never-written shared memory whose value reaches the output: reported at the use", "[.undefined_use]") {
