@@ -233,3 +233,60 @@ TEST_CASE("definedness: a missing shared write that reaches the output is caught
                                     "comes from a read of never-written shared byte 28") &&
                         Catch::Contains("`ld.shared.u32 %r3, [%r2]`, thread (6,0,0)"));
 }
+
+// Each element of a vector load, and each byte, is defined by its own bytes: a word written next
+// to one never written, a byte written next to one never written.
+TEST_CASE("definedness: per element and per byte", "[op:ld.shared.v2.u32][op:ld.shared.u8][op:st.shared.u8]") {
+  const auto text = [](const std::string& use) {
+    return kernel("  .shared .align 8 .b8 smem[64];\n", R"(
+  setp.eq.u32 %p1, %lane, 0;
+  mov.u32 %r1, 7;
+  mov.u32 %r2, 9;
+  @%p1 st.shared.u32 [smem], %r1;
+  @%p1 st.shared.u8 [smem+8], %r2;
+  bar.sync 0;
+  @%p1 ld.shared.v2.u32 {%r3, %r4}, [smem];
+  @%p1 ld.shared.u8 %r5, [smem+8];
+  @%p1 ld.shared.u8 %r6, [smem+9];
+  @%p1 st.global.u32 [%rd_out], %r3;
+  @%p1 st.global.u32 [%rd_out+4], %r5;
+)" + use);
+  };
+  buffers b(32);
+  b.run(text(""), 32);
+  CHECK(b.out[0] == 7);
+  CHECK(b.out[1] == 9);
+  buffers second(32);
+  CHECK_THROWS_WITH(second.run(text("  @%p1 st.global.u32 [%rd_out+8], %r4;\n"), 32),
+                    Catch::Contains("`@%p1 st.global.u32 [%rd_out+8], %r4`, thread (0,0,0) of block (0,0,0): the value stored to "
+                                    "global memory comes from a read of never-written shared byte 4 (") &&
+                        Catch::Contains("`@%p1 ld.shared.v2.u32 {%r3, %r4}, [smem]`"));
+  buffers neighbour(32);
+  CHECK_THROWS_WITH(neighbour.run(text("  @%p1 st.global.u32 [%rd_out+8], %r6;\n"), 32),
+                    Catch::Contains("comes from a read of never-written shared byte 9 (") &&
+                        Catch::Contains("`@%p1 ld.shared.u8 %r6, [smem+9]`"));
+}
+
+// shfl.sync reading an absent lane (a partial last warp) gets undefined bits (CUDA: "the value is
+// undefined"): a use of them is a finding too.
+TEST_CASE("definedness: shfl from an absent lane", "[op:shfl.sync.idx.b32]") {
+  const auto text = [](const std::string& guard) {
+    return kernel("", R"(
+  shfl.sync.idx.b32 %r3, %lane, 20, 31, -1;
+  setp.lt.u32 %p1, %tid, 32;
+  )" + guard + R"(st.global.u32 [%rd_out], %r3;
+)");
+  };
+  buffers b(40);
+  b.run(text("@%p1 "), 40);
+  for (unsigned t = 0; t < 32; ++t) CHECK(b.out[t] == 20);
+  buffers all(40);
+  CHECK_THROWS_WITH(all.run(text(""), 40),
+                    Catch::Contains("`st.global.u32 [%rd_out], %r3`, thread (32,0,0) of block (0,0,0): the value stored to global "
+                                    "memory comes from shfl.sync reading an exited or absent lane (") &&
+                        Catch::Contains("`shfl.sync.idx.b32 %r3, %lane, 20, 31, -1`, thread (32,0,0)"));
+  buffers off(40);  // the strict check and no check: as before (garbage, unreported)
+  CHECK_NOTHROW(off.run(text(""), 40, allowed()));
+  buffers strict(40);
+  CHECK_NOTHROW(strict.run(text(""), 40, at_load()));
+}
