@@ -318,27 +318,27 @@ void executor::sync_marks(warp& w, const instr& in, std::uint32_t ready) {
 // shfl.sync: lane l gets lane from[l]'s mark (or undefined bits: lanes dead_from read an exited
 // or absent lane), and its lane and clamp operands' marks; the predicate those operands' marks.
 void executor::shfl_marks(warp& w, const instr& in, std::uint32_t ready, const std::uint32_t* from, std::uint32_t dead_from) {
-  const origin dead{static_cast<std::uint32_t>(&in - f_.code.data()),
-                    w.index * kLanes + static_cast<unsigned>(std::countr_zero(dead_from | (dead_from == 0))), origin::kNoByte};
-  const std::uint32_t control = w.undef_live != 0 ? (marks(w, in.ops[2]) | marks(w, in.ops[3])) & ready : 0;
-  std::uint32_t moved = 0;
+  std::uint32_t moved = 0, control = 0;
   if (w.undef_live != 0) {
     const std::uint32_t a = marks(w, in.ops[1]);
     for_lanes(ready & ~dead_from, [&](unsigned l) { moved |= ((a >> from[l]) & 1) << l; });
+    control = (marks(w, in.ops[2]) | marks(w, in.ops[3])) & ready;
+  }
+  if (!track_defined_) dead_from = 0;
+  origin o;  // the first cause: the source register's origin, the lane or clamp operand's, or the shfl itself
+  if (moved != 0) {
+    o = w.undef_origin[in.ops[1].reg];
+  } else if (control != 0) {
+    o = origin_of(w, marks(w, in.ops[2]) & control ? in.ops[2] : in.ops[3], control);
+  } else if (dead_from != 0) {
+    o = origin{static_cast<std::uint32_t>(&in - f_.code.data()),
+               w.index * kLanes + static_cast<unsigned>(std::countr_zero(dead_from)), origin::kNoByte};
   }
   const operand& dst = in.ops[0];
   const operand& d = dst.kind == operand::k_vec ? dst.elems[0] : dst;
-  const std::uint32_t undefined = moved | control | (track_defined_ ? dead_from : 0);
-  const origin* o = &dead;
-  if ((moved & ~dead_from) != 0) {
-    // the source lane's origin: the register's first origin
-    o = &w.undef_origin[in.ops[1].reg];
-  } else if (control != 0) {
-    o = (marks(w, in.ops[2]) & control) ? &origin_of(w, in.ops[2], control) : &origin_of(w, in.ops[3], control);
-  }
-  if (d.kind == operand::k_reg) set_marks(w, d.reg, ready, undefined, *o);
+  if (d.kind == operand::k_reg) set_marks(w, d.reg, ready, moved | control | dead_from, o);
   if (dst.kind == operand::k_vec && dst.elems.size() > 1 && dst.elems[1].kind == operand::k_reg) {
-    set_marks(w, dst.elems[1].reg, ready, control, *o);
+    set_marks(w, dst.elems[1].reg, ready, control, o);
   }
 }
 
