@@ -283,7 +283,7 @@ bool executor::shared_undefined(std::uint32_t pc, std::uint32_t tid, std::uint64
       o = origin{pc, tid, static_cast<std::uint32_t>(b)};
       return true;
     }
-    if (c.undef) {
+    if (c.w.undef) {
       o = shared_origin_[b / 4];
       return true;
     }
@@ -297,12 +297,12 @@ void executor::mark_shared(std::uint64_t offset, std::size_t size, const origin&
   for (std::uint64_t word = offset / 4; word <= (offset + size - 1) / 4; ++word) {
     shared_origin_[word] = o;
     if (size >= 4 && !shadow_at(word).split) {
-      shadow_at(word).undef = true;
+      shadow_at(word).w.undef = true;
       continue;
     }
     shadow_byte* b = split_word(word);
     for (unsigned k = 0; k < 4; ++k) {
-      if (word * 4 + k >= offset && word * 4 + k < offset + size) b[k].undef = true;
+      if (word * 4 + k >= offset && word * 4 + k < offset + size) b[k].w.undef = true;
     }
   }
 }

@@ -335,7 +335,6 @@ void executor::write_back(warp& w) {
     default: break;
   }
   if (mask != 0) (this->*handlers[static_cast<std::size_t>(in.code)])(w, in, pc, mask);
-  if (undef_after_) defined_after(w, in, pc, mask);  // it read or stored undefined shared bytes
   ++w.group_pc;
   if (w.diverged) regroup_if_diverged(w);
   return true;

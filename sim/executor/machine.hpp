@@ -41,6 +41,9 @@ enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 struct access_rec {
   std::int16_t tid = -1;    // thread (flat index in the CTA, < 1024); -1: none
   bool strong = false;      // an atomic, volatile, relaxed, acquire or release access
+  // A write that stored undefined lanes (definedness.cpp): a read gives undefined lanes again. In
+  // the record's spare byte, so that a write's new record clears it with no store of its own.
+  bool undef = false;
   std::uint32_t instr = 0;
   std::uint32_t epoch = 0;  // CTA barriers completed before the access
   std::uint32_t wsc = 0;    // the thread's warp-sync count at the access
@@ -49,7 +52,6 @@ struct access_rec {
 struct shadow_byte {
   access_rec w, r1, r2;  // last write; up to two readers since it (distinct threads)
   bool pending = false;  // w is a cp.async that its thread has not waited for yet
-  bool undef = false;    // w stored undefined lanes (definedness.cpp): a read gives undefined again
 };
 
 // The shadow of one aligned 4-byte word of shared memory. Accesses of 4 bytes and more are
@@ -79,6 +81,7 @@ struct alignas(32) copy_op {
   bool landed() const { return slot == kLanded; }
 };
 static_assert(sizeof(copy_op) == 32);
+static_assert(sizeof(access_rec) == 16 && sizeof(shadow_word) == 56);
 
 // Where an undefined value comes from (definedness.cpp): the instruction, thread and shared byte
 // of the read of never-written shared memory (byte kNoByte: shfl.sync reading an exited or
@@ -90,12 +93,6 @@ struct origin {
 
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
-  // Definedness (definedness.cpp): per slot, its undefined lanes, and where the first of them
-  // came from. Empty until a value of this CTA is undefined; undef_live counts the slots with
-  // undefined lanes, and a warp with none (the common case) skips every definedness step.
-  std::vector<std::uint32_t> undef;
-  std::vector<origin> undef_origin;
-  unsigned undef_live = 0;
   // Per slot: the CTA (executor::cta_epoch_) whose first bits its lanes hold; any other value:
   // a register this CTA has not named yet (its bits are given at the first instruction naming it).
   std::vector<std::uint32_t> epoch;
@@ -108,9 +105,16 @@ struct warp {
   std::uint32_t group_mask = 0, group_pc = 0;
   bool group_valid = false;
   bool diverged = false;  // running lanes outside the group
+  // Definedness (definedness.cpp): the slots with undefined lanes. A warp with none (the common
+  // case) skips every definedness step; next to the group, which the scheduler reads anyway.
+  unsigned undef_live = 0;
   std::uint32_t wsc[kLanes] = {};
   std::uint32_t pair_sync[kLanes][kLanes] = {};
   unsigned index = 0;
+  // Per slot, its undefined lanes, and where the first of them came from: empty until a value of
+  // this CTA is undefined.
+  std::vector<std::uint32_t> undef;
+  std::vector<origin> undef_origin;
 };
 
 struct thread_async {
@@ -368,9 +372,15 @@ class executor {
   // warp.cpp (vote and match run through warp_sync, like shfl)
   void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // tensor.cpp
-  void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
+  void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+    ldmatrix(w, in, pc, mask);
+    if (undef_after_) defined_after(w, in, pc, mask);
+  }
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
-  void exec_wmma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_load_store(w, in, pc, mask); }
+  void exec_wmma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+    wmma_load_store(w, in, pc, mask);
+    if (undef_after_) defined_after(w, in, pc, mask);
+  }
   void exec_wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_mma(w, in, pc, mask); }
   // call.cpp: the calls nvcc emits for device printf and assert
   void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
