@@ -129,9 +129,13 @@ void executor::run_cta(dim3s id) {
   for (unsigned wi = 0; wi < nwarps; ++wi) {
     warp& w = warps_[wi];
     std::vector<std::uint64_t> regs = std::move(w.regs);
-    std::vector<std::uint32_t> epoch = std::move(w.epoch), visited = std::move(w.visited);
+    std::vector<std::uint32_t> epoch = std::move(w.epoch), visited = std::move(w.visited), undef = std::move(w.undef);
+    std::vector<origin> undef_origin = std::move(w.undef_origin);
     w = warp{};
     w.regs = std::move(regs);
+    w.undef = std::move(undef);  // (emptied: allocated again at a value's first undefined lane)
+    w.undef.clear();
+    w.undef_origin = std::move(undef_origin);
     w.epoch = std::move(epoch);
     w.visited = std::move(visited);
     w.index = wi;
@@ -292,6 +296,8 @@ void executor::write_back(warp& w) {
     mask &= in.guard_negate ? ~g : g;
   }
   if (++result_.warp_instructions > cta_end_) cta_overrun();
+  // Definedness: only in a warp holding undefined lanes (none in the common case).
+  if (w.undef_live != 0) defined_before(w, in, pc, mask);
   switch (in.code) {
     case op::bra: {
       if (mask == w.group_mask || mask == 0) {
@@ -395,6 +401,7 @@ void executor::maybe_release_barrier() {
                                 : b.aop == atom_op::and_ ? (bar_count_ == threads_ ? 1 : 0)
                                                          : (bar_count_ > 0 ? 1 : 0);
         set(x, b.ops[0], l, r);
+        if (x.undef_live != 0) set_marks(x, b.ops[0], 1u << l, 0, origin{});
       }
     }
     x.group_valid = false;

@@ -44,6 +44,9 @@ enum class lane_state : std::uint8_t { run, wait_warp, wait_bar, done, absent };
 struct access_rec {
   std::int16_t tid = -1;    // thread (flat index in the CTA, < 1024); -1: none
   bool strong = false;      // an atomic, volatile, relaxed, acquire or release access
+  // A write that stored undefined lanes (definedness.cpp): a read gives undefined lanes again. In
+  // the record's spare byte, so that a write's new record clears it with no store of its own.
+  bool undef = false;
   std::uint32_t instr = 0;
   std::uint32_t epoch = 0;  // CTA barriers completed before the access
   std::uint32_t wsc = 0;    // the thread's warp-sync count at the access
@@ -81,6 +84,15 @@ struct alignas(32) copy_op {
   bool landed() const { return slot == kLanded; }
 };
 static_assert(sizeof(copy_op) == 32);
+static_assert(sizeof(access_rec) == 16 && sizeof(shadow_word) == 56);
+
+// Where an undefined value comes from (definedness.cpp): the instruction, thread and shared byte
+// of the read of never-written shared memory (byte kNoByte: shfl.sync reading an exited or
+// absent lane).
+struct origin {
+  static constexpr std::uint32_t kNoByte = ~std::uint32_t{0};
+  std::uint32_t instr = 0, tid = 0, byte = kNoByte;
+};
 
 struct warp {
   std::vector<std::uint64_t> regs;  // slot-major: regs[slot * 32 + lane]
@@ -96,9 +108,16 @@ struct warp {
   std::uint32_t group_mask = 0, group_pc = 0;
   bool group_valid = false;
   bool diverged = false;  // running lanes outside the group
+  // Definedness (definedness.cpp): the slots with undefined lanes. A warp with none (the common
+  // case) skips every definedness step; next to the group, which the scheduler reads anyway.
+  unsigned undef_live = 0;
   std::uint32_t wsc[kLanes] = {};
   std::uint32_t pair_sync[kLanes][kLanes] = {};
   unsigned index = 0;
+  // Per slot, its undefined lanes, and where the first of them came from: empty until a value of
+  // this CTA is undefined.
+  std::vector<std::uint32_t> undef;
+  std::vector<origin> undef_origin;
 };
 
 struct thread_async {
@@ -350,6 +369,7 @@ class executor {
     shared_bytes_ = dynamic_shared > 0 ? f.dynamic_shared_offset + dynamic_shared : f.static_shared;
     dynamic_shared_ = dynamic_shared;
     shadow_on_ = sched.race_check || sched.uninitialized_check;
+    track_defined_ = sched.uninitialized_check && !sched.uninitialized_at_load;
   }
 
   launch_result run();
@@ -394,13 +414,23 @@ class executor {
   // warp.cpp (vote and match run through warp_sync, like shfl)
   void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // tensor.cpp
-  void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { ldmatrix(w, in, pc, mask); }
+  void exec_ldmatrix(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+    ldmatrix(w, in, pc, mask);
+    if (undef_after_) defined_after(w, in, pc, mask);
+  }
   void exec_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { mma(w, in, pc, mask); }
-  void exec_wmma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_load_store(w, in, pc, mask); }
+  void exec_wmma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+    wmma_load_store(w, in, pc, mask);
+    if (undef_after_) defined_after(w, in, pc, mask);
+  }
   void exec_wmma_mma(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { wmma_mma(w, in, pc, mask); }
   // call.cpp: the calls nvcc emits for device printf and assert
   void exec_call(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_trap(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // definedness.cpp: what an instruction does to undefined lanes (before its handler runs,
+  // in warps with undefined lanes), and the undefined bytes it read or stored (after it)
+  void defined_before(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  void defined_after(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // execute.cpp
   void exec_clock(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_unsupported(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -444,9 +474,11 @@ class executor {
                      bool write, bool strong);
   void shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t mask, const std::uint64_t* addr, std::size_t size,
                     bool write, bool strong);
-  [[noreturn]] void shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void shadow_finding(const shadow_byte& s, access_rec me, bool write,
+                                                             std::size_t byte) const;
+  [[gnu::cold, gnu::noinline]] void undefined_read(const shadow_byte& s, access_rec me, std::size_t byte);
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
-                   std::size_t byte) const;
+                   std::size_t byte);
   // Word `word`'s shadow in this CTA: its records, emptied at the CTA's first access to it.
   shadow_word& shadow_at(std::size_t word) {
     shadow_word& s = shadow_[word];
@@ -469,6 +501,18 @@ class executor {
   shadow_byte* split_word(std::size_t word);
   void unsplit_if_uniform(std::size_t word);
   bool conflicts(const access_rec& a, std::uint32_t tid, const warp& w, unsigned lane, bool strong) const;
+  // ---- definedness (definedness.cpp) -----------------------------------------------------
+  std::uint32_t marks(const warp& w, const operand& o) const;
+  const origin& origin_of(const warp& w, const operand& o, std::uint32_t lanes) const;
+  void set_marks(warp& w, std::uint32_t slot, std::uint32_t written, std::uint32_t undefined, const origin& o);
+  void set_marks(warp& w, const operand& dst, std::uint32_t written, std::uint32_t undefined, const origin& o);
+  void sync_marks(warp& w, const instr& in, std::uint32_t ready);
+  void shfl_marks(warp& w, const instr& in, std::uint32_t ready, const std::uint32_t* from, std::uint32_t dead_from);
+  bool shared_undefined(std::uint32_t pc, std::uint32_t tid, std::uint64_t offset, std::size_t size, origin& o);
+  void mark_shared(std::uint64_t offset, std::size_t size, const origin& o);
+  void check_defined(const warp& w, std::uint32_t pc, const operand& o, std::uint32_t lanes, const char* use) const;
+  [[noreturn, gnu::cold, gnu::noinline]] void undefined_use(std::uint32_t pc, std::uint32_t tid, const std::string& use,
+                                                            const origin& o) const;
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   void shfl_whole_warp(warp& w, const instr& in);
@@ -586,6 +630,13 @@ class executor {
   unsigned threads_ = 0;
   std::size_t shared_bytes_ = 0, dynamic_shared_ = 0;
   bool shadow_on_ = true;
+  // Definedness (definedness.cpp): on with uninitialized_check unless uninitialized_at_load.
+  // undef_read_: the current instruction read undefined shared bytes (the first one's origin in
+  // undef_origin_); undef_after_: it has definedness work after its handler (defined_after).
+  bool track_defined_ = true;
+  bool undef_read_ = false, undef_after_ = false;
+  origin undef_origin_;
+  std::vector<origin> shared_origin_;  // per word of shared memory written with undefined lanes
   std::vector<warp> warps_;
   std::vector<unsigned char> shared_;
   std::vector<shadow_word> shadow_;        // per 4-byte word of shared memory (shadow_at)

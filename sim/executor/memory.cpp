@@ -45,19 +45,29 @@ void forget_readers(shadow_byte& s) {
 }
 }  // namespace
 
-// An access to a cell with a cp.async in flight, or a read of a never-written cell.
+// An access to a cell with a cp.async in flight.
 void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, std::size_t byte) const {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
-  if (s.pending) {
-    if (static_cast<std::uint32_t>(s.w.tid) == tid) {
-      fail_at(instr_index, tid,
-              "access to shared byte " + std::to_string(byte) + " of a cp.async (" + at(s.w.instr) +
-                  ") before the cp.async.wait_group that completes it");
-    }
-    race(s.w, true, instr_index, tid, write, byte);
+  if (static_cast<std::uint32_t>(s.w.tid) == tid) {
+    fail_at(instr_index, tid,
+            "access to shared byte " + std::to_string(byte) + " of a cp.async (" + at(s.w.instr) +
+                ") before the cp.async.wait_group that completes it");
   }
-  fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+  race(s.w, true, instr_index, tid, write, byte);
+}
+
+// A read of an undefined cell (never written, or written with undefined lanes): a finding with
+// uninitialized_at_load, else the instruction's loaded lanes are undefined (defined_after marks
+// them, from the first such cell's origin).
+void executor::undefined_read(const shadow_byte& s, access_rec me, std::size_t byte) {
+  const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
+  const std::uint32_t instr_index = me.instr;
+  if (!track_defined_) fail_at(instr_index, tid, "read of never-written shared byte " + std::to_string(byte));
+  if (!undef_read_) {
+    undef_read_ = undef_after_ = true;
+    undef_origin_ = s.w.tid < 0 ? origin{instr_index, tid, static_cast<std::uint32_t>(byte)} : shared_origin_[byte / 4];
+  }
 }
 
 // One shadow cell (a byte, or a word whose bytes have the same records) accessed by `me`:
@@ -66,10 +76,11 @@ void executor::shadow_finding(const shadow_byte& s, access_rec me, bool write, s
 // reread as one wide load after narrow stores (a store-forwarding stall per access).
 // Inline in its callers (shared_access), with its findings out of line (shadow_finding, race).
 inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
-                                  std::size_t byte) const {
+                                  std::size_t byte) {
   const std::uint32_t tid = static_cast<std::uint32_t>(me.tid);
   const std::uint32_t instr_index = me.instr;
-  if (s.pending || (!write && sched_.uninitialized_check && s.w.tid < 0)) shadow_finding(s, me, write, byte);
+  if (s.pending) shadow_finding(s, me, write, byte);
+  if (!write && sched_.uninitialized_check && (s.w.tid < 0 || s.w.undef)) undefined_read(s, me, byte);
   if (sched_.race_check) {
     if (conflicts(s.w, tid, w, lane, strong)) race(s.w, true, instr_index, tid, write, byte);
     if (write) {
@@ -78,7 +89,7 @@ inline void executor::shadow_cell(shadow_byte& s, access_rec me, const warp& w, 
     }
   }
   if (write) {
-    s.w = me;
+    s.w = me;  // (undefined lanes: defined_after marks their bytes)
     forget_readers(s);
   } else if (s.r1.tid < 0 || s.r1.tid == me.tid || s.r1.epoch < epoch_) {
     s.r1 = me;
@@ -103,7 +114,7 @@ shadow_byte* executor::split_word(std::size_t word) {
 
 namespace {
 bool same(const access_rec& a, const access_rec& b) {
-  return a.tid == b.tid && a.strong == b.strong && a.instr == b.instr && a.epoch == b.epoch && a.wsc == b.wsc;
+  return a.tid == b.tid && a.strong == b.strong && a.undef == b.undef && a.instr == b.instr && a.epoch == b.epoch && a.wsc == b.wsc;
 }
 bool same(const shadow_byte& a, const shadow_byte& b) {
   return a.pending == b.pending && same(a.w, b.w) && same(a.r1, b.r1) && same(a.r2, b.r2);
@@ -122,7 +133,7 @@ void executor::unsplit_if_uniform(std::size_t word) {
 void executor::shadow_access(warp& w, unsigned lane, std::uint32_t instr_index, std::uint64_t offset, std::size_t size,
                              bool write, bool strong) {
   const std::uint32_t tid = w.index * kLanes + lane;
-  const access_rec me{static_cast<std::int16_t>(tid), strong, instr_index, epoch_, w.wsc[lane]};
+  const access_rec me{static_cast<std::int16_t>(tid), strong, false, instr_index, epoch_, w.wsc[lane]};
   if (size < 4) {  // part of one word: its bytes
     shadow_byte* b = split_word(offset / 4);
     for (std::size_t k = 0; k < size; ++k) shadow_cell(b[offset % 4 + k], me, w, lane, write, strong, offset + k);
@@ -154,7 +165,7 @@ void executor::shadow_lanes(warp& w, std::uint32_t instr_index, std::uint32_t ma
       const std::size_t word = addr[l] / 4;
       shadow_word& s = shadow_at(word);
       if (s.split) return shadow_access(w, l, instr_index, addr[l], size, is_write, strong);
-      const access_rec me{static_cast<std::int16_t>(w.index * kLanes + l), strong, instr_index, epoch_, w.wsc[l]};
+      const access_rec me{static_cast<std::int16_t>(w.index * kLanes + l), strong, false, instr_index, epoch_, w.wsc[l]};
       shadow_cell(s, me, w, l, is_write, strong, word * 4);
     });
   };
@@ -528,7 +539,7 @@ void executor::land_random() {
 // may not have landed. The issue itself must be ordered after every earlier access by other
 // threads (a barrier between them).
 [[gnu::always_inline]] inline void executor::issue_shadow(const warp& w, unsigned lane, const copy_op& c) {
-  const access_rec me{static_cast<std::int16_t>(c.tid), false, c.instr, c.epoch, w.wsc[lane]};
+  const access_rec me{static_cast<std::int16_t>(c.tid), false, false, c.instr, c.epoch, w.wsc[lane]};
   const auto issue = [&](shadow_byte& s, std::size_t byte) {
     if (sched_.race_check) {
       if (s.pending && static_cast<std::uint32_t>(s.w.tid) != c.tid) race(s.w, true, c.instr, c.tid, true, byte);
@@ -606,7 +617,10 @@ namespace rungs::sim::detail {
 // Generic addresses are global ones, a thread's local bytes in the local window (cvta.local) or
 // the CTA's shared bytes in the shared window (cvta.shared), so a generic access outside every
 // live allocation and both windows is reported as a bad global access.
-void executor::exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) { memory_op(w, in, pc, mask); }
+void executor::exec_ld_st(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask) {
+  memory_op(w, in, pc, mask);
+  if (undef_after_) defined_after(w, in, pc, mask);  // it read or stored undefined shared bytes
+}
 
 // The bytes an atom/red of `lane` reads and writes: checked as a global access, or as a strong
 // shared read and write (the race check: two atomics do not race; an atomic and a plain access do).
@@ -615,6 +629,10 @@ unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t p
   if (in.where == space::shared || (in.where != space::global && in_shared_window(addr))) {
     if (in.where != space::shared) addr -= kSharedWindow;  // a generic atomic on shared memory
     shared_access(w, lane, pc, addr, size, false, true);
+    if (undef_read_) {  // a read-modify-write of garbage: reported here, whatever its result's use
+      undef_read_ = undef_after_ = false;
+      undefined_use(pc, w.index * kLanes + lane, "the shared bytes the atomic reads and modifies", undef_origin_);
+    }
     shared_access(w, lane, pc, addr, size, true, true);
     return shared_.data() + addr;
   }

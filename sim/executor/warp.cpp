@@ -13,9 +13,9 @@ namespace rungs::sim::detail {
 void executor::sync_execute(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks) {
   switch (in.code) {
     case op::shfl: return sync_shfl(w, in, pc, ready, masks);
-    case op::vote: return sync_vote(w, in, ready);
-    case op::match: return sync_match(w, in, ready);
-    case op::redux: return sync_redux(w, in, ready);
+    case op::vote: sync_marks(w, in, ready); return sync_vote(w, in, ready);
+    case op::match: sync_marks(w, in, ready); return sync_match(w, in, ready);
+    case op::redux: sync_marks(w, in, ready); return sync_redux(w, in, ready);
     default:  // bar.warp.sync: orders the lanes' earlier shared accesses before their later ones
       for_lanes(ready, [&](unsigned l) { ++w.wsc[l]; });
       for_lanes(ready, [&](unsigned a) { for_lanes(ready, [&](unsigned b) { w.pair_sync[a][b] = w.wsc[a]; }); });
@@ -59,12 +59,14 @@ void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32
   const operand* p = dst.kind == operand::k_vec && dst.elems.size() > 1 ? &dst.elems[1] : nullptr;
   if (ready == 0xffffffffu && d.kind == operand::k_reg) return shfl_whole_warp(w, in);
   const std::uint32_t dead = dead_lanes(w);
-  std::uint32_t src[kLanes];
+  std::uint32_t src[kLanes], from[kLanes], dead_from = 0;
   for_lanes(ready, [&](unsigned l) { src[l] = static_cast<std::uint32_t>(get(w, in.ops[1], l)); });
   with_shfl_mode(in.mode, [&](auto mode) { for_lanes(ready, [&](unsigned lane) {
     bool pval = false;
     const int j = shfl_source<mode()>(static_cast<int>(lane), get(w, in.ops[2], lane), get(w, in.ops[3], lane), pval);
+    from[lane] = static_cast<std::uint32_t>(j);
     if (((dead >> j) & 1) != 0) {  // an exited or absent lane: undefined bits (CUDA: "the value is undefined")
+      dead_from |= 1u << lane;
       set(w, d, lane, static_cast<std::uint32_t>(rng_()));
       if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
       return;
@@ -77,6 +79,7 @@ void executor::sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32
     set(w, d, lane, src[j]);
     if (p && p->kind == operand::k_reg) set(w, *p, lane, pval ? 1 : 0);
   }); });
+  if (w.undef_live != 0 || (dead_from != 0 && track_defined_)) shfl_marks(w, in, ready, from, dead_from);
 }
 
 // shfl.sync with every lane taking part (the butterfly reductions of a kernel): each lane's
@@ -103,6 +106,7 @@ void executor::shfl_whole_warp(warp& w, const instr& in) {
   if (p) {
     for (unsigned l = 0; l < kLanes; ++l) p[l] = valid[l];
   }
+  if (w.undef_live != 0) shfl_marks(w, in, 0xffffffffu, from, 0);
 }
 
 // vote.sync.{all,any,uni}.pred d, {!}a, membermask and vote.sync.ballot.b32 d, {!}a, membermask

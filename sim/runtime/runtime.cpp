@@ -35,9 +35,10 @@
 // RUNGS_SIM_ABORT_ON_FINDING=1 aborts the process (SIGABRT) right after printing the first
 // finding or refused launch, for CI that must not miss one; RUNGS_SIM_EVENT_TIME=host makes
 // cudaEventElapsedTime report the host time between the two records (how long the CPU took to
-// simulate the work, nothing about a GPU) instead of refusing; RUNGS_SIM_UNINITIALIZED_SHARED=allow
-// lets a kernel read shared memory no thread of its block wrote (the read gets the block's
-// garbage, as on a GPU) instead of reporting it (report, the default).
+// simulate the work, nothing about a GPU) instead of refusing; RUNGS_SIM_UNINITIALIZED_SHARED:
+// report (the default) reports a value read from shared memory no thread of its block wrote where
+// it is used (a branch, an address, a store to global memory: docs/sim.md, "Definedness"), load
+// reports the read itself, allow reports neither (the read gets the block's garbage, as on a GPU).
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -284,7 +285,7 @@ struct state {
   unsigned device_flags = 0;     // cudaSetDeviceFlags: kept and reported
   std::uint64_t cta_limit = schedule{}.cta_instruction_limit;
   bool blocks_in_launch_order = false;
-  bool uninitialized_shared_check = true;  // RUNGS_SIM_UNINITIALIZED_SHARED=report (allow: off)
+  std::string uninitialized_shared = "report";  // RUNGS_SIM_UNINITIALIZED_SHARED: report, load or allow
   std::uint64_t launches = 0;
   unsigned long long capture_ids = 0;
   std::unique_ptr<std::ofstream> traffic;
@@ -295,7 +296,7 @@ struct state {
     abort_on_finding = env_choice("RUNGS_SIM_ABORT_ON_FINDING", {"0", "1"}, "0") == "1";
     event_host_time = env_choice("RUNGS_SIM_EVENT_TIME", {"none", "host"}, "none") == "host";
     blocks_in_launch_order = env_choice("RUNGS_SIM_BLOCK_ORDER", {"random", "launch"}, "random") == "launch";
-    uninitialized_shared_check = env_choice("RUNGS_SIM_UNINITIALIZED_SHARED", {"report", "allow"}, "report") == "report";
+    uninitialized_shared = env_choice("RUNGS_SIM_UNINITIALIZED_SHARED", {"report", "load", "allow"}, "report");
     if (const char* t = std::getenv("RUNGS_SIM_TRAFFIC")) {
       traffic = std::make_unique<std::ofstream>(t, std::ios::app);
       if (!*traffic) {
@@ -529,7 +530,8 @@ void run_kernel(const node& n) {
   sched.seed = s.seed * 0x9e3779b97f4a7c15ull + index;
   sched.cta_instruction_limit = s.cta_limit;
   sched.blocks_in_launch_order = s.blocks_in_launch_order;
-  sched.uninitialized_check = s.uninitialized_shared_check;
+  sched.uninitialized_check = s.uninitialized_shared != "allow";
+  sched.uninitialized_at_load = s.uninitialized_shared == "load";
   try {
     const launch_result r = launch(*n.k->mod->parsed, n.k->name, n.grid, n.block, n.shared, args.data(), s.memory, sched);
     if (s.traffic) {

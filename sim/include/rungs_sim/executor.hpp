@@ -12,8 +12,9 @@
 //    kernel, PTX line, thread (block and thread index) and address.
 //  - An opcode or modifier the executor does not implement is a sim_error naming the
 //    instruction and its PTX line, never a silent no-op.
-//  - Races, uninitialised shared reads and bad accesses are reported through sim_error (the
-//    launch stops at the first finding) so a test fails with the finding as its message.
+//  - Races, uses of undefined values (read from never-written shared memory) and bad accesses
+//    are reported through sim_error (the launch stops at the first finding) so a test fails
+//    with the finding as its message.
 #pragma once
 
 #include <cstddef>
@@ -87,7 +88,15 @@ struct schedule {
   std::uint64_t seed = 0;
   bool randomize = true;          // warp order and CTA order shuffled; cp.async lands at a random legal moment
   bool race_check = true;         // shared-memory races between barriers
-  bool uninitialized_check = true;  // reads of never-written shared memory
+  // Shared memory no thread of the block wrote (docs/sim.md, "Definedness"). A read of such bytes
+  // gives undefined register lanes, which propagate through instructions and shared memory; the
+  // finding is the first use that can change what the kernel does or outputs (a branch or guard,
+  // an address, a store to global or local memory, an atomic's operand), naming the use and the
+  // read the value comes from. Off (false): no check.
+  bool uninitialized_check = true;
+  // With uninitialized_check: report the read itself instead (the strict check: every read of a
+  // never-written byte, harmless or not, is a finding).
+  bool uninitialized_at_load = false;
   // Blocks run one at a time, to completion: one that waits for another never ends. A block
   // issuing more warp instructions than this is a finding instead of a hang (0: no limit).
   std::uint64_t cta_instruction_limit = std::uint64_t{1} << 27;

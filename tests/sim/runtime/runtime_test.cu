@@ -1314,10 +1314,10 @@ TEST_CASE("RUNGS_SIM_EVENT_TIME=host: cudaEventElapsedTime gives the simulator's
 // shfl_scan's block scan (NVIDIA's cuda-samples, integral image) in small: each of 3 warps scans
 // its values and its last lane stores the warp's sum in sums[warp]; warp 0 then reads sums[lane]
 // for all 32 lanes, 29 of them never written, scans them and stores them back; warp w > 0 adds
-// sums[w - 1], which depends on written words only. Right on a GPU whatever the unwritten words
-// hold, and a read of never-written shared memory (byte 12: lane 3 reads sums[3]).
-__global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) {
-  __shared__ unsigned sums[32];
+// sums[w + added] (added -1: the scan, which depends on written words only). `sums` is each
+// kernel's own __shared__ array (one in this function would be module-scope .shared in the PTX,
+// counted in every kernel's static shared memory).
+__device__ void block_scan_of_warp_sums(const unsigned* in, unsigned* out, int added, unsigned* sums) {
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   unsigned v = in[threadIdx.x];
   for (unsigned i = 1; i < 32; i *= 2) {
@@ -1335,17 +1335,44 @@ __global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) 
     sums[lane] = sum;
   }
   __syncthreads();
-  if (warp > 0) v += sums[warp - 1];
+  if (warp > 0) v += sums[static_cast<int>(warp) + added];
   out[threadIdx.x] = v;
 }
 
-// Run by cuda_sim_runtime_test.uninitialized_shared (the default: the read is a finding and the
-// launch fails, sticky) and .uninitialized_shared_allowed (RUNGS_SIM_UNINITIALIZED_SHARED=allow:
-// the scan runs and is exact).
-TEST_CASE("a read of never-written shared memory: reported, or allowed by RUNGS_SIM_UNINITIALIZED_SHARED",
+// The scan: right on a GPU whatever the unwritten words hold, a read of never-written shared
+// memory (byte 12: lane 3 reads sums[3]) that no output depends on.
+__global__ void block_scan_reading_unwritten(const unsigned* in, unsigned* out) {
+  __shared__ unsigned sums[32];
+  block_scan_of_warp_sums(in, out, -1, sums);
+}
+
+// The same scan with a planted bug: warp w > 0 adds sums[w + 1] instead of sums[w - 1], so warp 2
+// adds sums[3], which warp 0 stored back from its scan of the 29 unwritten words: the garbage
+// reaches the output. Run by cuda_sim_runtime_test.undefined_use (the default, report: a finding
+// at the global store naming the read of byte 12; the launch fails, sticky).
+__global__ void block_scan_using_unwritten(const unsigned* in, unsigned* out) {
+  __shared__ unsigned sums[32];
+  block_scan_of_warp_sums(in, out, 1, sums);
+}
+
+TEST_CASE("a read of never-written shared memory whose value reaches the output: reported at the use", "[.undefined_use]") {
+  constexpr int kThreads = 96;
+  unsigned *d_in = nullptr, *d_out = nullptr;
+  REQUIRE(cudaMalloc(&d_in, kThreads * sizeof(unsigned)) == cudaSuccess);
+  REQUIRE(cudaMalloc(&d_out, kThreads * sizeof(unsigned)) == cudaSuccess);
+  REQUIRE(cudaMemset(d_in, 0, kThreads * sizeof(unsigned)) == cudaSuccess);
+  block_scan_using_unwritten<<<1, kThreads>>>(d_in, d_out);
+  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);  // sticky: nothing else runs in this process
+}
+
+// Run by cuda_sim_runtime_test.uninitialized_shared (the default, report: the undefined words
+// reach no output, so the scan runs and is exact), .uninitialized_shared_load
+// (RUNGS_SIM_UNINITIALIZED_SHARED=load: the read is a finding and the launch fails, sticky) and
+// .uninitialized_shared_allowed (allow: the scan runs and is exact).
+TEST_CASE("a harmless read of never-written shared memory: reported only by RUNGS_SIM_UNINITIALIZED_SHARED=load",
           "[.uninitialized_shared]") {
   const char* mode = std::getenv("RUNGS_SIM_UNINITIALIZED_SHARED");
-  const bool allowed = mode != nullptr && std::string(mode) == "allow";
+  const bool allowed = mode == nullptr || std::string(mode) != "load";
   constexpr int kThreads = 96;
   std::mt19937 rng(std::random_device{}());
   std::vector<unsigned> in(kThreads), want(kThreads);
