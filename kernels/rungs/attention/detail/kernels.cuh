@@ -209,9 +209,16 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
 /// occupancy the planner counts. The decode over an fp8 cache takes it with score transforms too
 /// (it was 3 there on sm_90, where ptxas spilled at 4's 128 registers until fp8_decode_agent's
 /// value step ran transposed: 110-128 registers now, no spills, E4M3 and E5M2, every group).
-template <bool Decode, int HeadDim = 0, int Group = 0>
+/// The in-CTA split (WarpGroups W > 1) is built for the 4-warp CTAs' count over W where W
+/// divides it (geometry::tensor_core_decode_split_ctas_per_sm: the same registers per thread),
+/// else for 1 (an architecture the planner never runs it on: sm_80).
+template <bool Decode, int HeadDim = 0, int Group = 0, int WarpGroups = 1>
 constexpr int tensor_core_min_ctas_per_sm() {
 #if defined(__CUDA_ARCH__)
+  if constexpr (Decode && WarpGroups > 1) {
+    const int n = geometry::tensor_core_decode_split_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group, WarpGroups);
+    return n > 0 ? n : 1;
+  }
   return Decode ? geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group)
                 : geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
 #else
@@ -219,18 +226,34 @@ constexpr int tensor_core_min_ctas_per_sm() {
 #endif
 }
 
+/// The tensor-core decode's shared memory: static at W = 1 (within 48 KiB), dynamic for the
+/// in-CTA split's W storages (launch_tensor_core_decode passes sizeof and raises the kernel's
+/// limit).
+template <class Storage, bool Dynamic>
+__device__ __forceinline__ Storage& decode_shared_storage() {
+  if constexpr (Dynamic) {
+    extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
+    return *reinterpret_cast<Storage*>(decode_dynamic_smem);
+  } else {
+    __shared__ Storage smem;
+    return smem;
+  }
+}
+
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
 /// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
 /// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
-/// (T or an fp8 format), as paged_attention_kernel's.
-template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
-__global__ void __launch_bounds__(geometry::threads,
-                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group>())
+/// (T or an fp8 format), as paged_attention_kernel's. WarpGroups: the in-CTA split's warp
+/// groups (tensor_core_decode_agent; 16-bit caches), 128 WarpGroups threads a CTA.
+template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T, int WarpGroups = 1>
+__global__ void __launch_bounds__(geometry::threads * WarpGroups,
+                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group, WarpGroups>())
     tensor_core_decode_kernel(const attention_params p) {
   // An fp8 cache: fp8_decode_agent converts its fragments in registers (fp8_decode.cuh).
+  static_assert(WarpGroups == 1 || !is_fp8_element<KV>, "the in-CTA split takes 16-bit caches");
   using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
-                                   tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>>;
-  __shared__ typename agent::storage smem;
+                                   tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV, WarpGroups>>;
+  typename agent::storage& smem = decode_shared_storage<typename agent::storage, (WarpGroups > 1)>();
   const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
   const int kv_end = min(split_begin + p.split_tokens, kv_len);
   const kv_dequant<KV> dq(p, kv_head);
