@@ -226,20 +226,6 @@ constexpr int tensor_core_min_ctas_per_sm() {
 #endif
 }
 
-/// The tensor-core decode's shared memory: static at W = 1 (within 48 KiB), dynamic for the
-/// in-CTA split's W storages (launch_tensor_core_decode passes sizeof and raises the kernel's
-/// limit).
-template <class Storage, bool Dynamic>
-__device__ __forceinline__ Storage& decode_shared_storage() {
-  if constexpr (Dynamic) {
-    extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
-    return *reinterpret_cast<Storage*>(decode_dynamic_smem);
-  } else {
-    __shared__ Storage smem;
-    return smem;
-  }
-}
-
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
 /// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
 /// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
@@ -253,14 +239,24 @@ __global__ void __launch_bounds__(geometry::threads * WarpGroups,
   static_assert(WarpGroups == 1 || !is_fp8_element<KV>, "the in-CTA split takes 16-bit caches");
   using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
                                    tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV, WarpGroups>>;
-  typename agent::storage& smem = decode_shared_storage<typename agent::storage, (WarpGroups > 1)>();
-  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
-  const int kv_end = min(split_begin + p.split_tokens, kv_len);
-  const kv_dequant<KV> dq(p, kv_head);
-  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
-  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
-             decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
-             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+  const auto run = [&](typename agent::storage& smem) {
+    const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+    const int kv_end = min(split_begin + p.split_tokens, kv_len);
+    const kv_dequant<KV> dq(p, kv_head);
+    const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
+    agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+               decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
+               dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+  };
+  // Static shared memory at W = 1 (within 48 KiB); the in-CTA split's W storages are dynamic
+  // (launch_tensor_core_decode passes their size and raises the kernel's limit).
+  if constexpr (WarpGroups == 1) {
+    __shared__ typename agent::storage smem;
+    run(smem);
+  } else {
+    extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
+    run(*reinterpret_cast<typename agent::storage*>(decode_dynamic_smem));
+  }
 }
 
 /// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),
