@@ -112,6 +112,7 @@ constexpr int tensor_core_decode_group_bytes(int head_dim) {
 /// ctas_per_sm) whose CTAs, W times the warps each, still all fit one wave of the 4-warp CTA
 /// slots (ctas x W <= sms x tensor_core_decode_ctas_per_sm) and whose shared memory the
 /// architecture has; 1 (today's CTA) otherwise, so a grid that fills the SMs keeps its kernel.
+// example-begin warp-groups
 constexpr int tensor_core_decode_warp_groups(int sm, int head_dim, int group, long long ctas, int sms) {
   for (const int w : {4, 2}) {
     if (tensor_core_decode_split_ctas_per_sm(sm, head_dim, group, w) > 0 &&
@@ -122,6 +123,7 @@ constexpr int tensor_core_decode_warp_groups(int sm, int head_dim, int group, lo
   }
   return 1;
 }
+// example-end warp-groups
 
 /// Shapes the tensor-core decode takes: head dims 64, 80, 96, 128 and 256 (rows of 16-byte
 /// chunks swizzled in groups of 8 at 64, 128 and 256, padded to an odd number of chunks at 80

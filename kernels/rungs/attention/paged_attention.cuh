@@ -138,14 +138,20 @@ void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cu
   }
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "decode (tensor cores)");
-  const auto kernel = detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod), KV, WarpGroups>;
-  std::size_t smem = 0;
-  if constexpr (WarpGroups > 1) {
-    smem = sizeof(typename detail::tensor_core_decode_agent<T, HeadDim, Group, score_mod_bits(Mod), KV, WarpGroups>::storage);
+  if constexpr (WarpGroups == 1) {
+    detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod), KV>,
+                   detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
+  } else {
+    static_assert(std::is_same_v<T, KV>, "the in-CTA split takes a cache of the queries' type");
+    const auto kernel = detail::tensor_core_split_decode_kernel<T, HeadDim, BlockSize, Group, WarpGroups, score_mod_bits(Mod)>;
+    constexpr std::size_t smem =
+        sizeof(typename detail::tensor_core_decode_agent<T, HeadDim, Group, score_mod_bits(Mod), KV, WarpGroups>::storage);
+    static_assert(smem == std::size_t{WarpGroups} * geometry::tensor_core_decode_group_bytes(HeadDim),
+                  "the planner's and scripts/sass-check's shared memory of the in-CTA split is the kernel's");
     detail::allow_dynamic_smem(kernel, smem);
+    detail::launch(kernel, detail::decode_grid(plan), geometry::threads * WarpGroups, detail::decode_params(plan, a),
+                   stream, smem);
   }
-  detail::launch(kernel, detail::decode_grid(plan), geometry::threads * WarpGroups, detail::decode_params(plan, a), stream,
-                 smem);
   detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 

@@ -226,37 +226,47 @@ constexpr int tensor_core_min_ctas_per_sm() {
 #endif
 }
 
+/// One tensor-core decode CTA on `smem` (agent: tensor_core_decode_agent or fp8_decode_agent):
+/// the body of both decode kernels below.
+template <class Agent, class T, int BlockSize, int Group, unsigned ModBits, class KV, int HeadDim>
+__device__ __forceinline__ void tensor_core_decode_cta(const attention_params& p, typename Agent::storage& smem) {
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+  const int kv_end = min(split_begin + p.split_tokens, kv_len);
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
+  Agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+             decode_kv_begin<Agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+}
+
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
 /// the same workspace layout, so merge_splits_kernel<T, HeadDim, Sinks> merges its splits.
 /// ModBits: the score transforms compiled in (score_mod_bits); KV: the cache's element type
-/// (T or an fp8 format), as paged_attention_kernel's. WarpGroups: the in-CTA split's warp
-/// groups (tensor_core_decode_agent; 16-bit caches), 128 WarpGroups threads a CTA.
-template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T, int WarpGroups = 1>
-__global__ void __launch_bounds__(geometry::threads * WarpGroups,
-                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group, WarpGroups>())
+/// (T or an fp8 format), as paged_attention_kernel's.
+template <class T, int HeadDim, int BlockSize, int Group, unsigned ModBits = 0, class KV = T>
+__global__ void __launch_bounds__(geometry::threads,
+                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group>())
     tensor_core_decode_kernel(const attention_params p) {
   // An fp8 cache: fp8_decode_agent converts its fragments in registers (fp8_decode.cuh).
-  static_assert(WarpGroups == 1 || !is_fp8_element<KV>, "the in-CTA split takes 16-bit caches");
   using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
-                                   tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV, WarpGroups>>;
-  const auto run = [&](typename agent::storage& smem) {
-    const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
-    const int kv_end = min(split_begin + p.split_tokens, kv_len);
-    const kv_dequant<KV> dq(p, kv_head);
-    const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
-    agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
-               decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
-               dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
-  };
-  // Static shared memory at W = 1 (within 48 KiB); the in-CTA split's W storages are dynamic
-  // (launch_tensor_core_decode passes their size and raises the kernel's limit).
-  if constexpr (WarpGroups == 1) {
-    __shared__ typename agent::storage smem;
-    run(smem);
-  } else {
-    extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
-    run(*reinterpret_cast<typename agent::storage*>(decode_dynamic_smem));
-  }
+                                   tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>>;
+  __shared__ typename agent::storage smem;
+  tensor_core_decode_cta<agent, T, BlockSize, Group, ModBits, KV, HeadDim>(p, smem);
+}
+
+/// The tensor-core decode's in-CTA split (tensor_core_decode_agent's WarpGroups, 2 or 4; a
+/// 16-bit cache): the same grid, parameters, workspace and outputs as tensor_core_decode_kernel,
+/// a CTA of 128 WarpGroups threads whose W storages are dynamic shared memory
+/// (launch_tensor_core_decode passes their size and raises the kernel's limit).
+template <class T, int HeadDim, int BlockSize, int Group, int WarpGroups, unsigned ModBits = 0>
+__global__ void __launch_bounds__(geometry::threads * WarpGroups,
+                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group, WarpGroups>())
+    tensor_core_split_decode_kernel(const attention_params p) {
+  static_assert(WarpGroups > 1, "one warp group is tensor_core_decode_kernel");
+  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, T, WarpGroups>;
+  extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
+  tensor_core_decode_cta<agent, T, BlockSize, Group, ModBits, T, HeadDim>(
+      p, *reinterpret_cast<typename agent::storage*>(decode_dynamic_smem));
 }
 
 /// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),

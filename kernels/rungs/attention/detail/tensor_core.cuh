@@ -242,12 +242,14 @@ struct tensor_core_decode_agent {
                                                                          : static_cast<int>(threadIdx.x) % kThreads};
     const int key_warp = kDimWarps == 1 ? warp : warp % kKeyWarps;
     const int dim_warp = kDimWarps == 1 ? 0 : warp / kKeyWarps;
+    // example-begin in-cta-split
     int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
     if constexpr (WarpGroups > 1) {
       num_tiles = (num_tiles + WarpGroups - 1) / WarpGroups;
       kv_begin += group * num_tiles * kTile;  // past kv_end for a group with no keys: it loads none
       kv_end = min(kv_begin + num_tiles * kTile, kv_end);
     }
+    // example-end in-cta-split
     group_storage& first = [&]() -> group_storage& {  // the stages' base (a group adds its offset)
       if constexpr (WarpGroups == 1) {
         return smem;
