@@ -48,9 +48,9 @@ void check_decode_set() {
           for (ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
             check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false, k, 1);
           }
-          // The in-CTA splits the set has for the shape (2 and 4 warp groups a CTA), each forced
+          // The in-CTA splits the set has for the shape (2, 3 or 4 warp groups a CTA), each forced
           // (the planner picks them only for grids that leave SMs' slots empty).
-          for (int w : {2, 4}) {
+          for (int w : {2, 3, 4}) {
             if (set::tensor_core_decode::contains_split(Type, head_dim, group, w)) {
               check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false,
                                         ra::decode_kernel::tensor_cores, w);

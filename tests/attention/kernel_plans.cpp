@@ -86,6 +86,7 @@ void add_tensor_core_instances(std::vector<instance>& out, ra::dtype t, int d, r
   // The in-CTA splits the set compiles (tensor_core_decode_instances' split groups).
   for (const int g : {G...}) {
     if (tc::contains_split(t, d, g, 2)) out.push_back({t, d, "decode_tc_w2", g, {}, 2});
+    if (tc::contains_split(t, d, g, 3)) out.push_back({t, d, "decode_tc_w3", g, {}, 3});
     if (tc::contains_split(t, d, g, 4)) out.push_back({t, d, "decode_tc_w4", g, {}, 4});
   }
 }
@@ -118,9 +119,8 @@ std::string instance_json(const instance& i) {
          ctas_json(geo::tensor_core_decode_ctas_per_sm(80, i.head_dim, i.group),
                    geo::tensor_core_decode_ctas_per_sm(90, i.head_dim, i.group));
   } else if (i.warp_groups > 1) {
-    // Its CTAs per SM where the architecture runs it (the 4-warp CTAs per SM over W, where W
-    // divides them: sm_90); none on sm_80, which never launches it (its launch bound is 1 there,
-    // and W = 4's shared memory is more than sm_80 has).
+    // Its CTAs per SM where the architecture runs it (sm_90: the 4-warp CTAs per SM over W); none
+    // on sm_80, which never launches it (its launch bound is 1 there).
     const int sm90 = geo::tensor_core_decode_split_ctas_per_sm(90, i.head_dim, i.group, i.warp_groups);
     const int sm80 = geo::tensor_core_decode_split_ctas_per_sm(80, i.head_dim, i.group, i.warp_groups);
     s += ", \"group\": " + std::to_string(i.group) + ", \"warp_groups\": " + std::to_string(i.warp_groups) +

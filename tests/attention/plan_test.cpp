@@ -290,7 +290,8 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   // (512): H100 slots are 132 x 4 = 528 4-warp CTAs.
   CHECK(plan(32, 2, 64, 1, 16384).num_splits == 64);
   CHECK(plan(32, 2, 64, 1, 16384).warp_groups == 4);   // 128 x 4 = 512 <= 528
-  CHECK(plan(32, 2, 128, 1, 16384).warp_groups == 2);  // head dim 128 group 16: no 4 (sm_80 spills), 2
+  CHECK(plan(32, 2, 128, 1, 16384).warp_groups == 3);  // head dim 128 group 16: 3 (4 spills on sm_80)
+  CHECK(plan(32, 2, 128, 8, 4096).warp_groups == 2);   // 256 x 3 > 528
   CHECK(plan(32, 4, 80, 1, 16384).warp_groups == 2);   // 256 x 2 = 512
   CHECK(plan(32, 2, 96, 8, 4096).warp_groups == 2);    // 256 x 2
   CHECK(plan(32, 4, 128, 8, 4096).warp_groups == 1);   // 512: 2 x 512 > 528
@@ -302,8 +303,11 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   CHECK(plan(32, 2, 64, 1, 16384, h100, {.kernel = ra::decode_kernel::simt}).warp_groups == 1);
   CHECK(plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 1}).warp_groups == 1);
   CHECK(plan(32, 2, 64, 64, 4096, h100, {.warp_groups = 2}).warp_groups == 2);  // forced
+  CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 5}); }) ==
+        "plan_options.warp_groups = 5 must be 0 (the planner's choice) or 1 to 4");
   CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 3}); }) ==
-        "plan_options.warp_groups = 3 must be 0 (the planner's choice), 1, 2 or 4");
+        "plan_options.warp_groups = 3: the set compiles no in-CTA split of 3 warp groups for a tensor-core decode of "
+        "bf16, head_dim 64, group 16");
   CHECK(error_of([&] { plan(32, 2, 128, 1, 16384, h100, {.warp_groups = 4}); }) ==
         "plan_options.warp_groups = 4: the set compiles no in-CTA split of 4 warp groups for a tensor-core decode of "
         "bf16, head_dim 128, group 16");
@@ -313,6 +317,8 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   // The geometry: W's CTAs per SM, a group's shared memory, the architectures' limits.
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 8, 4) == 1);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 64, 16, 2) == 2);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 3) == 1);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 4) == 0);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(80, 64, 16, 2) == 0);
   CHECK(geo::tensor_core_decode_group_bytes(128) == 48 * 1024);
   CHECK(geo::tensor_core_decode_group_bytes(64) == 48 * 1024);

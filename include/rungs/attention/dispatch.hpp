@@ -153,7 +153,7 @@ void for_each_fp8_instance(F&& f) {
 /// fp8_kv_instances both have (for the query type).
 ///
 /// SplitGroups: the decode groups (of DecodeGroups) whose in-CTA split instances the set also
-/// compiles (a CTA of 2 or 4 warp groups, tensor_core_decode_agent's WarpGroups; 16-bit caches),
+/// compiles (a CTA of 2 to 4 warp groups, tensor_core_decode_agent's WarpGroups; 16-bit caches),
 /// each W where geometry::tensor_core_decode_split_fits. The planner picks one for grids that leave SMs under-filled
 /// (geometry::tensor_core_decode_warp_groups; docs/kernels.md, "The in-CTA split").
 template <class Dtypes, class HeadDims, class DecodeGroups, class SplitGroups = values<>>

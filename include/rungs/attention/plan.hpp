@@ -84,8 +84,8 @@ struct plan_options {
   int ctas_per_sm = 0;         ///< CTA slots per SM; 0: the instance's launch-bound occupancy on device_info.sm
   std::optional<attention_kernel> kernel{};  ///< force the plan's kernel (decode or prefill); empty: the planner's choice
   /// The tensor-core decode's in-CTA split (warp groups a CTA): 0 the planner's choice
-  /// (geometry::tensor_core_decode_warp_groups, where the set compiles it), 1 none, 2 or 4
-  /// forced (refused where the plan's kernel or the set has no such instance).
+  /// (geometry::tensor_core_decode_warp_groups, where the set compiles it), 1 none, 2 to 4
+  /// forced (refused where the plan's kernel, the set or the architecture has no such instance).
   int warp_groups = 0;
 };
 
@@ -506,8 +506,8 @@ int choose_warp_groups(const decode_plan& p, const device_info& dev, const plan_
   const int g = c.shape.group_size();
   const bool tensor_cores = p.kernel == decode_kernel::tensor_cores && !c.quantized_cache();
   if (opt.warp_groups != 0) {
-    if (opt.warp_groups != 1 && opt.warp_groups != 2 && opt.warp_groups != 4) {
-      fail("plan_options.warp_groups = ", opt.warp_groups, " must be 0 (the planner's choice), 1, 2 or 4");
+    if (opt.warp_groups < 1 || opt.warp_groups > 4) {
+      fail("plan_options.warp_groups = ", opt.warp_groups, " must be 0 (the planner's choice) or 1 to 4");
     }
     if (opt.warp_groups > 1 && !(tensor_cores && Set::tensor_core_decode::contains_split(c.type, d, g, opt.warp_groups))) {
       fail("plan_options.warp_groups = ", opt.warp_groups, ": the set compiles no in-CTA split of ", opt.warp_groups,

@@ -221,6 +221,9 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
         if constexpr (tc::contains_split(kType, D, G, 4)) {
           if (plan.warp_groups == 4) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 4>(plan, args, stream);
         }
+        if constexpr (tc::contains_split(kType, D, G, 3)) {
+          if (plan.warp_groups == 3) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 3>(plan, args, stream);
+        }
         if constexpr (tc::contains_split(kType, D, G, 2)) {
           if (plan.warp_groups == 2) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 2>(plan, args, stream);
         }

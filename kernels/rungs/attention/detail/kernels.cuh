@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(geometry::threads,
   tensor_core_decode_cta<agent, T, BlockSize, Group, ModBits, KV, HeadDim>(p, smem);
 }
 
-/// The tensor-core decode's in-CTA split (tensor_core_decode_agent's WarpGroups, 2 or 4; a
+/// The tensor-core decode's in-CTA split (tensor_core_decode_agent's WarpGroups, 2 to 4; a
 /// 16-bit cache): the same grid, parameters, workspace and outputs as tensor_core_decode_kernel,
 /// a CTA of 128 WarpGroups threads whose W storages are dynamic shared memory
 /// (launch_tensor_core_decode passes their size and raises the kernel's limit).

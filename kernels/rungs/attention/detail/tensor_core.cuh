@@ -208,7 +208,7 @@ struct tensor_core_decode_agent {
       tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget, kThreads * WarpGroups>;
   using pipeline = typename group_storage::pipeline;
   using tile_layout = typename group_storage::tile_layout;
-  static_assert(WarpGroups == 1 || WarpGroups == 2 || WarpGroups == 4, "the in-CTA split takes 1, 2 or 4 warp groups");
+  static_assert(WarpGroups >= 1 && WarpGroups <= 4, "the in-CTA split takes 1 to 4 warp groups");
   /// W > 1: the groups' storages side by side; the merge area of all W x kKeyWarps warps' rows
   /// starts at the first (one group's merge area fits its own storage, so W of them fit W).
   struct split_storage {
