@@ -312,8 +312,8 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
         "plan_options.warp_groups = 4: the set compiles no in-CTA split of 4 warp groups for a tensor-core decode of "
         "bf16, head_dim 128, group 16");
   CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, a100, {.warp_groups = 2}); }) ==
-        "plan_options.warp_groups = 2: sm_80 runs no in-CTA split of 2 warp groups at head_dim 64, group 16 (it must "
-        "divide the tensor-core decode's CTAs per SM and fit the shared memory)");
+        "plan_options.warp_groups = 2: sm_80 runs no in-CTA split of 2 warp groups at head_dim 64, group 16 (the split "
+        "is built for sm_90, within its shared memory)");
   // The geometry: W's CTAs per SM, a group's shared memory, the architectures' limits.
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 8, 4) == 1);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 64, 16, 2) == 2);

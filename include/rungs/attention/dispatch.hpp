@@ -154,8 +154,9 @@ void for_each_fp8_instance(F&& f) {
 ///
 /// SplitGroups: the decode groups (of DecodeGroups) whose in-CTA split instances the set also
 /// compiles (a CTA of 2 to 4 warp groups, tensor_core_decode_agent's WarpGroups; 16-bit caches),
-/// each W where geometry::tensor_core_decode_split_fits. The planner picks one for grids that leave SMs under-filled
-/// (geometry::tensor_core_decode_warp_groups; docs/kernels.md, "The in-CTA split").
+/// each W where geometry::tensor_core_decode_split_fits. The planner picks one for grids that
+/// leave SMs under-filled (geometry::tensor_core_decode_warp_groups; docs/kernels.md, "The in-CTA
+/// split").
 template <class Dtypes, class HeadDims, class DecodeGroups, class SplitGroups = values<>>
 struct tensor_core_decode_instances {
   using dtype_list = Dtypes;
@@ -255,7 +256,7 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 /// at head dims 64 and 128); the other groups 1 and 2 tied or lost there and run on them only
 /// when forced (plan_options::kernel). Groups 3 and 5-7 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
 /// over the E4M3 cache (bf16, head dim 128, group 4). Groups 8 and 16 also have the in-CTA
-/// split (2 and 4 warp groups a CTA) for the small grids where they fill few of the SMs' CTA slots
+/// split (2 to 4 warp groups a CTA) for the small grids where they fill few of the SMs' CTA slots
 /// (batch 1 x 16384 at both, 8 x 4096 at group 16: benchmarks/RESULTS.md, "The small grids").
 using default_tensor_core_decode_instances =
     tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128, 256>, values<1, 2, 4, 8, 16>, values<8, 16>>;

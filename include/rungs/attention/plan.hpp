@@ -122,7 +122,7 @@ struct decode_plan {
   /// The kernel decode<Set, Mod> runs, chosen by plan_decode<Set> among the kernels Set
   /// compiles (check_decode_kernel<Set> refuses a plan for one it lacks).
   decode_kernel kernel = decode_kernel::simt;
-  /// The tensor-core decode's warp groups a CTA (1: the 4-warp CTA; 2, 4: the in-CTA split of
+  /// The tensor-core decode's warp groups a CTA (1: the 4-warp CTA; 2-4: the in-CTA split of
   /// each split's keys, docs/kernels.md "The in-CTA split"); 1 for the SIMT decode.
   int warp_groups = 1;
   bool split() const { return num_splits > 1; }
@@ -519,7 +519,7 @@ int choose_warp_groups(const decode_plan& p, const device_info& dev, const plan_
                                     geometry::max_dynamic_shared_bytes(dev.sm))) {
       fail("plan_options.warp_groups = ", opt.warp_groups, ": sm_", dev.sm, " runs no in-CTA split of ",
            opt.warp_groups, " warp groups at head_dim ", d, ", group ", g,
-           " (it must divide the tensor-core decode's CTAs per SM and fit the shared memory)");
+           " (the split is built for sm_90, within its shared memory)");
     }
     return opt.warp_groups;
   }

@@ -54,6 +54,11 @@
 // Head dim 256: its 16-key tile is two 8-key slices, so the 4 warps are 2 key warps x 2 dim
 // warps of 128 output dims (tensor_core_decode_agent), both warps of a slice computing its
 // scores over the whole head dim.
+//
+// The in-CTA split (tensor_core_decode_agent's WarpGroups; docs/kernels.md, "The in-CTA split"):
+// for grids that leave SMs' CTA slots empty, a CTA of 2-4 groups of these 4 warps, each group
+// over its own 1/W of the split's tiles with its own pipeline, merged at the end as the 4 warps
+// are.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
