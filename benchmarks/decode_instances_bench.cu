@@ -5,8 +5,10 @@
 //
 // Writes CSV to stdout (comment lines start with '#'):
 //   head_dim,group,cache,batch,context,qo_heads,kv_heads,kernel,min_split_tokens,splits,time_us,bytes,gb_s,ratio,
-//   planner,pass,note
-// (planner: 1 when the row's kernel is the one the planner picks for the shape; pass: 1 or 2.)
+//   planner,pass,note,warp_groups
+// (planner: 1 when the row's kernel is the one the planner picks for the shape; pass: 1 or 2;
+// warp_groups: the run's CTA, 1 the 4-warp one, 2-4 the tensor-core decode's in-CTA split,
+// whichever the planner would give.)
 //
 // 1. For head dims 64, 80, 96, 128 and 256 x groups 1, 2, 4, 8, 16 (bf16 caches) and the E4M3
 //    cache at head dim 128, group 4 (the default set's fp8 instance), at batch 64 x context
@@ -15,10 +17,14 @@
 //    the planner picks for this GPU (A) and, where the set has both, the other one on a plan
 //    forced to it (B), in the order A B B A (pass 1, 1, 2, 2), so that a drift of the GPU's
 //    speed during the run shows as a difference between passes instead of between kernels; an
-//    instance with one kernel runs it twice (A A).
+//    instance with one kernel runs it twice (A A). Every run here has the 4-warp CTA
+//    (plan_options::warp_groups = 1), as before the in-CTA split existed.
 // 2. The small grids whose split the planner's min_split_tokens (256) limits (head dim 128,
 //    groups 4, 8 and 16 at 8 x 4096 and 1 x 16384): the planner's kernel with min_split_tokens
 //    128, 64 and 32, to measure what finer splits (and their merge) buy.
+// 3. The in-CTA split (docs/kernels.md): head dims 64-128, groups 8 and 16 at 8 x 4096 and
+//    1 x 16384, where the planner gives the tensor-core decode more warp groups a CTA: its plan
+//    (A) against the same plan with warp_groups 1 (B), A B B A (modelled only until this runs).
 //
 // Bytes per run: K and V once (1 byte per element for fp8), Q in and O out, block tables and
 // lengths; ratio = GB/s / copy ceiling. Rows whose K and V fit in twice the L2 say so: back-to-back
@@ -57,7 +63,7 @@ using bench_set =
     ra::instantiation_set<ra::dtypes<ra::dtype::bf16>, ra::values<64, 80, 96, 128, 256>, ra::values<ra::dynamic_block_size>,
                           ra::values<1, 2, 4, 8, 16>, ra::default_fp8_kv_instances,
                           ra::tensor_core_decode_instances<ra::dtypes<ra::dtype::bf16>, ra::values<64, 80, 96, 128, 256>,
-                                                           ra::values<1, 2, 4, 8, 16>>>;
+                                                           ra::values<1, 2, 4, 8, 16>, ra::values<8, 16>>>;
 
 constexpr int kQo = 32, kBlock = 16;
 
@@ -70,6 +76,7 @@ struct row {
   double ms = 0, bytes = 0;
   int splits = 0;
   ra::attention_kernel kernel{};
+  int warp_groups = 1;
 };
 
 // One decode run of `inst` at batch x context, planned with `opt`; nullopt when it does not fit.
@@ -120,6 +127,7 @@ std::optional<row> time_decode(const instance& inst, int batch, int context, con
   r.ms = t.median_ms([&] { g.replay(); }, 2, runs) / g.reps;
   r.splits = plan.num_splits;
   r.kernel = plan.kernel;
+  r.warp_groups = plan.warp_groups;
   r.bytes = 2.0 * batch * static_cast<double>(context) * s.kv_row_elements() * static_cast<double>(elem)  // K and V
             + 2.0 * static_cast<double>(q_elems) * 2                                                       // Q, O
             + 4.0 * static_cast<double>(num_blocks + batch);                                                // tables, lengths
@@ -143,7 +151,7 @@ int main(int argc, char** argv) {
     const int runs = quick ? 10 : 30;
     const double ceiling = print_copy_ceiling(runs, prop);
     std::printf("head_dim,group,cache,batch,context,qo_heads,kv_heads,kernel,min_split_tokens,splits,time_us,bytes,gb_s,"
-                "ratio,planner,pass,note\n");
+                "ratio,planner,pass,note,warp_groups\n");
     std::fflush(stdout);
     const ra::device_info dev = ra::query_device();
     std::mt19937_64 rng(2026);
@@ -165,10 +173,10 @@ int main(int argc, char** argv) {
                                                                     : "";
       const int min_split = opt.min_split_tokens;
       const double gbs = r ? r->bytes / (r->ms * 1e6) : 0;
-      std::printf("%d,%d,%s,%d,%d,%d,%d,%s,%d,%d,%.2f,%.0f,%.1f,%.3f,%d,%d,%s\n", inst.head_dim, inst.group,
+      std::printf("%d,%d,%s,%d,%d,%d,%d,%s,%d,%d,%.2f,%.0f,%.1f,%.3f,%d,%d,%s,%d\n", inst.head_dim, inst.group,
                   inst.fp8 ? "fp8_e4m3" : "bf16", batch, context, kQo, kv_heads, r ? ra::name(r->kernel) : "-", min_split,
-                  r ? r->splits : 0, r ? r->ms * 1e3 : 0.0, r ? r->bytes : 0.0, gbs, gbs / ceiling, opt.kernel ? 0 : 1, pass,
-                  note.c_str());
+                  r ? r->splits : 0, r ? r->ms * 1e3 : 0.0, r ? r->bytes : 0.0, gbs, gbs / ceiling,
+                  opt.kernel ? 0 : 1, pass, note.c_str(), r ? r->warp_groups : 0);
       std::fflush(stdout);
       return r;
     };
@@ -182,21 +190,35 @@ int main(int argc, char** argv) {
     for (const instance& inst : instances) {
       const bool both = bench_set::tensor_core_decode::contains(ra::dtype::bf16, inst.head_dim, inst.group);
       for (const auto& sh : shapes) {
-        const std::optional<row> a = measure(inst, sh[0], sh[1], {});
+        const ra::plan_options planned{.warp_groups = 1};
+        const std::optional<row> a = measure(inst, sh[0], sh[1], planned);
         if (!a) continue;
         const ra::plan_options other{.kernel = a->kernel == ra::attention_kernel::tensor_cores
                                                    ? ra::attention_kernel::simt
-                                                   : ra::attention_kernel::tensor_cores};
+                                                   : ra::attention_kernel::tensor_cores,
+                                     .warp_groups = 1};
         if (both) measure(inst, sh[0], sh[1], other, 1);
         if (both) measure(inst, sh[0], sh[1], other, 2);
-        measure(inst, sh[0], sh[1], {}, 2);
+        measure(inst, sh[0], sh[1], planned, 2);
       }
     }
     // 2. Finer splits on the small grids.
     for (int g : {4, 8, 16}) {
       for (const auto& sh : {std::pair{8, 4096}, std::pair{1, 16384}}) {
         for (int min_split : {128, 64, 32}) {
-          measure({128, g, false}, sh.first, sh.second, {.min_split_tokens = min_split});
+          measure({128, g, false}, sh.first, sh.second, {.min_split_tokens = min_split, .warp_groups = 1});
+        }
+      }
+    }
+    // 3. The in-CTA split against the 4-warp CTA on the same plan: A B B A.
+    for (int d : {64, 80, 96, 128}) {
+      for (int g : {8, 16}) {
+        for (const auto& sh : {std::pair{8, 4096}, std::pair{1, 16384}}) {
+          const std::optional<row> a = measure({d, g, false}, sh.first, sh.second, {});
+          if (!a || a->warp_groups == 1) continue;
+          measure({d, g, false}, sh.first, sh.second, {.warp_groups = 1}, 1);
+          measure({d, g, false}, sh.first, sh.second, {.warp_groups = 1}, 2);
+          measure({d, g, false}, sh.first, sh.second, {}, 2);
         }
       }
     }

@@ -22,10 +22,10 @@ namespace rungs_test {
 /// The check on ra::decode<Set, Mod> (decode_harness.hpp has the check itself).
 template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT>
 void check_decode(std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size, int group, double sm_scale,
-                  bool per_head_scales = false, std::optional<ra::decode_kernel> kernel = {}) {
+                  bool per_head_scales = false, std::optional<ra::decode_kernel> kernel = {}, int warp_groups = 0) {
   check_decode_with<HostT, Set, Mod, HostKV>(
       [](const ra::decode_plan& plan, const ra::decode_args& args) { ra::decode<Set, Mod>(plan, args, nullptr); },
-      rng, type, head_dim, block_size, group, sm_scale, per_head_scales, kernel);
+      rng, type, head_dim, block_size, group, sm_scale, per_head_scales, kernel, warp_groups);
 }
 
 template <ra::dtype Type>
@@ -46,7 +46,15 @@ void check_decode_set() {
                                         .block_size = block_size};
         if (ra::has_tensor_core_decode<set>(Type, shape) && block_size == checked_block_sizes.front()) {
           for (ra::decode_kernel k : {ra::decode_kernel::simt, ra::decode_kernel::tensor_cores}) {
-            check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false, k);
+            check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false, k, 1);
+          }
+          // The in-CTA splits the set has for the shape (2, 3 or 4 warp groups a CTA), each forced
+          // (the planner picks them only for grids that leave SMs' slots empty).
+          for (int w : {2, 3, 4}) {
+            if (set::tensor_core_decode::contains_split(Type, head_dim, group, w)) {
+              check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale, false,
+                                        ra::decode_kernel::tensor_cores, w);
+            }
           }
         } else {
           check_decode<host_t, set>(rng, Type, head_dim, block_size, group, scale);

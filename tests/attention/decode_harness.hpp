@@ -23,11 +23,12 @@ namespace rungs_test {
 /// launch(plan, args): runs the decode of `plan` (its kernels and merge) on the null stream.
 /// HostKV: the cache's element type (HostT, or an fp8 type with fresh scales, per head when
 /// `per_head_scales`). kernel: the decode kernel every run's plan is forced to (empty: the
-/// planner's choice).
+/// planner's choice); warp_groups: the tensor-core decode's in-CTA split every run's plan is
+/// forced to (0: the planner's choice).
 template <class HostT, class Set, ra::score_mod Mod = ra::score_mod{}, class HostKV = HostT, class Launch>
 void check_decode_with(const Launch& launch, std::mt19937_64& rng, ra::dtype type, int head_dim, int block_size,
                        int group, double sm_scale, bool per_head_scales = false,
-                       std::optional<ra::decode_kernel> kernel = {}) {
+                       std::optional<ra::decode_kernel> kernel = {}, int warp_groups = 0) {
   constexpr int kMaxBatch = decode_case::max_batch;
   const decode_case c = make_decode_case(rng, head_dim, block_size, group);  // gpu_cases.hpp
   const paged_problem& p = c.problem;
@@ -63,6 +64,7 @@ void check_decode_with(const Launch& launch, std::mt19937_64& rng, ra::dtype typ
   const ra::attention_config config{type, s, static_cast<float>(sm_scale), mod.values, scales.format};
   for (gpu_run r : c.runs) {
     if (kernel) r.options.kernel = kernel;
+    if (warp_groups != 0) r.options.warp_groups = warp_groups;
     // The plan, and the per-step metadata through the host writer (gpu_cases.hpp); table
     // entries it does not write stay poison.
     const decode_staged staged = stage_decode<Set>(c, config, r, ra::query_device());
@@ -91,7 +93,8 @@ void check_decode_with(const Launch& launch, std::mt19937_64& rng, ra::dtype typ
 
     const auto got = out.download();
     const std::string what =
-        std::string(r.name) + ", " + std::to_string(plan.num_splits) + " splits, " + ra::name(plan.kernel) + " decode";
+        std::string(r.name) + ", " + std::to_string(plan.num_splits) + " splits, " + ra::name(plan.kernel) + " decode" +
+        (plan.warp_groups > 1 ? ", " + std::to_string(plan.warp_groups) + " warp groups" : "");
     require_close(got, want, row, 0, batch, what);
     require_zero_rows(got, row, 2, 3, what + ": the length-0 sequence");
     require_zero_rows(got, row, batch, kMaxBatch, what + ": padded batch rows");

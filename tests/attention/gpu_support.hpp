@@ -49,7 +49,8 @@ template <ra::dtype D>
 using tested_set_of = ra::instantiation_set<
     ra::dtypes<D>, tested_set::head_dims, tested_set::block_sizes, tested_set::decode_groups, ra::no_fp8_kv,
     ra::tensor_core_decode_instances<ra::dtypes<D>, tested_set::tensor_core_decode::head_dims,
-                                     tested_set::tensor_core_decode::decode_groups>,
+                                     tested_set::tensor_core_decode::decode_groups,
+                                     tested_set::tensor_core_decode::split_groups>,
     ra::tensor_core_prefill_instances<ra::dtypes<D>, tested_set::tensor_core_prefill::head_dims>>;
 
 template <auto... V, class F>

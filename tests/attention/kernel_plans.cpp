@@ -5,14 +5,17 @@
 //    tensor-core decode's and prefill's where both lists have the shape), with the
 //    CTAs per SM its __launch_bounds__ asks for (geometry::ctas_per_sm;
 //    geometry::tensor_core_decode_ctas_per_sm for the tensor-core decodes, kind "decode_tc";
-//    tensor_core_prefill_ctas_per_sm for the tensor-core prefills, kind "prefill_tc");
+//    tensor_core_prefill_ctas_per_sm for the tensor-core prefills, kind "prefill_tc"; the
+//    tensor-core decode's in-CTA split of W warp groups, kind "decode_tc_w<W>", with W and its
+//    dynamic shared memory, geometry::tensor_core_decode_split_ctas_per_sm, 1 where not built);
 //  * the launch geometry (threads, pipeline stages, tile tokens per head dim);
 //  * the decode plans (plan_decode, on a 132-SM H100/H200) of the shapes the model predicts:
 //    each default decode instance at the reference shape generalised (batch 64, context 4096,
 //    8 KV heads, its group, head dim, dtype and cache type) and the benchmark's shapes
 //    (benchmarks/RESULTS.md), each with its kernel ("kernel": simt or tensor_cores; the
 //    benchmark's GQA shapes with both), and each instance at the issue margins' shapes
-//    (role "margin": batch 64 x 4096, 8 x 4096, 1 x 16384; 32 query heads, 32 / group KV heads);
+//    (role "margin": batch 64 x 4096, 8 x 4096, 1 x 16384; 32 query heads, 32 / group KV heads),
+//    each with the warp groups its plan gives the tensor-core decode ("warp_groups");
 //  * the prefill plans (plan_prefill) with their grids (detail::prefill_grid): each default
 //    prefill and tensor-core prefill instance on a 2048-token chunk over 4096 cached tokens
 //    (8 KV heads, group 4), and the documented chunks (benchmarks/RESULTS.md);
@@ -45,9 +48,10 @@ constexpr int kBlockSize = 16;
 struct instance {
   ra::dtype type;
   int head_dim;
-  const char* kind;  // decode, decode_tc, prefill, prefill_tc, merge, cache_write
+  const char* kind;  // decode, decode_tc, decode_tc_w2, decode_tc_w4, prefill, prefill_tc, merge, cache_write
   int group;         // decode only
   std::optional<ra::dtype> kv{};  // an fp8 cache: its type
+  int warp_groups = 1;            // decode_tc_w<W>: W
 };
 
 // "bf16", or "bf16/e4m3" for an fp8 cache (the names scripts/sass-check gives the kernels).
@@ -77,7 +81,14 @@ std::vector<instance> default_instances(ra::values<D...>, ra::dtypes<T...>) {
 
 template <int... G>
 void add_tensor_core_instances(std::vector<instance>& out, ra::dtype t, int d, ra::values<G...>) {
+  using tc = ra::default_instantiations::tensor_core_decode;
   (out.push_back({t, d, "decode_tc", G}), ...);
+  // The in-CTA splits the set compiles (tensor_core_decode_instances' split groups).
+  for (const int g : {G...}) {
+    if (tc::contains_split(t, d, g, 2)) out.push_back({t, d, "decode_tc_w2", g, {}, 2});
+    if (tc::contains_split(t, d, g, 3)) out.push_back({t, d, "decode_tc_w3", g, {}, 3});
+    if (tc::contains_split(t, d, g, 4)) out.push_back({t, d, "decode_tc_w4", g, {}, 4});
+  }
 }
 
 template <int... D, ra::dtype... T>
@@ -107,6 +118,14 @@ std::string instance_json(const instance& i) {
     s += ", \"group\": " + std::to_string(i.group) + ", \"ctas_per_sm\": " +
          ctas_json(geo::tensor_core_decode_ctas_per_sm(80, i.head_dim, i.group),
                    geo::tensor_core_decode_ctas_per_sm(90, i.head_dim, i.group));
+  } else if (i.warp_groups > 1) {
+    // Its CTAs per SM where the architecture runs it (sm_90: the 4-warp CTAs per SM over W); none
+    // on sm_80, which never launches it (its launch bound is 1 there).
+    const int sm90 = geo::tensor_core_decode_split_ctas_per_sm(90, i.head_dim, i.group, i.warp_groups);
+    const int sm80 = geo::tensor_core_decode_split_ctas_per_sm(80, i.head_dim, i.group, i.warp_groups);
+    s += ", \"group\": " + std::to_string(i.group) + ", \"warp_groups\": " + std::to_string(i.warp_groups) +
+         ", \"dynamic_smem\": " + std::to_string(i.warp_groups * geo::tensor_core_decode_group_bytes(i.head_dim)) +
+         ", \"ctas_per_sm\": " + (sm80 > 0 ? ctas_json(sm80, sm90) : "{\"90\": " + std::to_string(sm90) + "}");
   } else if (kind == "prefill") {
     s += ", \"ctas_per_sm\": " + ctas_json(geo::prefill_ctas_per_sm(80, false), geo::prefill_ctas_per_sm(90, false));
   } else if (kind == "prefill_tc") {
@@ -166,7 +185,8 @@ std::string plan_json(const char* role, ra::dtype t, int batch, int context, int
          ", \"qo_heads\": " + std::to_string(qo) + ", \"kv_heads\": " + std::to_string(kv) +
          ", \"head_dim\": " + std::to_string(d) + ", \"block_size\": " + std::to_string(kBlockSize) +
          ", \"sms\": " + std::to_string(kSms) + ", \"num_splits\": " + std::to_string(p.num_splits) +
-         ", \"split_tokens\": " + std::to_string(p.split_tokens) + ", \"kernel\": \"" + ra::name(p.kernel) + "\"}";
+         ", \"split_tokens\": " + std::to_string(p.split_tokens) + ", \"kernel\": \"" + ra::name(p.kernel) +
+         "\", \"warp_groups\": " + std::to_string(p.warp_groups) + "}";
 }
 
 // A prefill of `batch` sequences of q_len new tokens over `cached` cached ones each (the

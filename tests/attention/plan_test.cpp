@@ -278,6 +278,55 @@ TEST_CASE("split merge geometry: chunks of a row's head dim, lanes per row, rows
   CHECK(geo::merge_rows_per_cta(80, 64) == 2);
 }
 
+TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leaves CTA slots of the SMs empty") {
+  namespace geo = ra::geometry;
+  const ra::device_info a100{108, 80};
+  const auto plan = [&](int hq, int hkv, int d, int batch, int context, const ra::device_info& dev = h100,
+                        ra::plan_options opt = {}) {
+    return ra::plan_decode(config(hq, hkv, d, 16), {.max_batch = batch, .max_context = context}, dev, opt);
+  };
+  // The issue's reference shapes (32 query heads): 1 x 16384 splits into 64 (128 CTAs at group 16,
+  // 256 at group 8), 8 x 4096 into 16 (256 at group 16, 512 at group 8), 64 x 4096 into 4 or 2
+  // (512): H100 slots are 132 x 4 = 528 4-warp CTAs.
+  CHECK(plan(32, 2, 64, 1, 16384).num_splits == 64);
+  CHECK(plan(32, 2, 64, 1, 16384).warp_groups == 4);   // 128 x 4 = 512 <= 528
+  CHECK(plan(32, 2, 128, 1, 16384).warp_groups == 3);  // head dim 128 group 16: 3 (4 spills on sm_80)
+  CHECK(plan(32, 2, 128, 8, 4096).warp_groups == 2);   // 256 x 3 > 528
+  CHECK(plan(32, 4, 80, 1, 16384).warp_groups == 2);   // 256 x 2 = 512
+  CHECK(plan(32, 2, 96, 8, 4096).warp_groups == 2);    // 256 x 2
+  CHECK(plan(32, 4, 128, 8, 4096).warp_groups == 1);   // 512: 2 x 512 > 528
+  CHECK(plan(32, 2, 128, 64, 4096).warp_groups == 1);  // 64 x 4096 keeps the 4-warp CTA
+  CHECK(plan(32, 4, 64, 64, 4096).warp_groups == 1);
+  CHECK(plan(32, 2, 256, 1, 16384).warp_groups == 1);  // head dim 256: not compiled
+  CHECK(plan(32, 8, 128, 1, 16384).warp_groups == 1);  // group 4: not in the default set's split groups
+  CHECK(plan(32, 2, 64, 1, 16384, a100).warp_groups == 1);  // sm_80: 3 CTAs per SM, no W divides them
+  CHECK(plan(32, 2, 64, 1, 16384, h100, {.kernel = ra::decode_kernel::simt}).warp_groups == 1);
+  CHECK(plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 1}).warp_groups == 1);
+  CHECK(plan(32, 2, 64, 64, 4096, h100, {.warp_groups = 2}).warp_groups == 2);  // forced
+  CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 5}); }) ==
+        "plan_options.warp_groups = 5 must be 0 (the planner's choice) or 1 to 4");
+  CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, h100, {.warp_groups = 3}); }) ==
+        "plan_options.warp_groups = 3: the set compiles no in-CTA split of 3 warp groups for a tensor-core decode of "
+        "bf16, head_dim 64, group 16");
+  CHECK(error_of([&] { plan(32, 2, 128, 1, 16384, h100, {.warp_groups = 4}); }) ==
+        "plan_options.warp_groups = 4: the set compiles no in-CTA split of 4 warp groups for a tensor-core decode of "
+        "bf16, head_dim 128, group 16");
+  CHECK(error_of([&] { plan(32, 2, 64, 1, 16384, a100, {.warp_groups = 2}); }) ==
+        "plan_options.warp_groups = 2: sm_80 runs no in-CTA split of 2 warp groups at head_dim 64, group 16 (the split "
+        "is built for sm_90, within its shared memory)");
+  // The geometry: W's CTAs per SM, a group's shared memory, the architectures' limits.
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 8, 4) == 1);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 64, 16, 2) == 2);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 3) == 1);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 4) == 0);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(80, 64, 16, 2) == 0);
+  CHECK(geo::tensor_core_decode_group_bytes(128) == 48 * 1024);
+  CHECK(geo::tensor_core_decode_group_bytes(64) == 48 * 1024);
+  CHECK(geo::tensor_core_decode_group_bytes(80) == 3 * 2 * 32 * 88 * 2);  // padded rows
+  CHECK(geo::tensor_core_decode_warp_groups(90, 64, 16, 133, 132) == 2);  // 133 x 4 > 528
+  CHECK(geo::tensor_core_decode_warp_groups(89, 64, 16, 16, 132) == 1);   // sm_89: 1 CTA per SM, no W divides it
+}
+
 TEST_CASE("decode plan: tensor cores for GQA groups of 4 and more at head dims 64 and 128 on sm_80+ (on sm_90 "
           "at every head dim the kernel takes), the SIMT decode otherwise") {
   const ra::device_info a100{108, 80}, l40{142, 89}, b200{148, 100};

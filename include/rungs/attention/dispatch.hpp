@@ -151,11 +151,18 @@ void for_each_fp8_instance(F&& f) {
 /// instances (which every shape keeps: the tensor-core decode is chosen by the plan). Over an
 /// fp8 cache, the set has the tensor-core decode of each shape this list and the set's
 /// fp8_kv_instances both have (for the query type).
-template <class Dtypes, class HeadDims, class DecodeGroups>
+///
+/// SplitGroups: the decode groups (of DecodeGroups) whose in-CTA split instances the set also
+/// compiles (a CTA of 2 to 4 warp groups, tensor_core_decode_agent's WarpGroups; 16-bit caches),
+/// each W where geometry::tensor_core_decode_split_fits. The planner picks one for grids that
+/// leave SMs under-filled (geometry::tensor_core_decode_warp_groups; docs/kernels.md, "The in-CTA
+/// split").
+template <class Dtypes, class HeadDims, class DecodeGroups, class SplitGroups = values<>>
 struct tensor_core_decode_instances {
   using dtype_list = Dtypes;
   using head_dims = HeadDims;
   using decode_groups = DecodeGroups;
+  using split_groups = SplitGroups;
   static constexpr bool empty = HeadDims::size == 0;
 
   static_assert(detail::all_within<Dtypes, supported_dtypes>::value,
@@ -165,10 +172,18 @@ struct tensor_core_decode_instances {
                 "and 256");
   static_assert(detail::all_within<DecodeGroups, values<1, 2, 3, 4, 5, 6, 7, 8, 16>>::value,
                 "rungs::attention::tensor_core_decode_instances: the tensor-core decode takes groups 1-8 and 16");
+  static_assert(detail::all_within<SplitGroups, DecodeGroups>::value,
+                "rungs::attention::tensor_core_decode_instances: an in-CTA split group is not one of the decode groups");
 
   /// Whether the list has an instance for (type, head dim, group) (the set's block sizes aside).
   static constexpr bool contains(dtype type, int head_dim, int group) {
     return Dtypes::contains(type) && HeadDims::contains(head_dim) && DecodeGroups::contains(group);
+  }
+  /// Whether the list has the in-CTA split of `warp_groups` groups for (type, head dim, group)
+  /// (geometry::tensor_core_decode_split_fits).
+  static constexpr bool contains_split(dtype type, int head_dim, int group, int warp_groups) {
+    return contains(type, head_dim, group) && SplitGroups::contains(group) &&
+           geometry::tensor_core_decode_split_fits(head_dim, group, warp_groups);
   }
 };
 /// No tensor-core decode instances.
@@ -240,9 +255,11 @@ using default_fp8_kv_instances = fp8_kv_instances<dtypes<dtype::bf16>, dtypes<dt
 /// H100 and an H200 measured (plan.hpp, decode_wants_tensor_cores; elsewhere groups of 4 and more
 /// at head dims 64 and 128); the other groups 1 and 2 tied or lost there and run on them only
 /// when forced (plan_options::kernel). Groups 3 and 5-7 run the SIMT decode. With default_fp8_kv_instances they also give the tensor-core decode
-/// over the E4M3 cache (bf16, head dim 128, group 4).
+/// over the E4M3 cache (bf16, head dim 128, group 4). Groups 8 and 16 also have the in-CTA
+/// split (2 to 4 warp groups a CTA) for the small grids where they fill few of the SMs' CTA slots
+/// (batch 1 x 16384 at both, 8 x 4096 at group 16: benchmarks/RESULTS.md, "The small grids").
 using default_tensor_core_decode_instances =
-    tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128, 256>, values<1, 2, 4, 8, 16>>;
+    tensor_core_decode_instances<supported_dtypes, values<64, 80, 96, 128, 256>, values<1, 2, 4, 8, 16>, values<8, 16>>;
 
 /// The tensor-core prefill instances of the default and full sets: fp16 and bf16 at head dim
 /// 128 (2 kernels; the planner picks them on sm_80 and newer); other head dims run the SIMT

@@ -75,6 +75,59 @@ constexpr int tensor_core_decode_ctas_per_sm(int sm, int head_dim, int group) {
                                                      : tensor_core_decode_budget_rows);
 }
 
+/// The in-CTA split of the tensor-core decode (tensor_core_decode_agent's WarpGroups): a CTA of
+/// W warp groups, each the 4-warp decode over its own 1/W of the split's tiles with its own K/V
+/// pipeline, merged through shared memory at the end. The (head dim, group, W) it is compiled
+/// for: W 2 and 4 at head dims 64, 80, 96 and 128, except at head dim 128, group 16, whose W 4
+/// code spills on sm_80 at the 128 registers of 512 threads (8 bytes, nvcc 13.0; sm_90's fits):
+/// W 2 and 3 there (384 threads, 170 registers); none at head dim 256, which spills on sm_90
+/// (16 bytes) at W 2 and 4.
+constexpr bool tensor_core_decode_split_fits(int head_dim, int group, int warp_groups) {
+  const bool wide = head_dim == 128 && group > 8;
+  return head_dim != 256 && (warp_groups == 2 || warp_groups == (wide ? 3 : 4));
+}
+/// CTAs per SM the in-CTA split of W warp groups is built for on architecture sm: the 4-warp
+/// CTAs per SM over W, rounded down (2 at W 2; 1 at W 3 and 4: 12 or 16 warps), on sm_90, the
+/// architecture whose issue margins set its targets (scripts/sass-check); 0 elsewhere (not
+/// planned there: sm_80's 3 CTAs per SM and 163 KiB were not modelled).
+constexpr int tensor_core_decode_split_ctas_per_sm(int sm, int head_dim, int group, int warp_groups) {
+  const int ctas = tensor_core_decode_ctas_per_sm(sm, head_dim, group);
+  return sm == 90 && tensor_core_decode_split_fits(head_dim, group, warp_groups) && ctas >= warp_groups
+             ? ctas / warp_groups
+             : 0;
+}
+/// Shared memory a CTA of the in-CTA split may take on architecture sm (the opt-in maximum of
+/// dynamic shared memory per block, CUDA C++ Programming Guide, "Compute capabilities"): 227 KiB
+/// on sm_90 and sm_100, 163 KiB on sm_80 and sm_87, 99 KiB elsewhere (sm_86, 89, 120: the
+/// smallest of the known ones where a figure is not listed here).
+constexpr int max_dynamic_shared_bytes(int sm) {
+  return sm == 90 || sm == 100 || sm == 103 ? 227 * 1024 : sm == 80 || sm == 87 ? 163 * 1024 : 99 * 1024;
+}
+/// Bytes of shared memory of one warp group of the tensor-core decode (a 16-bit cache): its
+/// stages x 2 (K and V) x tile_tokens rows of the head dim's elements (80 and 96: padded by one
+/// 16-byte chunk, kv_pipeline's LdmatrixRows); the end's merge reuses it.
+constexpr int tensor_core_decode_group_bytes(int head_dim) {
+  const int row = head_dim % 64 == 0 ? head_dim : head_dim + vector_elements;
+  return stages * 2 * tile_tokens(head_dim) * row * 2;
+}
+/// Warp groups the planner gives a tensor-core decode launch of `ctas` CTAs on `sms` SMs of
+/// architecture sm: the largest W of 4, 3 and 2 the architecture builds (tensor_core_decode_split_
+/// ctas_per_sm) whose CTAs, W times the warps each, still all fit one wave of the 4-warp CTA
+/// slots (ctas x W <= sms x tensor_core_decode_ctas_per_sm) and whose shared memory the
+/// architecture has; 1 (today's CTA) otherwise, so a grid that fills the SMs keeps its kernel.
+// example-begin warp-groups
+constexpr int tensor_core_decode_warp_groups(int sm, int head_dim, int group, long long ctas, int sms) {
+  for (const int w : {4, 3, 2}) {
+    if (tensor_core_decode_split_ctas_per_sm(sm, head_dim, group, w) > 0 &&
+        ctas * w <= static_cast<long long>(sms) * tensor_core_decode_ctas_per_sm(sm, head_dim, group) &&
+        w * tensor_core_decode_group_bytes(head_dim) <= max_dynamic_shared_bytes(sm)) {
+      return w;
+    }
+  }
+  return 1;
+}
+// example-end warp-groups
+
 /// Shapes the tensor-core decode takes: head dims 64, 80, 96, 128 and 256 (rows of 16-byte
 /// chunks swizzled in groups of 8 at 64, 128 and 256, padded to an odd number of chunks at 80
 /// and 96; at 256 the 16-key tile is 2 key warps x 2 dim warps of 128 output dims) and the

@@ -83,6 +83,10 @@ struct plan_options {
   int min_split_tokens = 256;  ///< smallest split the model considers (amortises the merge)
   int ctas_per_sm = 0;         ///< CTA slots per SM; 0: the instance's launch-bound occupancy on device_info.sm
   std::optional<attention_kernel> kernel{};  ///< force the plan's kernel (decode or prefill); empty: the planner's choice
+  /// The tensor-core decode's in-CTA split (warp groups a CTA): 0 the planner's choice
+  /// (geometry::tensor_core_decode_warp_groups, where the set compiles it), 1 none, 2 to 4
+  /// forced (refused where the plan's kernel, the set or the architecture has no such instance).
+  int warp_groups = 0;
 };
 
 /// A decode bucket: the largest batch and context one captured launch serves.
@@ -118,6 +122,9 @@ struct decode_plan {
   /// The kernel decode<Set, Mod> runs, chosen by plan_decode<Set> among the kernels Set
   /// compiles (check_decode_kernel<Set> refuses a plan for one it lacks).
   decode_kernel kernel = decode_kernel::simt;
+  /// The tensor-core decode's warp groups a CTA (1: the 4-warp CTA; 2-4: the in-CTA split of
+  /// each split's keys, docs/kernels.md "The in-CTA split"); 1 for the SIMT decode.
+  int warp_groups = 1;
   bool split() const { return num_splits > 1; }
 };
 
@@ -489,6 +496,39 @@ inline split_problem decode_split_problem(const attention_config& c, decode_kern
                              : geometry::ctas_per_sm(dev.sm, geometry::decode_rows_per_thread(c.shape.group_size()))};
 }
 
+// The plan's warp groups a tensor-core decode CTA (plan_options::warp_groups): forced, checked
+// against the kernel and the set; else geometry::tensor_core_decode_warp_groups for the plan's
+// grid where Set compiles that split, and 1 otherwise.
+template <class Set>
+int choose_warp_groups(const decode_plan& p, const device_info& dev, const plan_options& opt) {
+  const attention_config& c = p.config;
+  const int d = c.shape.head_dim;
+  const int g = c.shape.group_size();
+  const bool tensor_cores = p.kernel == decode_kernel::tensor_cores && !c.quantized_cache();
+  if (opt.warp_groups != 0) {
+    if (opt.warp_groups < 1 || opt.warp_groups > 4) {
+      fail("plan_options.warp_groups = ", opt.warp_groups, " must be 0 (the planner's choice) or 1 to 4");
+    }
+    if (opt.warp_groups > 1 && !(tensor_cores && Set::tensor_core_decode::contains_split(c.type, d, g, opt.warp_groups))) {
+      fail("plan_options.warp_groups = ", opt.warp_groups, ": the set compiles no in-CTA split of ", opt.warp_groups,
+           " warp groups for a ", tensor_cores ? "tensor-core" : "SIMT or fp8-cache", " decode of ", name(c.type),
+           ", head_dim ", d, ", group ", g);
+    }
+    if (opt.warp_groups > 1 && (geometry::tensor_core_decode_split_ctas_per_sm(dev.sm, d, g, opt.warp_groups) == 0 ||
+                                opt.warp_groups * geometry::tensor_core_decode_group_bytes(d) >
+                                    geometry::max_dynamic_shared_bytes(dev.sm))) {
+      fail("plan_options.warp_groups = ", opt.warp_groups, ": sm_", dev.sm, " runs no in-CTA split of ",
+           opt.warp_groups, " warp groups at head_dim ", d, ", group ", g,
+           " (the split is built for sm_90, within its shared memory)");
+    }
+    return opt.warp_groups;
+  }
+  if (!tensor_cores) return 1;
+  const std::int64_t ctas = static_cast<std::int64_t>(p.bucket.max_batch) * c.shape.num_kv_heads * p.num_splits;
+  const int w = geometry::tensor_core_decode_warp_groups(dev.sm, d, g, ctas, dev.num_sms);
+  return w > 1 && Set::tensor_core_decode::contains_split(c.type, d, g, w) ? w : 1;
+}
+
 }  // namespace detail
 
 /// Plans decode for a bucket, for the kernels of instantiation set Set: run the plan with
@@ -514,6 +554,7 @@ decode_plan plan_decode(const attention_config& config, decode_bucket bucket, co
                                        detail::decode_wants_tensor_cores(config.shape.head_dim, config.shape.group_size(), dev.sm));
   detail::choose_splits(detail::decode_split_problem(config, p.kernel, bucket.max_batch, bucket.max_context, dev), dev,
                         options, p.split_tokens, p.num_splits);
+  p.warp_groups = detail::choose_warp_groups<Set>(p, dev, options);
   p.workspace = detail::make_split_workspace(static_cast<std::int64_t>(bucket.max_batch) * config.shape.num_qo_heads,
                                              p.num_splits, config.shape.head_dim);
   return p;
@@ -668,6 +709,14 @@ void check_plan_kernel(attention_kernel kernel, const attention_config& config, 
 template <class Set>
 void check_decode_kernel(const decode_plan& plan) {
   detail::check_plan_kernel<Set>(plan.kernel, plan.config, false);
+  const attention_config& c = plan.config;
+  if (plan.warp_groups != 1 &&
+      !(plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache() &&
+        Set::tensor_core_decode::contains_split(c.type, c.shape.head_dim, c.shape.group_size(), plan.warp_groups))) {
+    detail::fail("decode: the plan's warp_groups = ", plan.warp_groups,
+                 " is an in-CTA split this call's set does not compile for ", name(c.type), ", head_dim ",
+                 c.shape.head_dim, ", group ", c.shape.group_size(), "; plan with plan_decode<Set>, decode's set");
+  }
 }
 
 /// check_decode_kernel's rule for prefill<Set, ...> and a prefill plan.

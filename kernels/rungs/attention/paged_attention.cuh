@@ -37,6 +37,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 
@@ -64,9 +65,18 @@ void check_instance(const attention_config& c, const char* op) {
 }
 
 template <class Kernel, class Params>
-void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, cudaStream_t stream) {
-  kernel<<<dim3(grid.x, grid.y, grid.z), threads, 0, stream>>>(params);
+void launch(Kernel kernel, launch_grid grid, int threads, const Params& params, cudaStream_t stream,
+            std::size_t dynamic_smem = 0) {
+  kernel<<<dim3(grid.x, grid.y, grid.z), threads, dynamic_smem, stream>>>(params);
   RUNGS_CUDA_CHECK(cudaGetLastError());
+}
+
+// A kernel's dynamic shared memory above the default 48 KiB, raised before each launch (the
+// attribute belongs to the kernel on the current device; setting it is no stream operation, so
+// it is allowed while the stream is captured).
+template <class Kernel>
+void allow_dynamic_smem(Kernel kernel, std::size_t bytes) {
+  RUNGS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 // A split decode plan's merge of the partial outputs (either decode kernel writes them).
@@ -113,8 +123,10 @@ void launch_decode(const decode_plan& plan, const decode_args& a, cudaStream_t s
 
 /// Typed launcher of one tensor-core decode instance (tensor_core.cuh): the same plan,
 /// arguments, score transforms Mod and cache type HostKV as launch_decode's (whatever
-/// plan.kernel says).
-template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}, class HostKV = HostT>
+/// plan.kernel and plan.warp_groups say); WarpGroups: the in-CTA split's warp groups a CTA
+/// (16-bit caches; the same outputs, a CTA of 128 WarpGroups threads).
+template <class HostT, int HeadDim, int BlockSize, int Group, score_mod Mod = score_mod{}, class HostKV = HostT,
+          int WarpGroups = 1>
 void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cudaStream_t stream) {
   using T = detail::device_type_t<HostT>;
   using KV = detail::device_type_t<HostKV>;
@@ -126,8 +138,20 @@ void launch_tensor_core_decode(const decode_plan& plan, const decode_args& a, cu
   }
   validate(plan, a);
   check_score_mod(Mod, plan.config, a.sinks, "decode (tensor cores)");
-  detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod), KV>,
-                 detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
+  if constexpr (WarpGroups == 1) {
+    detail::launch(detail::tensor_core_decode_kernel<T, HeadDim, BlockSize, Group, score_mod_bits(Mod), KV>,
+                   detail::decode_grid(plan), geometry::threads, detail::decode_params(plan, a), stream);
+  } else {
+    static_assert(std::is_same_v<T, KV>, "the in-CTA split takes a cache of the queries' type");
+    const auto kernel = detail::tensor_core_split_decode_kernel<T, HeadDim, BlockSize, Group, WarpGroups, score_mod_bits(Mod)>;
+    constexpr std::size_t smem =
+        sizeof(typename detail::tensor_core_decode_agent<T, HeadDim, Group, score_mod_bits(Mod), KV, WarpGroups>::storage);
+    static_assert(smem == std::size_t{WarpGroups} * geometry::tensor_core_decode_group_bytes(HeadDim),
+                  "the planner's and scripts/sass-check's shared memory of the in-CTA split is the kernel's");
+    detail::allow_dynamic_smem(kernel, smem);
+    detail::launch(kernel, detail::decode_grid(plan), geometry::threads * WarpGroups, detail::decode_params(plan, a),
+                   stream, smem);
+  }
   detail::launch_decode_merge<T, HeadDim, Mod.sinks>(plan, a, stream);
 }
 
@@ -192,7 +216,18 @@ void decode(const decode_plan& plan, const decode_args& args, cudaStream_t strea
   if constexpr (!Set::tensor_core_decode::empty) {
     if (plan.kernel == decode_kernel::tensor_cores && !c.quantized_cache()) {
       dispatch_tensor_core_decode<Set>(c.type, c.shape, [&]<class HostT, int D, int B, int G>() {
-        launch_tensor_core_decode<HostT, D, B, G, Mod>(plan, args, stream);
+        using tc = typename Set::tensor_core_decode;
+        constexpr dtype kType = detail::dtype_of<HostT>();
+        if constexpr (tc::contains_split(kType, D, G, 4)) {
+          if (plan.warp_groups == 4) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 4>(plan, args, stream);
+        }
+        if constexpr (tc::contains_split(kType, D, G, 3)) {
+          if (plan.warp_groups == 3) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 3>(plan, args, stream);
+        }
+        if constexpr (tc::contains_split(kType, D, G, 2)) {
+          if (plan.warp_groups == 2) return launch_tensor_core_decode<HostT, D, B, G, Mod, HostT, 2>(plan, args, stream);
+        }
+        launch_tensor_core_decode<HostT, D, B, G, Mod>(plan, args, stream);  // check_decode_kernel: warp_groups 1
       });
       return;
     }

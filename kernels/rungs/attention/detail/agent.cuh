@@ -102,8 +102,15 @@ struct kv_source {
 /// multiply-high, a shift and a multiply-add) instead of a counter that each advance steps on
 /// (stage_elems), and a copy's places come from a fresh read of the thread index at each tile
 /// instead of being held across the loop.
+///
+/// CtaThreads: the CTA's threads where the pipeline is one of several warp groups' (the
+/// tensor-core decode's in-CTA split): tid is then the thread's index in its group, smem_k the
+/// first group's stages, and the group's own stages kGroupElems elements on per group, an offset
+/// its copies' places add (held, or under Spare read again from the thread index with them), so
+/// that the stage pointers stay the CTA's and the group costs no register where Spare counts
+/// them.
 template <class KV, int HeadDim, int Tile, int Threads, int Stages, bool LdmatrixRows, bool HoldRows = false,
-          bool Spare = false>
+          bool Spare = false, int CtaThreads = Threads>
 struct kv_pipeline {
   static constexpr int kCopyElems = 16 / static_cast<int>(sizeof(KV));
   static constexpr int kCopyVecs = HeadDim / kCopyElems;
@@ -118,6 +125,9 @@ struct kv_pipeline {
 
   /// Elements from a stage of K to the same stage of V (V's stages follow K's).
   static constexpr int kVElems = Stages * kStageElems;
+  /// CtaThreads > Threads: elements from one warp group's stages to the next group's.
+  static constexpr bool kGrouped = CtaThreads != Threads;
+  static constexpr int kGroupElems = 2 * Stages * kStageElems;
   static constexpr unsigned kRowBytes = HeadDim * sizeof(KV);
 
   const kv_source<KV>& src;
@@ -147,6 +157,18 @@ struct kv_pipeline {
   /// Unless Spare: elements from smem_k to the stage of the tile advance() made current. It
   /// starts at the stage of tile -1 (Stages - 1) and each advance steps it on by one stage.
   int stage_elems = (Stages - 1) * kStageElems;
+  /// kGrouped, unless Spare: elements from smem_k to this thread's group's stages.
+  int group_elems = 0;
+  /// Elements from smem_k to this thread's group's stages (0 for a CTA of one group).
+  __device__ __forceinline__ int group_offset() const {
+    if constexpr (!kGrouped) {
+      return 0;
+    } else if constexpr (Spare) {
+      return thread_index_again() / Threads * kGroupElems;
+    } else {
+      return group_elems;
+    }
+  }
 
   /// Element offset of chunk c of a stage's row `token` (copy vector v = token * kCopyVecs + c:
   /// unswizzled, v itself, which spares the compiler recombining token and c).
@@ -248,10 +270,10 @@ struct kv_pipeline {
     if constexpr (kFixedChunk) {
       // One chunk c for every copy: its place in the stage is computed once; copy k adds k
       // kTokenStride whole rows.
-      const int me = Spare ? thread_index_again() : tid;
+      const int me = Spare ? (kGrouped ? thread_index_again() % Threads : thread_index_again()) : tid;
       const int token0 = me / kCopyVecs;
       const int c = me - token0 * kCopyVecs;
-      const int dst0 = place(me, token0, c);
+      const int dst0 = place(me, token0, c) + group_offset();
       // kTwoPlaces: odd copies' chunk place (rows token0 + kTokenStride (2k + 1)), less their rows.
       const int dst1 = kTwoPlaces ? place(me, token0 + kTokenStride, c) - kTokenStride * HeadDim : dst0;
 #pragma unroll
@@ -268,7 +290,7 @@ struct kv_pipeline {
         if (kTileVecs % Threads == 0 || v < kTileVecs) {
           const int token = v / kCopyVecs;
           const int c = v - token * kCopyVecs;
-          KV* dst = k_stage + place(v, token, c);
+          KV* dst = k_stage + place(v, token, c) + group_offset();
           cp_async_16(dst, row_address(k_first, k), token < ahead);
           cp_async_16(dst + kVElems, row_address(v_first, k), token < ahead);
         }

@@ -209,14 +209,34 @@ __global__ void __launch_bounds__(geometry::threads, min_ctas_per_sm<Rows, Decod
 /// occupancy the planner counts. The decode over an fp8 cache takes it with score transforms too
 /// (it was 3 there on sm_90, where ptxas spilled at 4's 128 registers until fp8_decode_agent's
 /// value step ran transposed: 110-128 registers now, no spills, E4M3 and E5M2, every group).
-template <bool Decode, int HeadDim = 0, int Group = 0>
+/// The in-CTA split (WarpGroups W > 1) is built for the 4-warp CTAs' count over W where W
+/// divides it (geometry::tensor_core_decode_split_ctas_per_sm: the same registers per thread),
+/// else for 1 (an architecture the planner never runs it on: sm_80).
+template <bool Decode, int HeadDim = 0, int Group = 0, int WarpGroups = 1>
 constexpr int tensor_core_min_ctas_per_sm() {
 #if defined(__CUDA_ARCH__)
+  if constexpr (Decode && WarpGroups > 1) {
+    const int n = geometry::tensor_core_decode_split_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group, WarpGroups);
+    return n > 0 ? n : 1;
+  }
   return Decode ? geometry::tensor_core_decode_ctas_per_sm(__CUDA_ARCH__ / 10, HeadDim, Group)
                 : geometry::tensor_core_prefill_ctas_per_sm(__CUDA_ARCH__ / 10);
 #else
   return 1;
 #endif
+}
+
+/// One tensor-core decode CTA on `smem` (agent: tensor_core_decode_agent or fp8_decode_agent):
+/// the body of both decode kernels below.
+template <class Agent, class T, int BlockSize, int Group, unsigned ModBits, class KV, int HeadDim>
+__device__ __forceinline__ void tensor_core_decode_cta(const attention_params& p, typename Agent::storage& smem) {
+  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
+  const int kv_end = min(split_begin + p.split_tokens, kv_len);
+  const kv_dequant<KV> dq(p, kv_head);
+  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
+  Agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
+             decode_kv_begin<Agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
+             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
 }
 
 /// The tensor-core decode kernel: grid (split, KV head, sequence), as the SIMT decode's, and
@@ -231,13 +251,22 @@ __global__ void __launch_bounds__(geometry::threads,
   using agent = std::conditional_t<is_fp8_element<KV>, fp8_decode_agent<T, HeadDim, Group, ModBits, KV>,
                                    tensor_core_decode_agent<T, HeadDim, Group, ModBits, KV>>;
   __shared__ typename agent::storage smem;
-  const auto [split, q_tile, kv_head, seq, kv_len, split_begin] = cta_of(p);
-  const int kv_end = min(split_begin + p.split_tokens, kv_len);
-  const kv_dequant<KV> dq(p, kv_head);
-  const attention_epilogue<T, HeadDim, ModBits, KV> epilogue{p, split, 1.0f};  // the agent applies dq.v_scale
-  agent::run(smem, make_kv_source<KV, BlockSize>(p, seq, kv_head), decode_rows{seq, kv_head * Group, kv_len},
-             decode_kv_begin<agent::Mod>(p, split_begin, kv_len), kv_end, static_cast<const T*>(p.q), p.q_stride,
-             dq.scale_log2, dq.v_scale, make_score_transform(p), epilogue);
+  tensor_core_decode_cta<agent, T, BlockSize, Group, ModBits, KV, HeadDim>(p, smem);
+}
+
+/// The tensor-core decode's in-CTA split (tensor_core_decode_agent's WarpGroups, 2 to 4; a
+/// 16-bit cache): the same grid, parameters, workspace and outputs as tensor_core_decode_kernel,
+/// a CTA of 128 WarpGroups threads whose W storages are dynamic shared memory
+/// (launch_tensor_core_decode passes their size and raises the kernel's limit).
+template <class T, int HeadDim, int BlockSize, int Group, int WarpGroups, unsigned ModBits = 0>
+__global__ void __launch_bounds__(geometry::threads * WarpGroups,
+                                  tensor_core_min_ctas_per_sm<true, HeadDim, Group, WarpGroups>())
+    tensor_core_split_decode_kernel(const attention_params p) {
+  static_assert(WarpGroups > 1, "one warp group is tensor_core_decode_kernel");
+  using agent = tensor_core_decode_agent<T, HeadDim, Group, ModBits, T, WarpGroups>;
+  extern __shared__ __align__(128) unsigned char decode_dynamic_smem[];
+  tensor_core_decode_cta<agent, T, BlockSize, Group, ModBits, T, HeadDim>(
+      p, *reinterpret_cast<typename agent::storage*>(decode_dynamic_smem));
 }
 
 /// The tensor-core prefill kernel: the SIMT prefill's grid (q tile x split, KV head, sequence),

@@ -54,6 +54,11 @@
 // Head dim 256: its 16-key tile is two 8-key slices, so the 4 warps are 2 key warps x 2 dim
 // warps of 128 output dims (tensor_core_decode_agent), both warps of a slice computing its
 // scores over the whole head dim.
+//
+// The in-CTA split (tensor_core_decode_agent's WarpGroups; docs/kernels.md, "The in-CTA split"):
+// for grids that leave SMs' CTA slots empty, a CTA of 2-4 groups of these 4 warps, each group
+// over its own 1/W of the split's tiles with its own pipeline, merged at the end as the 4 warps
+// are.
 #pragma once
 
 #include <rungs/attention/detail/agent.cuh>
@@ -115,13 +120,17 @@ struct fp8_tile_widening {
 /// prefill's widened tiles of fp8_tile_widening), reused after the pipeline drains for
 /// MergeRows rows' states (HeadDim floats, a max and a sum each). One budget for the 16-bit
 /// decode and the prefill.
-template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, bool AtBudget = false>
+template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, bool AtBudget = false,
+          int CtaThreads = geometry::threads>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
   /// The pipeline holds its row pointers (kv_pipeline's HoldRows); where the loop is at its
   /// register budget (AtBudget) it spares registers elsewhere (Spare).
-  using pipeline = kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, true, AtBudget>;
+  /// CtaThreads: the CTA's threads, of which the pipeline's geometry::threads are one warp group
+  /// (the decode's in-CTA split).
+  using pipeline =
+      kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, true, AtBudget, CtaThreads>;
   /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
@@ -132,11 +141,14 @@ struct tensor_core_storage {
   static_assert(kBytes <= 48 * 1024, "the agent must fit 48 KiB of static shared memory");
   alignas(128) unsigned char bytes[kBytes];
 
-  /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued.
+  /// The K/V pipeline over keys [kv_begin, kv_end) in this storage, its first tiles issued
+  /// (warp group `group` of a CTA of several: its stages are group storages on, kv_pipeline's
+  /// kGroupElems).
   __device__ __forceinline__ pipeline start(const kv_source<KV>& src, int kv_begin, int kv_end, int num_tiles,
-                                            int tid) {
+                                            int tid, int group = 0) {
     KV* k = reinterpret_cast<KV*>(bytes);
     pipeline pipe{src, k, kv_begin, kv_end, num_tiles, tid, (1 << src.log2_block) - 1, {}};
+    if constexpr (pipeline::kGrouped) pipe.group_elems = group * pipeline::kGroupElems;
     pipe.start();
     return pipe;
   }
@@ -159,7 +171,15 @@ struct tensor_core_storage {
 /// twice from shared memory; an exchange of partial scores would need shared memory the
 /// pipeline leaves none of), and each keeps O^T for its 128 dims (the accumulators of head dim
 /// 128).
-template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T>
+///
+/// WarpGroups (W, the in-CTA split for grids that leave SMs under-filled; plan.hpp,
+/// geometry::tensor_core_decode_warp_groups): the CTA is W groups of those 4 warps, group w
+/// walking the w-th contiguous 1/W of the split's tiles with its own K/V pipeline (W copies of
+/// the storage, which the kernel takes as dynamic shared memory), and the W x 4 warps' states
+/// meet in the same log-sum-exp merge at the end. The groups step their pipelines together (a
+/// CTA barrier per tile: a group past its last tile waits at the barriers and loads nothing).
+/// W = 1 is the 4-warp CTA.
+template <class T, int HeadDim, int Group, unsigned ModBits = 0, class KV = T, int WarpGroups = 1>
 struct tensor_core_decode_agent {
   static constexpr score_mod Mod = score_mod_from_bits(ModBits);
   static_assert(is_device_element<T>, "the tensor-core decode takes __half or __nv_bfloat16 queries");
@@ -188,9 +208,25 @@ struct tensor_core_decode_agent {
   /// pipeline's stage counter or its held places spill 4 bytes there; sparing both, it has room
   /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
   static constexpr bool kAtBudget = HeadDim == 128 && Group > 8;
-  using storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget>;
-  using pipeline = typename storage::pipeline;
-  using tile_layout = typename storage::tile_layout;
+  /// One warp group's shared memory (the whole CTA's at W = 1).
+  using group_storage =
+      tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget, kThreads * WarpGroups>;
+  using pipeline = typename group_storage::pipeline;
+  using tile_layout = typename group_storage::tile_layout;
+  static_assert(WarpGroups >= 1 && WarpGroups <= 4, "the in-CTA split takes 1 to 4 warp groups");
+  /// W > 1: the groups' storages side by side; the merge area of all W x kKeyWarps warps' rows
+  /// starts at the first (one group's merge area fits its own storage, so W of them fit W).
+  struct split_storage {
+    group_storage groups[WarpGroups];
+    __device__ __forceinline__ group_storage& group(int w) { return groups[w]; }
+    __device__ __forceinline__ float* merge_o() { return groups[0].merge_o(); }
+    __device__ __forceinline__ float* merge_m() { return merge_o() + WarpGroups * kKeyWarps * kRowsKept * HeadDim; }
+    __device__ __forceinline__ float* merge_l() { return merge_m() + WarpGroups * kKeyWarps * kRowsKept; }
+  };
+  using storage = std::conditional_t<WarpGroups == 1, group_storage, split_storage>;
+  static_assert(WarpGroups == 1 || (group_storage::kMergeBytes <= group_storage::kPipelineBytes &&
+                                    sizeof(group_storage) == pipeline::kGroupElems * sizeof(T)),
+                "a warp group's storage is its K and V stages, and its merge rows fit them");
 
   /// Attends the group's rows over keys [kv_begin, kv_end) (every one visible to every row:
   /// a window starts kv_begin) and calls epilogue(row_info, c, float (&o)[8], m, l) per row and
@@ -201,10 +237,31 @@ struct tensor_core_decode_agent {
                                              float scale_log2, float /*v_scale: 1*/, const score_transform& transform,
                                              Epilogue&& epilogue) {
     constexpr float kNegInf = -::cuda::std::numeric_limits<float>::infinity();
-    const auto [tid, warp, lane, g, t4] = fragment_lane{};
+    // W > 1: thread tid of warp group `group`, whose keys are the group-th run of num_tiles
+    // tiles of the CTA's [kv_begin, kv_end). Every group's pipeline steps num_tiles times (the
+    // CTA's barriers): a group's tiles past its keys load nothing (kv_pipeline zero-fills and
+    // fetches no block id past kv_end) and are skipped below as the last tile's keys are.
+    // group and the CTA's thread index are read again after the loop (not held across it).
+    const int group = WarpGroups == 1 ? 0 : static_cast<int>(threadIdx.x) / kThreads;
+    const auto [tid, warp, lane, g, t4] = fragment_lane{WarpGroups == 1 ? static_cast<int>(threadIdx.x)
+                                                                         : static_cast<int>(threadIdx.x) % kThreads};
     const int key_warp = kDimWarps == 1 ? warp : warp % kKeyWarps;
     const int dim_warp = kDimWarps == 1 ? 0 : warp / kKeyWarps;
-    const int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+    // example-begin in-cta-split
+    int num_tiles = kv_end > kv_begin ? (kv_end - kv_begin + kTile - 1) / kTile : 0;
+    if constexpr (WarpGroups > 1) {
+      num_tiles = (num_tiles + WarpGroups - 1) / WarpGroups;
+      kv_begin += group * num_tiles * kTile;  // past kv_end for a group with no keys: it loads none
+      kv_end = min(kv_begin + num_tiles * kTile, kv_end);
+    }
+    // example-end in-cta-split
+    group_storage& first = [&]() -> group_storage& {  // the stages' base (a group adds its offset)
+      if constexpr (WarpGroups == 1) {
+        return smem;
+      } else {
+        return smem.group(0);
+      }
+    }();
 
     // Rows past the group are zeros; so is everything of a CTA with no keys (its rows only
     // write zeros or an empty split: the queries are not read). Below group 16, rows 8-15 of
@@ -214,7 +271,7 @@ struct tensor_core_decode_agent {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int head = kHalves == 2 ? g + 8 * h : g;
-      q_rows[h] = num_tiles > 0 && head < Group
+      q_rows[h] = (WarpGroups == 1 ? num_tiles > 0 : kv_end > kv_begin) && head < Group
                       ? q + static_cast<std::int64_t>(rows.seq) * q_stride +
                             static_cast<std::int64_t>(rows.first_head + head) * HeadDim
                       : nullptr;
@@ -236,11 +293,12 @@ struct tensor_core_decode_agent {
     const slice_rows<tile_layout> slice{key_warp * kWarpKeys, lane};
     const std::uint32_t dim_bytes = static_cast<std::uint32_t>(dim_warp * kWarpDims * sizeof(T));
 
-    pipeline pipe = smem.start(src, kv_begin, kv_end, num_tiles, tid);
+    pipeline pipe = first.start(src, kv_begin, kv_end, num_tiles, tid, group);
     for (int tile = 0; tile < num_tiles; ++tile) {
       pipe.advance(tile);
-      const T* k_tile = pipe.k_tile(tile);
-      const T* v_tile = pipe.v_tile(tile);
+      // W > 1: the group's stages are its offset on (pipeline::group_offset).
+      const T* k_tile = pipe.k_tile(tile) + pipe.group_offset();
+      const T* v_tile = pipe.v_tile(tile) + pipe.group_offset();
       const int first_key = kv_begin + tile * kTile + key_warp * kWarpKeys;  // the warp's keys
       if (first_key >= kv_end) continue;                                      // warp-uniform
       constexpr std::uint32_t kSliceBytes = 8 * tile_layout::kRowElems * sizeof(T);
@@ -267,17 +325,20 @@ struct tensor_core_decode_agent {
 
     // ---- merge the key warps' states (log-sum-exp) and hand rows to the epilogue -----------
     // merge_o [key warp][row][HeadDim] (a dim warp's columns from its first dim), merge_m and
-    // merge_l [key warp][row] (the dim warps of a slice hold the same m and l: dim warp 0's)
-    stash_slices<HeadDim>(smem.merge_o() + dim_warp * kWarpDims, smem.merge_m(), smem.merge_l(), key_warp * kRowsKept,
-                          g, t4, t4 == 0 && dim_warp == 0, o, m, l);
+    // merge_l [key warp][row] (the dim warps of a slice hold the same m and l: dim warp 0's);
+    // W > 1: the key warps of every group, group w's after w kKeyWarps others.
+    const int cta_tid = WarpGroups == 1 ? tid : thread_index_again();
+    const int part = (WarpGroups == 1 ? 0 : cta_tid / kThreads * kKeyWarps) + key_warp;
+    stash_slices<HeadDim>(smem.merge_o() + dim_warp * kWarpDims, smem.merge_m(), smem.merge_l(), part * kRowsKept, g, t4,
+                          t4 == 0 && dim_warp == 0, o, m, l);
     __syncthreads();
 
-    for (int item = tid; item < Group * kRowVecs; item += kThreads) {
+    for (int item = cta_tid; item < Group * kRowVecs; item += kThreads * WarpGroups) {
       const int row = item / kRowVecs;
       const int c = item - row * kRowVecs;
       float out[8], row_max, sum;
-      merge_row_states<kKeyWarps, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept, c, out,
-                                           row_max, sum);
+      merge_row_states<kKeyWarps * WarpGroups, HeadDim>(smem.merge_o(), smem.merge_m(), smem.merge_l(), row, kRowsKept,
+                                                        c, out, row_max, sum);
       epilogue(rows.at(row), c, out, row_max, sum);
     }
   }
