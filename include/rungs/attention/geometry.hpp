@@ -117,7 +117,7 @@ constexpr int tensor_core_decode_group_bytes(int head_dim) {
 /// architecture has; 1 (today's CTA) otherwise, so a grid that fills the SMs keeps its kernel.
 // example-begin warp-groups
 constexpr int tensor_core_decode_warp_groups(int sm, int head_dim, int group, long long ctas, int sms) {
-  for (const int w : {4, 3, 2}) {
+  for (int w = 4; w >= 2; --w) {
     if (tensor_core_decode_split_ctas_per_sm(sm, head_dim, group, w) > 0 &&
         ctas * w <= static_cast<long long>(sms) * tensor_core_decode_ctas_per_sm(sm, head_dim, group) &&
         w * tensor_core_decode_group_bytes(head_dim) <= max_dynamic_shared_bytes(sm)) {
