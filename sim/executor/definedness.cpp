@@ -24,7 +24,7 @@ bool register_only(op code) {
     case op::shl: case op::shr: case op::bfi: case op::prmt: case op::setp: case op::selp: case op::cvt: case op::cvta:
     case op::ex2: case op::rcp: case op::rsqrt: case op::sqrt: case op::sin: case op::cos: case op::clz: case op::popc:
     case op::brev: case op::bfind: case op::bfe: case op::clock: case op::lop3: case op::bmsk: case op::lg2:
-    case op::tanh: case op::copysign: case op::activemask: return true;
+    case op::tanh: case op::copysign: case op::activemask: case op::nanosleep: return true;
     default: return false;
   }
 }

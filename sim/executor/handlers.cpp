@@ -19,6 +19,7 @@ constexpr std::array<handler, kOps> make_table() {
   on(op::st, &executor::exec_ld_st);
   on(op::cp_async, &executor::exec_cp_async);
   on(op::prefetch, &executor::exec_prefetch);
+  on(op::nanosleep, &executor::exec_nanosleep);
   on(op::cp_async_commit, &executor::exec_cp_async_commit);
   on(op::cp_async_wait_group, &executor::exec_cp_async_wait);
   on(op::cp_async_wait_all, &executor::exec_cp_async_wait);

@@ -411,6 +411,9 @@ class executor {
   void exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_fence(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_prefetch(warp&, const instr&, std::uint32_t, std::uint32_t) {}  // a hint: no effect, nothing checked
+  // nanosleep: the ISA allows any duration from 0 to twice the operand, so none (the schedule,
+  // randomized or not, already lets every other warp run before the thread's next instruction).
+  void exec_nanosleep(warp&, const instr&, std::uint32_t, std::uint32_t) {}
   // warp.cpp (vote and match run through warp_sync, like shfl)
   void exec_activemask(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   // tensor.cpp

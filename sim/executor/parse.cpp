@@ -1258,7 +1258,8 @@ class parser {
       case op::mad: case op::fma: case op::selp: case op::prmt: want = 4; break;
       case op::bfi: case op::shfl: case op::lop3: want = 5; break;
       case op::cp_async: want = 4; break;
-      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: case op::prefetch: want = 1; break;
+      case op::bar_sync: case op::bar_warp_sync: case op::cp_async_wait_group: case op::prefetch: case op::nanosleep:
+        want = 1; break;
       case op::bar_red: want = 3; break;
       case op::bra: case op::ret: case op::exit: case op::cp_async_commit: case op::cp_async_wait_all:
       case op::call: case op::trap:
@@ -1286,7 +1287,7 @@ class parser {
         fail(s.line, "a vector operand where the instruction takes a scalar", s.text);
       }
       const bool is_dest = k == 0 && in.code != op::st && in.code != op::bar_sync && in.code != op::bar_warp_sync &&
-                           in.code != op::prefetch && in.code != op::wmma_store &&
+                           in.code != op::prefetch && in.code != op::nanosleep && in.code != op::wmma_store &&
                            in.code != op::cp_async && in.code != op::cp_async_wait_group && in.code != op::red;
       if (is_dest && o.kind != operand::k_reg && o.kind != operand::k_vec) fail(s.line, "destination must be a register", s.text);
       if (o.kind == operand::k_vec) {
@@ -1520,6 +1521,11 @@ class parser {
         return;
       }
       return refuse();
+    }
+    if (name == "nanosleep") {  // nanosleep.u32 t: sleep for about t ns (PTX ISA: any time in [0, 2t], at most 1 ms)
+      if (opcode != "nanosleep.u32") return unsupported("nanosleep form '" + opcode + "' (implemented: nanosleep.u32)");
+      in.code = op::nanosleep;
+      return;
     }
     if (name == "prefetch" || name == "prefetchu") {  // a cache hint: prefetch{.global,.local}.{L1,L2}[::evict_*]
       static const std::unordered_set<std::string_view> forms{

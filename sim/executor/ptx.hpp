@@ -20,7 +20,7 @@ enum class op : std::uint8_t {
   setp, selp, cvt, cvta, bra, ret, exit, shfl, bar_sync, bar_warp_sync, cp_async, cp_async_commit,
   cp_async_wait_group, cp_async_wait_all, ex2, rcp, rsqrt, sqrt, sin, cos, mma, ldmatrix,
   atom, red, fence, vote, match, redux, activemask, clz, popc, brev, bfind, bfe, clock, call, lop3, trap, bmsk, bar_red, prefetch,
-  wmma_load, wmma_store, wmma_mma, lg2, tanh, copysign,
+  wmma_load, wmma_store, wmma_mma, lg2, tanh, copysign, nanosleep,
   unsupported  // executing it is a sim_error naming the instruction (never a silent no-op)
 };
 

@@ -1330,6 +1330,52 @@ TEST_CASE("bar.red: __syncthreads_count, _and and _or give every thread the bloc
   }
 }
 
+TEST_CASE("nanosleep: a back-off in a spin-wait; it takes no time here, the other warps still run",
+          "[op:nanosleep.u32]") {
+  // Thread 0 clears a flag in shared memory; after a barrier warp 1 sets it and warp 0 spins on it
+  // with a growing back-off (CUB's decoupled look-back waits this way). Every seed's schedule
+  // ends the spin, whichever warp it runs first; the operand may be an immediate or a register.
+  const std::string text = kernel("  .shared .u32 flag;\n", R"(
+  setp.ne.u32 %p1, %tid, 0;
+  @%p1 bra $L_cleared;
+  mov.u32 %r1, 0;
+  st.volatile.shared.u32 [flag], %r1;
+$L_cleared:
+  bar.sync 0;
+  setp.ne.u32 %p1, %tid, 32;
+  @%p1 bra $L_wait;
+  mov.u32 %r1, 7;
+  st.volatile.shared.u32 [flag], %r1;
+  bra $L_done;
+$L_wait:
+  setp.ge.u32 %p2, %tid, 32;
+  @%p2 bra $L_done;
+  nanosleep.u32 0;
+  mov.u32 %r3, 32;
+$L_spin:
+  ld.volatile.shared.u32 %r2, [flag];
+  setp.eq.u32 %p3, %r2, 7;
+  @%p3 bra $L_seen;
+  nanosleep.u32 %r3;
+  shl.b32 %r3, %r3, 1;
+  min.u32 %r3, %r3, 1000000;
+  bra $L_spin;
+$L_seen:
+  st.global.u32 [%rd_out], %r2;
+$L_done:
+)");
+  for (std::uint64_t seed : {1, 2, 3, 4}) {
+    INFO("seed " << seed);
+    buffers b(64);
+    b.run(text, 64, {.seed = seed});
+    for (unsigned t = 0; t < 64; ++t) CHECK(b.out[t] == (t < 32 ? 7u : 0xdeadbeefu));
+  }
+  // Other forms are refused by name.
+  buffers b(32);
+  CHECK_THROWS_WITH(b.run(kernel("", "  nanosleep.u64 5;\n"), 32),
+                    Catch::Contains("not implemented") && Catch::Contains("nanosleep form 'nanosleep.u64'"));
+}
+
 TEST_CASE("prefetch: a cache hint with no effect, not checked (a GPU does not fault on one)",
           "[op:prefetch.global.L2][op:prefetch.global.L1][op:prefetchu.L1]") {
   buffers b(32);
