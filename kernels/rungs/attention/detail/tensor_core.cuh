@@ -121,16 +121,16 @@ struct fp8_tile_widening {
 /// MergeRows rows' states (HeadDim floats, a max and a sum each). One budget for the 16-bit
 /// decode and the prefill.
 template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, bool AtBudget = false,
-          int CtaThreads = geometry::threads>
+          int CtaThreads = geometry::threads, bool HoldRows = true>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
-  /// The pipeline holds its row pointers (kv_pipeline's HoldRows); where the loop is at its
-  /// register budget (AtBudget) it spares registers elsewhere (Spare).
+  /// The pipeline holds its row pointers (kv_pipeline's HoldRows) unless told not to; where the
+  /// loop is at its register budget (AtBudget) it spares registers elsewhere (Spare).
   /// CtaThreads: the CTA's threads, of which the pipeline's geometry::threads are one warp group
   /// (the decode's in-CTA split).
   using pipeline =
-      kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, true, AtBudget, CtaThreads>;
+      kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, HoldRows, AtBudget, CtaThreads>;
   /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
@@ -207,10 +207,19 @@ struct tensor_core_decode_agent {
   /// Head dim 128 at group 16: the loop takes all 128 registers of its 4-CTA budget (the
   /// pipeline's stage counter or its held places spill 4 bytes there; sparing both, it has room
   /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
-  static constexpr bool kAtBudget = HeadDim == 128 && Group > 8;
+  /// Head dim 256's in-CTA split: at group 8 and W 2 (2 CTAs of 256 threads) the loop has the
+  /// 4-warp kernel's 128 registers and the split's group offset besides; it spills there (16
+  /// bytes on sm_90, nvcc 13.0; 4 sparing the stage counter and held places) unless the
+  /// pipeline holds no rows either (the caches' bases recombined at each copy), and so does
+  /// group 16 at W 3 (8 bytes at 168 registers, sparing only the counter and places). Sparing
+  /// all: no spills, 128 registers at group 8, 168 at group 16 W 3 (179 at W 2), 258 and 319
+  /// instructions a tile on sm_90 against the 4-warp kernel's 225 and 285 (RESULTS.md, "The
+  /// small grids").
+  static constexpr bool kSpareRows = HeadDim == 256 && WarpGroups > 1;
+  static constexpr bool kAtBudget = (HeadDim == 128 && Group > 8) || kSpareRows;
   /// One warp group's shared memory (the whole CTA's at W = 1).
-  using group_storage =
-      tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget, kThreads * WarpGroups>;
+  using group_storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget,
+                                            kThreads * WarpGroups, !kSpareRows>;
   using pipeline = typename group_storage::pipeline;
   using tile_layout = typename group_storage::tile_layout;
   static_assert(WarpGroups >= 1 && WarpGroups <= 4, "the in-CTA split takes 1 to 4 warp groups");
