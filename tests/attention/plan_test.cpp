@@ -323,7 +323,7 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 4) == 0);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(80, 64, 16, 2) == 0);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 8, 2) == 2);
-  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 8, 4) == 0);  // spills on sm_80: not compiled
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 8, 4) == 0);  // not compiled
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 16, 2) == 1);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 16, 3) == 1);
   CHECK(geo::tensor_core_decode_group_bytes(128) == 48 * 1024);

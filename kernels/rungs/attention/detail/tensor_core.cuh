@@ -209,12 +209,11 @@ struct tensor_core_decode_agent {
   /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
   /// Head dim 256's in-CTA split: at group 8 and W 2 (2 CTAs of 256 threads) the loop has the
   /// 4-warp kernel's 128 registers and the split's group offset besides; it spills there (16
-  /// bytes on sm_90, nvcc 13.0; 4 sparing the stage counter and held places) unless the
-  /// pipeline holds no rows either (the caches' bases recombined at each copy), and so does
-  /// group 16 at W 3 (8 bytes at 168 registers, sparing only the counter and places). Sparing
-  /// all: no spills, 128 registers at group 8, 168 at group 16 W 3 (179 at W 2), 258 and 319
-  /// instructions a tile on sm_90 against the 4-warp kernel's 225 and 285 (RESULTS.md, "The
-  /// small grids").
+  /// bytes on sm_90, nvcc 13.0) unless the pipeline spares its stage counter, held places and
+  /// held rows (the caches' bases recombined at each copy) and the warp's V dims are read
+  /// again from the thread index (4 bytes without that); group 16 at W 3 spares all but the
+  /// dims (8 bytes at 168 registers holding the rows). See RESULTS.md, "The small grids", for
+  /// registers and instructions a tile.
   static constexpr bool kSpareRows = HeadDim == 256 && WarpGroups > 1;
   static constexpr bool kAtBudget = (HeadDim == 128 && Group > 8) || kSpareRows;
   /// One warp group's shared memory (the whole CTA's at W = 1).
@@ -298,9 +297,13 @@ struct tensor_core_decode_agent {
       for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
     }
     // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile),
-    // and where its dims start in a V row (D 256: whole groups of 8 swizzled chunks, bytes).
+    // and where its dims start in a V row (D 256: whole groups of 8 swizzled chunks, bytes;
+    // under kSpareRows at group 8 read again from the thread index at each use, not held).
     const slice_rows<tile_layout> slice{key_warp * kWarpKeys, lane};
-    const std::uint32_t dim_bytes = static_cast<std::uint32_t>(dim_warp * kWarpDims * sizeof(T));
+    const auto dim_bytes = [dim_warp] {
+      const int w = kSpareRows && Group <= 8 ? thread_index_again() % kThreads / 32 / kKeyWarps : dim_warp;
+      return static_cast<std::uint32_t>(w * kWarpDims * sizeof(T));
+    };
 
     pipeline pipe = first.start(src, kv_begin, kv_end, num_tiles, tid, group);
     for (int tile = 0; tile < num_tiles; ++tile) {
@@ -327,7 +330,7 @@ struct tensor_core_decode_agent {
       }
 #pragma unroll
       for (int j = 0; j < kSlices; ++j) {
-        slice_values<T>(o, p[j], shared_address(v_tile) + dim_bytes + j * kSliceBytes, slice);
+        slice_values<T>(o, p[j], shared_address(v_tile) + dim_bytes() + j * kSliceBytes, slice);
       }
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
