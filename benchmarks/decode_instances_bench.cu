@@ -22,7 +22,7 @@
 // 2. The small grids whose split the planner's min_split_tokens (256) limits (head dim 128,
 //    groups 4, 8 and 16 at 8 x 4096 and 1 x 16384): the planner's kernel with min_split_tokens
 //    128, 64 and 32, to measure what finer splits (and their merge) buy.
-// 3. The in-CTA split (docs/kernels.md): head dims 64-128, groups 8 and 16 at 8 x 4096 and
+// 3. The in-CTA split (docs/kernels.md): head dims 64-256, groups 8 and 16 at 8 x 4096 and
 //    1 x 16384, where the planner gives the tensor-core decode more warp groups a CTA: its plan
 //    (A) against the same plan with warp_groups 1 (B), A B B A (modelled only until this runs).
 //
@@ -211,7 +211,7 @@ int main(int argc, char** argv) {
       }
     }
     // 3. The in-CTA split against the 4-warp CTA on the same plan: A B B A.
-    for (int d : {64, 80, 96, 128}) {
+    for (int d : {64, 80, 96, 128, 256}) {
       for (int g : {8, 16}) {
         for (const auto& sh : {std::pair{8, 4096}, std::pair{1, 16384}}) {
           const std::optional<row> a = measure({d, g, false}, sh.first, sh.second, {});

@@ -297,7 +297,9 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   CHECK(plan(32, 4, 128, 8, 4096).warp_groups == 1);   // 512: 2 x 512 > 528
   CHECK(plan(32, 2, 128, 64, 4096).warp_groups == 1);  // 64 x 4096 keeps the 4-warp CTA
   CHECK(plan(32, 4, 64, 64, 4096).warp_groups == 1);
-  CHECK(plan(32, 2, 256, 1, 16384).warp_groups == 1);  // head dim 256: not compiled
+  CHECK(plan(32, 2, 256, 1, 16384).warp_groups == 3);  // head dim 256 group 16: 128 x 3 = 384 <= 132 x 3
+  CHECK(plan(32, 4, 256, 1, 16384).warp_groups == 2);  // group 8: 256 x 2 = 512 <= 528 (no W 4 at 256)
+  CHECK(plan(32, 2, 256, 8, 4096).warp_groups == 1);   // 256 x 2 > 396
   CHECK(plan(32, 8, 128, 1, 16384).warp_groups == 1);  // group 4: not in the default set's split groups
   CHECK(plan(32, 2, 64, 1, 16384, a100).warp_groups == 1);  // sm_80: 3 CTAs per SM, no W divides them
   CHECK(plan(32, 2, 64, 1, 16384, h100, {.kernel = ra::decode_kernel::simt}).warp_groups == 1);
@@ -320,6 +322,10 @@ TEST_CASE("decode plan: the in-CTA split (warp groups) only where the grid leave
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 3) == 1);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 128, 16, 4) == 0);
   CHECK(geo::tensor_core_decode_split_ctas_per_sm(80, 64, 16, 2) == 0);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 8, 2) == 2);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 8, 4) == 0);  // not compiled
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 16, 2) == 1);
+  CHECK(geo::tensor_core_decode_split_ctas_per_sm(90, 256, 16, 3) == 1);
   CHECK(geo::tensor_core_decode_group_bytes(128) == 48 * 1024);
   CHECK(geo::tensor_core_decode_group_bytes(64) == 48 * 1024);
   CHECK(geo::tensor_core_decode_group_bytes(80) == 3 * 2 * 32 * 88 * 2);  // padded rows

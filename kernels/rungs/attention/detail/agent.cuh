@@ -273,9 +273,11 @@ struct kv_pipeline {
       const int me = Spare ? (kGrouped ? thread_index_again() % Threads : thread_index_again()) : tid;
       const int token0 = me / kCopyVecs;
       const int c = me - token0 * kCopyVecs;
-      const int dst0 = place(me, token0, c) + group_offset();
-      // kTwoPlaces: odd copies' chunk place (rows token0 + kTokenStride (2k + 1)), less their rows.
-      const int dst1 = kTwoPlaces ? place(me, token0 + kTokenStride, c) - kTokenStride * HeadDim : dst0;
+      const int group = group_offset();
+      const int dst0 = place(me, token0, c) + group;
+      // kTwoPlaces: odd copies' chunk place (rows token0 + kTokenStride (2k + 1)), less their rows,
+      // in the group's stages too.
+      const int dst1 = kTwoPlaces ? place(me, token0 + kTokenStride, c) - kTokenStride * HeadDim + group : dst0;
 #pragma unroll
       for (int k = 0; k < kLoadsPerThread; ++k) {
         const bool in = token0 + k * kTokenStride < ahead;

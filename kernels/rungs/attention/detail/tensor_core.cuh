@@ -121,16 +121,16 @@ struct fp8_tile_widening {
 /// MergeRows rows' states (HeadDim floats, a max and a sum each). One budget for the 16-bit
 /// decode and the prefill.
 template <class T, int HeadDim, int Tile, int MergeRows, class KV = T, bool AtBudget = false,
-          int CtaThreads = geometry::threads>
+          int CtaThreads = geometry::threads, bool HoldRows = true>
 struct tensor_core_storage {
   static constexpr bool kFp8 = is_fp8_element<KV>;
   using widening = fp8_tile_widening<T, KV, HeadDim, Tile>;
-  /// The pipeline holds its row pointers (kv_pipeline's HoldRows); where the loop is at its
-  /// register budget (AtBudget) it spares registers elsewhere (Spare).
+  /// The pipeline holds its row pointers (kv_pipeline's HoldRows) unless told not to; where the
+  /// loop is at its register budget (AtBudget) it spares registers elsewhere (Spare).
   /// CtaThreads: the CTA's threads, of which the pipeline's geometry::threads are one warp group
   /// (the decode's in-CTA split).
   using pipeline =
-      kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, true, AtBudget, CtaThreads>;
+      kv_pipeline<KV, HeadDim, Tile, geometry::threads, geometry::stages, !kFp8, HoldRows, AtBudget, CtaThreads>;
   /// The rows the mma loop reads (the pipeline's stages, or the widened tiles).
   using tile_layout = kv_pipeline<T, HeadDim, Tile, geometry::threads, geometry::stages, true>;
   static constexpr std::size_t kPipelineBytes = std::size_t{2} * geometry::stages * pipeline::kStageElems * sizeof(KV);
@@ -207,10 +207,18 @@ struct tensor_core_decode_agent {
   /// Head dim 128 at group 16: the loop takes all 128 registers of its 4-CTA budget (the
   /// pipeline's stage counter or its held places spill 4 bytes there; sparing both, it has room
   /// for the held rows: 286 instructions a tile on sm_90, 300 before the pipeline's leads).
-  static constexpr bool kAtBudget = HeadDim == 128 && Group > 8;
+  /// Head dim 256's in-CTA split: at group 8 and W 2 (2 CTAs of 256 threads) the loop has the
+  /// 4-warp kernel's 128 registers and the split's group offset besides; it spills there (16
+  /// bytes on sm_90, nvcc 13.0) unless the pipeline spares its stage counter, held places and
+  /// held rows (the caches' bases recombined at each copy) and the warp's V dims are read
+  /// again from the thread index (4 bytes without that); group 16 at W 3 spares all but the
+  /// dims (8 bytes at 168 registers holding the rows). See RESULTS.md, "The small grids", for
+  /// registers and instructions a tile.
+  static constexpr bool kSpareRows = HeadDim == 256 && WarpGroups > 1;
+  static constexpr bool kAtBudget = (HeadDim == 128 && Group > 8) || kSpareRows;
   /// One warp group's shared memory (the whole CTA's at W = 1).
-  using group_storage =
-      tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget, kThreads * WarpGroups>;
+  using group_storage = tensor_core_storage<T, HeadDim, kTile, kKeyWarps * kRowsKept, T, kAtBudget,
+                                            kThreads * WarpGroups, !kSpareRows>;
   using pipeline = typename group_storage::pipeline;
   using tile_layout = typename group_storage::tile_layout;
   static_assert(WarpGroups >= 1 && WarpGroups <= 4, "the in-CTA split takes 1 to 4 warp groups");
@@ -289,9 +297,13 @@ struct tensor_core_decode_agent {
       for (int n = 0; n < kDimTiles; ++n) o[h][n][0] = o[h][n][1] = o[h][n][2] = o[h][n][3] = 0.0f;
     }
     // The warp's ldmatrix rows in every stage (its keys' places do not move from tile to tile),
-    // and where its dims start in a V row (D 256: whole groups of 8 swizzled chunks, bytes).
+    // and where its dims start in a V row (D 256: whole groups of 8 swizzled chunks, bytes;
+    // under kSpareRows at group 8 read again from the thread index at each use, not held).
     const slice_rows<tile_layout> slice{key_warp * kWarpKeys, lane};
-    const std::uint32_t dim_bytes = static_cast<std::uint32_t>(dim_warp * kWarpDims * sizeof(T));
+    const auto dim_bytes = [dim_warp] {
+      const int w = kSpareRows && Group <= 8 ? thread_index_again() % kThreads / 32 / kKeyWarps : dim_warp;
+      return static_cast<std::uint32_t>(w * kWarpDims * sizeof(T));
+    };
 
     pipeline pipe = first.start(src, kv_begin, kv_end, num_tiles, tid, group);
     for (int tile = 0; tile < num_tiles; ++tile) {
@@ -318,7 +330,7 @@ struct tensor_core_decode_agent {
       }
 #pragma unroll
       for (int j = 0; j < kSlices; ++j) {
-        slice_values<T>(o, p[j], shared_address(v_tile) + dim_bytes + j * kSliceBytes, slice);
+        slice_values<T>(o, p[j], shared_address(v_tile) + dim_bytes() + j * kSliceBytes, slice);
       }
     }
     pipe.finish();  // the pipeline's shared memory is free for the merge
