@@ -233,38 +233,32 @@ void executor::defined_after(warp& w, const instr& in, std::uint32_t pc, std::ui
     return false;
   };
   const unsigned esize = type_bits(in.type) / 8;
+  // f(lane, element's shared offset, element's register operand) for each element of each lane
+  // of `mask` whose address (operand `at`) is shared memory; `regs` names the elements.
+  const auto shared_elements = [&](const operand& at, const operand& regs, auto&& f) {
+    for_lanes(mask, [&](unsigned l) {
+      std::uint64_t offset = 0;
+      if (!shared_offset(address(w, at, l), offset)) return;
+      for (unsigned e = 0; e < in.vec; ++e) {
+        const operand& r = regs.kind == operand::k_vec ? regs.elems[e] : regs;
+        if (r.kind == operand::k_reg) f(l, offset + e * esize, r);
+      }
+    });
+  };
   switch (in.code) {
-    case op::ld: {
+    case op::ld:
       if (!read) return;
-      const operand& dst = in.ops[0];
-      for_lanes(mask, [&](unsigned l) {
-        std::uint64_t offset = 0;
-        if (!shared_offset(address(w, in.ops[1], l), offset)) return;
-        for (unsigned e = 0; e < in.vec; ++e) {
-          const operand& d = dst.kind == operand::k_vec ? dst.elems[e] : dst;
-          origin o;
-          if (d.kind == operand::k_reg && shared_undefined(pc, w.index * kLanes + l, offset + e * esize, esize, o)) {
-            set_marks(w, d.reg, 1u << l, 1u << l, o);
-          }
-        }
+      shared_elements(in.ops[1], in.ops[0], [&](unsigned l, std::uint64_t offset, const operand& d) {
+        origin o;
+        if (shared_undefined(pc, w.index * kLanes + l, offset, esize, o)) set_marks(w, d.reg, 1u << l, 1u << l, o);
       });
       return;
-    }
-    case op::st: {
+    case op::st:
       if (w.undef_live == 0) return;
-      const operand& val = in.ops[1];
-      for_lanes(mask, [&](unsigned l) {
-        std::uint64_t offset = 0;
-        if (!shared_offset(address(w, in.ops[0], l), offset)) return;
-        for (unsigned e = 0; e < in.vec; ++e) {
-          const operand& v = val.kind == operand::k_vec ? val.elems[e] : val;
-          if (v.kind == operand::k_reg && ((w.undef[v.reg] >> l) & 1) != 0) {
-            mark_shared(offset + e * esize, esize, w.undef_origin[v.reg]);
-          }
-        }
+      shared_elements(in.ops[0], in.ops[1], [&](unsigned l, std::uint64_t offset, const operand& v) {
+        if (((w.undef[v.reg] >> l) & 1) != 0) mark_shared(offset, esize, w.undef_origin[v.reg]);
       });
       return;
-    }
     case op::ldmatrix:
     case op::wmma_load:  // each lane's registers come from rows other lanes address: all undefined
       if (read) set_marks(w, in.ops[0], mask, mask, undef_origin_);
