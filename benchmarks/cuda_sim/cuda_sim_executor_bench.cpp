@@ -4,7 +4,8 @@
 // tokens, no split), with every check on and a randomized schedule, and the same launch with
 // the checks and the randomization off (their cost, side by side). Inputs are random bits
 // shaped as a real step (valid block tables); results are not checked here (the cuda-sim
-// tests do that). And a grid-stride copy that writes 16 MiB (global stores at scale).
+// tests do that). And a grid-stride copy that writes 16 MiB (global stores at scale). Each on one
+// thread and with the blocks on every core (schedule::threads), in wall time.
 #include <rungs/attention/detail/params.cuh>
 #include <rungs/attention/plan.hpp>
 #include <rungs_sim/executor.hpp>
@@ -13,6 +14,7 @@
 
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "attention_ptx.hpp"
 #include "harness.hpp"
@@ -23,6 +25,13 @@ namespace geo = rungs::attention::geometry;
 namespace sim = rungs::sim;
 
 namespace {
+
+// Each benchmark with the checks on and off, on one thread and on every core (schedule::threads 1
+// and 0), in wall time ("CPU" is the whole process's: the blocks run on several threads).
+void checks_and_threads(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"checks", "threads"})->ArgsProduct({{1, 0}, {1, 0}})->UseRealTime()->MeasureProcessCPUTime();
+  b->Unit(benchmark::kMillisecond);
+}
 
 void decode_step(benchmark::State& state) {
   const bool checks = state.range(0) != 0;
@@ -49,6 +58,7 @@ void decode_step(benchmark::State& state) {
   const rd::launch_grid g = rd::decode_grid(plan);
   const std::string kernel = rungs_sim_test::attention_entry("paged_attention_kernel<__half, 128, 0, 4, 1, true, 0u, __half>");
   sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
+  sched.threads = static_cast<unsigned>(state.range(1));
   std::uint64_t instructions = 0;
   for (auto _ : state) {
     instructions += sim::launch(rungs_sim_test::attention_module(), kernel, {g.x, g.y, g.z}, {geo::threads, 1, 1}, 0, args, mem, sched)
@@ -56,9 +66,10 @@ void decode_step(benchmark::State& state) {
   }
   state.counters["warp_instr_per_s"] = benchmark::Counter(static_cast<double>(instructions), benchmark::Counter::kIsRate);
   state.counters["warp_instr_per_launch"] = static_cast<double>(instructions) / static_cast<double>(state.iterations());
-  state.SetLabel(checks ? "checks on, randomized" : "checks off, fixed order");
+  state.SetLabel(std::string(checks ? "checks on, randomized" : "checks off, fixed order") +
+                 (state.range(1) == 1 ? ", one thread" : ", blocks on all cores"));
 }
-BENCHMARK(decode_step)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(decode_step)->Apply(checks_and_threads);
 
 // A kernel that writes a large output: 64 blocks of 256 threads copy 2^22 words (16 MiB) with a
 // grid-stride loop, every word stored once (weakly), so the missing-fence check records 2^22
@@ -105,13 +116,15 @@ $done:
   std::uint32_t n = kWords;
   void* args[] = {&pout, &pin, &n};
   sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
+  sched.threads = static_cast<unsigned>(state.range(1));
   std::uint64_t instructions = 0;
   for (auto _ : state) instructions += sim::launch(*m, "copy", {64, 1, 1}, {256, 1, 1}, 0, args, mem, sched).warp_instructions;
   if (out[kWords - 1] != kWords) state.SkipWithError("the copy is wrong");
   state.counters["warp_instr_per_s"] = benchmark::Counter(static_cast<double>(instructions), benchmark::Counter::kIsRate);
-  state.SetLabel(checks ? "checks on, randomized" : "checks off, fixed order");
+  state.SetLabel(std::string(checks ? "checks on, randomized" : "checks off, fixed order") +
+                 (state.range(1) == 1 ? ", one thread" : ", blocks on all cores"));
 }
-BENCHMARK(global_copy)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(global_copy)->Apply(checks_and_threads);
 
 }  // namespace
 

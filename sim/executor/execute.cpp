@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 namespace rungs::sim {
 namespace detail {
@@ -41,11 +42,21 @@ launch_result executor::run() {
       fail("a grid of " + std::to_string(ctas) + " blocks: the missing-fence check (schedule::race_check) records at most " +
            std::to_string(kRecordCtas) + " blocks");
     }
-    for (const std::uint64_t c : order) {
+    // Blocks in parallel where the kernel's code allows it; one at a time where it does not, or
+    // where the parallel run found blocks touching each other's words or a finding (memory is
+    // restored then, and this run, the seed's, gives the results and the first finding).
+    const unsigned threads = std::min<std::uint64_t>(
+        sched_.threads != 0 ? sched_.threads : std::max(1u, std::thread::hardware_concurrency()), ctas);
+    bool done = false;
+    if (threads > 1 && ctas <= footprint::kBlock && blocks_may_run_in_parallel()) {
+      done = run_parallel(order, threads);
+      if (!done) result_.ran_again_serially = true;
+    }
+    for (const std::uint64_t c : done ? std::vector<std::uint64_t>{} : order) {
       cta_index_ = c;
       run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
                static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
-      if (sched_.race_check) close_publications();
+      if (fence_check_) close_publications();
     }
   } catch (...) {
     flush_device_output();  // what the kernel printed before the finding
@@ -108,6 +119,10 @@ void executor::first_bits(warp& w, std::uint32_t slot) {
 
 void executor::run_cta(dim3s id) {
   cta_ = id;
+  // The block's schedule from the seed and its index alone (not from the blocks before it), so
+  // that it is the same whichever thread runs it (schedule::threads).
+  rng_ = schedule_rng(sched_.seed ^ (cta_index_ + 1) * 0xd1342543de82ef95ull);
+  coin_left_ = 0;
   cta_end_ = sched_.cta_instruction_limit == 0 ? ~std::uint64_t{0} : result_.warp_instructions + sched_.cta_instruction_limit;
   const unsigned nwarps = (threads_ + kLanes - 1) / kLanes;
   // The warps (and threads' cp.async state) of the last CTA are reset in place: their register
@@ -168,9 +183,7 @@ void executor::run_cta(dim3s id) {
   // with them, not here: a CTA's start no longer clears 52 bytes per word of shared memory.
   if (shadow_on_ && shadow_.size() < (shared_bytes_ + 3) / 4) shadow_.resize((shared_bytes_ + 3) / 4);
   local_.assign(std::size_t{threads_} * f_.local_bytes, 0);
-  if (sched_.race_check) {
-    publications_.assign(threads_, 0);
-  }
+  if (fence_check_) publications_.assign(threads_, 0);
   async_.resize(threads_);
   for (thread_async& t : async_) {
     t.open_group = 0;
@@ -187,6 +200,9 @@ void executor::run_cta(dim3s id) {
   std::vector<unsigned> runnable;
   std::size_t rr = 0;
   for (;;) {
+    // A parallel launch stopped by another worker (a conflict or a finding): this block's work
+    // is rolled back anyway.
+    if (par_ != nullptr && par_->stop.load(std::memory_order_relaxed)) throw parallel_abort{};
     runnable.clear();
     for (unsigned wi = 0; wi < nwarps; ++wi) {
       if (has_runnable(warps_[wi])) runnable.push_back(wi);

@@ -10,9 +10,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <cstdint>
 #include <sstream>
@@ -184,6 +186,12 @@ class word_map {
       if (s.key != 0) f(s.value);
     }
   }
+  template <class F>
+  void for_each_key(F&& f) const {
+    for (const slot& s : slots_) {
+      if (s.key != 0) f(s.key - 1, s.value);
+    }
+  }
 
  private:
   struct slot {
@@ -265,6 +273,11 @@ class sector_set {
       }
       *last_ |= std::uint64_t{1} << (*first & 63);
     }
+  }
+  // The union with `other`'s sectors (the sets of a parallel launch's workers).
+  void merge(const sector_set& other) {
+    other.runs_.for_each_key([&](std::uint64_t run, std::uint64_t bits) { runs_[run] |= bits; });
+    last_ = nullptr;
   }
   std::size_t count() const {
     std::size_t n = 0;
@@ -351,6 +364,43 @@ class schedule_rng {
   std::uint64_t s_[4];
 };
 
+// ---- blocks in parallel (parallel.cpp) ------------------------------------------------
+// What the blocks of a parallel launch did to global memory, per 4-byte word: the block that
+// touched it first (its launch index + 1; 0: none), whether that block wrote it, and whether
+// another block read it. A block writing a word another block touched, or reading one another
+// block wrote, is a conflict: the blocks may communicate, so the launch runs again one block at
+// a time (execute.cpp, "Blocks in parallel"). Shared by the workers: each word's cell changes
+// only by compare-and-swap, pages are created under a lock and never move.
+class footprint {
+ public:
+  static constexpr std::uint32_t kWritten = 1u << 30, kShared = 1u << 31, kBlock = kWritten - 1;
+  static constexpr unsigned kPageBits = 14;
+  static constexpr std::uint64_t kPageWords = std::uint64_t{1} << kPageBits;
+  // The cells of page `page` (words page << kPageBits ...), zeroed when created.
+  std::uint32_t* page(std::uint64_t page);
+
+ private:
+  struct release {
+    void operator()(std::uint32_t* p) const { std::free(p); }
+  };
+  std::mutex lock_;
+  word_map<std::uint32_t> index_;  // page number -> its index in pages_ + 1
+  std::vector<std::unique_ptr<std::uint32_t[], release>> pages_;
+};
+
+// The launch-wide state of a parallel launch: the blocks' order (workers take the next one),
+// the footprint, and the stop every worker obeys once one of them found a conflict or a finding.
+struct parallel_launch {
+  const std::vector<std::uint64_t>& order;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  footprint words;
+};
+
+// Thrown inside a worker of a parallel launch: its block touched another block's words, or
+// another worker stopped the launch. Never leaves the executor.
+struct parallel_abort {};
+
 class executor;
 struct lane_io;
 // One instruction's handler: runs `in` (at index pc) for the lanes of `mask` (guards applied).
@@ -369,6 +419,7 @@ class executor {
     shared_bytes_ = dynamic_shared > 0 ? f.dynamic_shared_offset + dynamic_shared : f.static_shared;
     dynamic_shared_ = dynamic_shared;
     shadow_on_ = sched.race_check || sched.uninitialized_check;
+    fence_check_ = sched.race_check;
     track_defined_ = sched.uninitialized_check && !sched.uninitialized_at_load;
   }
 
@@ -562,6 +613,45 @@ class executor {
   void wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first);
   // ---- the ALU -----------------------------------------------------------------------------
   [[noreturn]] void unsupported(std::uint32_t pc, std::uint32_t tid, const std::string& why) const;
+  // ---- blocks in parallel (parallel.cpp) -----------------------------------------------------
+  // Whether the kernel's code lets its blocks run on several threads: no global atomic, strong
+  // global access, fence of gpu or sys scope, or clock read (blocks that use them communicate or
+  // see the launch's progress; they run one at a time).
+  bool blocks_may_run_in_parallel() const;
+  // Runs the blocks of `order` on `threads` workers. True when done (the results merged into
+  // result_); false when blocks touched each other's words or one stopped with a finding: global
+  // memory is then as it was before the launch, and the blocks must run one at a time.
+  bool run_parallel(const std::vector<std::uint64_t>& order, unsigned threads);
+  void run_blocks(parallel_launch& p);  // a worker: the next block of the order, until none is left
+  void claim(std::uint64_t word, bool write);
+  void save_old(std::uint64_t addr, std::size_t size);
+  void roll_back() const;
+  // A global read or write of the current block, in a parallel launch's worker: claimed in the
+  // footprint (a conflict ends the worker before the access), and a write's old bytes saved.
+  // Inline, the common case (a word of the last page this block already holds) without a call.
+  void parallel_read(std::uint64_t addr, std::size_t size) {
+    if (par_ != nullptr) parallel_words(addr, size, false);
+  }
+  void parallel_write(std::uint64_t addr, std::size_t size) {
+    if (par_ != nullptr) {
+      parallel_words(addr, size, true);
+      save_old(addr, size);
+    }
+  }
+  void parallel_words(std::uint64_t addr, std::size_t size, bool write) {
+    const std::uint32_t me = static_cast<std::uint32_t>(cta_index_ + 1);
+    for (std::uint64_t word = addr / 4, last = (addr + size - 1) / 4; word <= last; ++word) {
+      if ((word >> footprint::kPageBits) == fp_page_) {
+        const std::uint32_t now =
+            std::atomic_ref<std::uint32_t>(fp_cells_[word & (footprint::kPageWords - 1)]).load(std::memory_order_relaxed);
+        if (write ? now == (me | footprint::kWritten)
+                  : ((now & footprint::kBlock) == me || (now & footprint::kShared) != 0)) {
+          continue;
+        }
+      }
+      claim(word, write);
+    }
+  }
   // ---- publication of global stores between blocks (memory.cpp) --------------------------
   void note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes);
   void check_published(std::uint32_t pc, std::uint32_t tid, std::uint64_t addr, std::size_t bytes) const;
@@ -680,6 +770,23 @@ class executor {
   };
   std::vector<printed> printed_;
   launch_result result_;
+  // The missing-fence check's records (note_weak_store, check_published): with race_check, but
+  // not in a parallel launch's workers, where a block reading another's store is a conflict
+  // (and the run one block at a time that follows checks it).
+  bool fence_check_ = true;
+  // A parallel launch's worker (null otherwise): the shared state, this worker's footprint pages
+  // (the last one, and all it has used), and the old bytes of every global write it made, in
+  // order (runs of neighbouring bytes): rolled back when the launch runs again one at a time.
+  parallel_launch* par_ = nullptr;
+  std::uint64_t fp_page_ = ~std::uint64_t{0};
+  std::uint32_t* fp_cells_ = nullptr;
+  word_map<std::uint32_t*> fp_pages_;
+  struct undo_run {
+    std::uint64_t addr;
+    std::size_t at, size;  // its old bytes: undo_bytes_[at, at + size)
+  };
+  std::vector<undo_run> undo_;
+  std::vector<unsigned char> undo_bytes_;
 };
 
 // A handler's view of its instruction's operands, lane by lane: read as raw bits (rd), or

@@ -248,6 +248,7 @@ unsigned char* executor::local_at(std::uint32_t instr_index, std::uint32_t tid, 
 unsigned char* executor::generic_at(std::uint32_t instr_index, std::uint32_t tid, std::uint64_t addr, std::size_t size) {
   if (in_local_window(addr)) return local_at(instr_index, tid, addr - kLocalWindow, size);
   global_check(instr_index, tid, addr, size);
+  parallel_read(addr, size);  // (its callers read: device printf's arguments and strings)
   return reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(addr));
 }
 
@@ -392,7 +393,9 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
         if (!globals_checked) global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
         sectors[nsectors++] = a / 32;
-        if (sched_.race_check) {
+        if (load) parallel_read(a, total);
+        else parallel_write(a, total);
+        if (fence_check_) {
           if (load) check_published(pc, tid, a, total);
           else if (in.order == mem_order::weak) note_weak_store(tid, a, total);
           else if (in.order == mem_order::release) publish(tid);
@@ -473,7 +476,8 @@ void executor::cp_async(warp& w, const instr& in, std::uint32_t pc, std::uint32_
       // The copy lands later (land): start reading its source now (its cache misses were most
       // of the landing's time). A hint only: the data are still read when the copy lands.
       __builtin_prefetch(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(c.src)));
-      if (sched_.race_check) check_published(pc, tid, c.src, c.src_size);
+      parallel_read(c.src, c.src_size);
+      if (fence_check_) check_published(pc, tid, c.src, c.src_size);
       sectors[nsectors++] = c.src / 32;
       result_.global.bytes_read += c.src_size;
       result_.global.async_bytes_read += c.src_size;
@@ -638,7 +642,9 @@ unsigned char* executor::atomic_target(warp& w, const instr& in, std::uint32_t p
   }
   const std::uint32_t tid = w.index * kLanes + lane;
   global_check(pc, tid, addr, size);
-  if (sched_.race_check) {
+  // (A parallel launch's kernel has no global atomics: blocks_may_run_in_parallel.)
+  if (par_ != nullptr) throw parallel_abort{};
+  if (fence_check_) {
     if (in.order == mem_order::release || in.order == mem_order::acq_rel) publish(tid);
     check_published(pc, tid, addr, size);
   }
@@ -717,7 +723,7 @@ void executor::exec_atom(warp& w, const instr& in, std::uint32_t pc, std::uint32
 // fence and membar: every access already takes effect in one sequentially consistent order; one
 // of gpu or sys scope publishes the thread's weak global stores to other blocks.
 void executor::exec_fence(warp& w, const instr& in, std::uint32_t, std::uint32_t mask) {
-  if (!in.publishes || !sched_.race_check) return;
+  if (!in.publishes || !fence_check_) return;
   for_lanes(mask, [&](unsigned l) { publish(w.index * kLanes + l); });
 }
 

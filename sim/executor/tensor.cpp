@@ -114,7 +114,9 @@ unsigned char* executor::wmma_element(warp& w, unsigned lane, std::uint32_t pc, 
     return shared_.data() + addr;
   }
   global_check(pc, tid, addr, size);
-  if (sched_.race_check) {
+  if (write) parallel_write(addr, size);
+  else parallel_read(addr, size);
+  if (fence_check_) {
     if (write) note_weak_store(tid, addr, size);
     else check_published(pc, tid, addr, size);
   }

@@ -38,7 +38,9 @@
 // simulate the work, nothing about a GPU) instead of refusing; RUNGS_SIM_UNINITIALIZED_SHARED:
 // report (the default) reports a value read from shared memory no thread of its block wrote where
 // it is used (a branch, an address, a store to global memory: docs/sim.md, "Definedness"), load
-// reports the read itself, allow reports neither (the read gets the block's garbage, as on a GPU).
+// reports the read itself, allow reports neither (the read gets the block's garbage, as on a GPU);
+// RUNGS_SIM_THREADS=<n> (default 0: every core) runs a launch's blocks on n threads, with the same
+// results and findings as one (docs/sim.md, "Blocks in parallel").
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
@@ -210,24 +212,24 @@ struct allocation {
 
 class registry final : public global_memory {
  public:
+  // Called by the executor's worker threads at once (schedule::threads): it only reads `live`,
+  // which no launch changes while it runs.
   bool valid(std::uint64_t address, std::size_t size) const override {
-    const allocation* a = find(address);
-    return a != nullptr && address + size <= start_ + a->size && address + size >= address;
+    std::uint64_t start = 0;
+    const allocation* a = find(address, &start);
+    return a != nullptr && address + size <= start + a->size && address + size >= address;
   }
-  // The allocation holding `address` (start_ set to its first byte), or null.
-  const allocation* find(std::uint64_t address) const {
+  // The allocation holding `address` (its first byte in *start when given), or null.
+  const allocation* find(std::uint64_t address, std::uint64_t* start = nullptr) const {
     auto it = live.upper_bound(address);
     if (it == live.begin()) return nullptr;
     --it;
     if (address >= it->first + std::max<std::size_t>(it->second.size, 1)) return nullptr;
-    start_ = it->first;
+    if (start != nullptr) *start = it->first;
     return &it->second;
   }
   std::map<std::uint64_t, allocation> live;
   std::size_t device_bytes = 0;
-
- private:
-  mutable std::uint64_t start_ = 0;
 };
 
 // Environment settings: a bad value ends the process naming the variable and the rule.
@@ -284,6 +286,7 @@ struct state {
   bool event_host_time = false;  // RUNGS_SIM_EVENT_TIME=host
   unsigned device_flags = 0;     // cudaSetDeviceFlags: kept and reported
   std::uint64_t cta_limit = schedule{}.cta_instruction_limit;
+  unsigned threads = 0;  // RUNGS_SIM_THREADS (0: every core)
   bool blocks_in_launch_order = false;
   std::string uninitialized_shared = "report";  // RUNGS_SIM_UNINITIALIZED_SHARED: report, load or allow
   std::uint64_t launches = 0;
@@ -293,6 +296,12 @@ struct state {
   state() {
     seed = env_integer("RUNGS_SIM_SEED", seed);
     cta_limit = env_integer("RUNGS_SIM_CTA_LIMIT", cta_limit);
+    const std::uint64_t t = env_integer("RUNGS_SIM_THREADS", threads);
+    if (t > 4096) {
+      std::fprintf(stderr, "rungs-sim: RUNGS_SIM_THREADS='%llu' is more than 4096 threads\n", static_cast<unsigned long long>(t));
+      std::exit(2);
+    }
+    threads = static_cast<unsigned>(t);
     abort_on_finding = env_choice("RUNGS_SIM_ABORT_ON_FINDING", {"0", "1"}, "0") == "1";
     event_host_time = env_choice("RUNGS_SIM_EVENT_TIME", {"none", "host"}, "none") == "host";
     blocks_in_launch_order = env_choice("RUNGS_SIM_BLOCK_ORDER", {"random", "launch"}, "random") == "launch";
@@ -529,6 +538,7 @@ void run_kernel(const node& n) {
   const std::uint64_t index = s.launches++;
   sched.seed = s.seed * 0x9e3779b97f4a7c15ull + index;
   sched.cta_instruction_limit = s.cta_limit;
+  sched.threads = s.threads;
   sched.blocks_in_launch_order = s.blocks_in_launch_order;
   sched.uninitialized_check = s.uninitialized_shared != "allow";
   sched.uninitialized_at_load = s.uninitialized_shared == "load";

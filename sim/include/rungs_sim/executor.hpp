@@ -40,7 +40,9 @@ struct device_assertion : sim_error {
 class global_memory {
  public:
   virtual ~global_memory() = default;
-  // True when [address, address + size) lies inside one live allocation.
+  // True when [address, address + size) lies inside one live allocation. Called from several
+  // threads at once while a launch runs its blocks in parallel (schedule::threads), so it must
+  // not change state; nothing allocates or frees during a launch.
   [[nodiscard]] virtual bool valid(std::uint64_t address, std::size_t size) const = 0;
 };
 
@@ -83,7 +85,8 @@ struct dim3s {
   friend bool operator==(const dim3s&, const dim3s&) = default;
 };
 
-// How adversarial the schedule is. The same seed gives the same schedule and the same findings.
+// How adversarial the schedule is. The same seed gives the same schedule and the same findings,
+// whatever the number of threads (schedule::threads).
 struct schedule {
   std::uint64_t seed = 0;
   bool randomize = true;          // warp order and CTA order shuffled; cp.async lands at a random legal moment
@@ -107,6 +110,14 @@ struct schedule {
   // Write device printf's output to stdout when the launch ends (or before its finding is
   // thrown); launch_result::device_output holds it either way.
   bool print_device_output = true;
+  // Threads that run the launch's blocks (0: std::thread::hardware_concurrency()). Each block's
+  // schedule comes from the seed and the block's index alone, so it is the same on any thread;
+  // where blocks of a kernel may communicate (its code has global atomics, strong global
+  // accesses, gpu- or sys-scope fences or clock reads), or turn out to (one block writes a
+  // global word another block reads or writes), or one stops with a finding, the blocks run one
+  // at a time in the seed's order instead, global memory first restored to its state before the
+  // launch: results and findings are those of that order (docs/sim.md, "Blocks in parallel").
+  unsigned threads = 0;
 };
 
 // Global-memory traffic of one launch.
@@ -124,6 +135,11 @@ struct launch_result {
   // What the launch's device printf calls wrote: by block (in launch order, x fastest), then by
   // thread (x fastest), then in each thread's own order, whatever order the schedule ran them in.
   std::string device_output;
+  // How the blocks ran: on this many threads at once (1: one at a time); and whether they ran
+  // in parallel first and then again one at a time (they touched each other's global words, or
+  // one stopped with a finding).
+  unsigned threads = 1;
+  bool ran_again_serially = false;
 };
 
 // Runs entry `entry` of `m` over `grid` x `block` threads. `args[i]` points at the value of
