@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <set>
 #include <utility>
 #include <string>
@@ -54,7 +55,8 @@ outcome launch(const std::string& text, std::size_t words, unsigned block, unsig
   try {
     o.r = b.run(text, block, s, grid);
   } catch (const sim::sim_error& e) {
-    o.finding = e.what();
+    // (Addresses differ from launch to launch: each has buffers of its own.)
+    o.finding = std::regex_replace(e.what(), std::regex("0x[0-9a-f]+"), "0x?");
   }
   o.out = b.out;
   o.in = b.in;
