@@ -31,6 +31,11 @@ __global__ void add_scalar(int* data, int n, int value) {
 }
 
 __global__ void write_past_end(int* data, int n) { data[n + threadIdx.x] = 1; }
+// Block `bad` writes n ints further on (past the allocation); the others their own squares.
+__global__ void squares_but_one_block(int* data, unsigned bad, int n) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  data[i + (blockIdx.x == bad ? n : 0)] = static_cast<int>(i * i);
+}
 
 // An inclusive scan per warp with __shfl_up_sync and a full mask, as NVIDIA's shfl_scan sample
 // does; launched with 120 threads, the last warp is partial (lanes 24..31 absent).
@@ -757,6 +762,21 @@ TEST_CASE("a kernel fault is reported by the executor and is sticky", "[.fault]"
   write_past_end<<<1, 4>>>(p, 15);  // threads 1..3 write past the allocation
   CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaMemset(p, 0, 4) == cudaErrorLaunchFailure);  // sticky
+}
+
+// Run under RUNGS_SIM_THREADS=1 and =4 (tests cuda_sim_runtime_test.threads*): the same results,
+// and the same finding naming the one bad block, whatever the number of threads.
+TEST_CASE("blocks on several threads: results, and a fault in one block of many", "[.threads]") {
+  int* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 64 * 32 * sizeof(int)) == cudaSuccess);
+  squares_but_one_block<<<64, 32>>>(p, 64, 0);  // no bad block
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  std::vector<int> got(64 * 32);
+  REQUIRE(cudaMemcpy(got.data(), p, got.size() * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (int i = 0; i < 64 * 32; ++i) CHECK(got[i] == i * i);
+  squares_but_one_block<<<64, 32>>>(p, 37, 100000);
+  CHECK(cudaDeviceSynchronize() == cudaErrorLaunchFailure);
   CHECK(cudaMemset(p, 0, 4) == cudaErrorLaunchFailure);  // sticky
 }
 
