@@ -365,19 +365,23 @@ class schedule_rng {
 };
 
 // ---- blocks in parallel (parallel.cpp) ------------------------------------------------
-// What the blocks of a parallel launch did to global memory, per 4-byte word: the block that
-// touched it first (its launch index + 1; 0: none), whether that block wrote it, and whether
-// another block read it. A block writing a word another block touched, or reading one another
-// block wrote, is a conflict: the blocks may communicate, so the launch runs again one block at
-// a time (execute.cpp, "Blocks in parallel"). Shared by the workers: each word's cell changes
-// only by compare-and-swap, pages are created under a lock and never move.
+// The global words the blocks of a parallel launch wrote, per 4-byte word: the block that wrote
+// it (its launch index + 1; 0: none) and the written flag. A block writing a word another block
+// wrote is a conflict, found at the write; a block reading a word another block wrote (before or
+// after the read) is one too, found when the launch ends from each worker's log of the ranges its
+// blocks read (executor::read_runs_). Either way the blocks may communicate, so the launch runs
+// again one block at a time (execute.cpp, "Blocks in parallel"). Shared by the workers: a cell
+// changes only by compare-and-swap, pages are created under a lock and never move; only pages
+// holding written words exist.
 class footprint {
  public:
-  static constexpr std::uint32_t kWritten = 1u << 30, kShared = 1u << 31, kBlock = kWritten - 1;
+  static constexpr std::uint32_t kWritten = 1u << 31, kBlock = kWritten - 1;
   static constexpr unsigned kPageBits = 14;
   static constexpr std::uint64_t kPageWords = std::uint64_t{1} << kPageBits;
   // The cells of page `page` (words page << kPageBits ...), zeroed when created.
   std::uint32_t* page(std::uint64_t page);
+  // The cells of page `page`, or null where no block wrote a word of it (once the workers are done).
+  const std::uint32_t* find(std::uint64_t page) const;
 
  private:
   struct release {
@@ -623,34 +627,50 @@ class executor {
   // memory is then as it was before the launch, and the blocks must run one at a time.
   bool run_parallel(const std::vector<std::uint64_t>& order, unsigned threads);
   void run_blocks(parallel_launch& p);  // a worker: the next block of the order, until none is left
-  void claim(std::uint64_t word, bool write);
+  void claim(std::uint64_t word);
+  // Whether a block read a word another block wrote (the read logs against the footprint).
+  static bool reads_conflict(const parallel_launch& p, const std::vector<std::unique_ptr<executor>>& workers);
   void save_old(std::uint64_t addr, std::size_t size);
   void roll_back() const;
-  // A global read or write of the current block, in a parallel launch's worker: claimed in the
-  // footprint (a conflict ends the worker before the access), and a write's old bytes saved.
-  // Inline, the common case (a word of the last page this block already holds) without a call.
+  // A global read or write of the current block, in a parallel launch's worker. A write claims
+  // its words (a word another block wrote ends the worker before the write) and saves their old
+  // bytes; a read is logged, merged with the last range where it extends or lies in it (a warp's
+  // neighbouring lanes), and ends the worker where the page it reads is at hand and another block
+  // wrote the word (the log, checked at the end, finds the rest). Inline: the common case is a
+  // compare or two.
   void parallel_read(std::uint64_t addr, std::size_t size) {
-    if (par_ != nullptr) parallel_words(addr, size, false);
+    if (par_ == nullptr) return;
+    const auto me = static_cast<std::uint32_t>(cta_index_ + 1);
+    if (!read_runs_.empty()) {
+      read_run& r = read_runs_.back();
+      if (r.block == me && addr >= r.lo && addr <= r.lo + r.size) {
+        if (addr + size > r.lo + r.size) r.size = static_cast<std::uint32_t>(addr + size - r.lo);
+        if (r.size < (1u << 30)) return read_check(addr, size);
+      }
+    }
+    read_runs_.push_back({addr, static_cast<std::uint32_t>(size), me});
+    read_check(addr, size);
+  }
+  void read_check(std::uint64_t addr, std::size_t size) const {
+    const auto me = static_cast<std::uint32_t>(cta_index_ + 1);
+    for (std::uint64_t word = addr / 4, last = (addr + size - 1) / 4; word <= last; ++word) {
+      if ((word >> footprint::kPageBits) != fp_page_) continue;
+      const std::uint32_t now =
+          std::atomic_ref<std::uint32_t>(fp_cells_[word & (footprint::kPageWords - 1)]).load(std::memory_order_relaxed);
+      if ((now & footprint::kWritten) != 0 && (now & footprint::kBlock) != me) throw parallel_abort{};
+    }
   }
   void parallel_write(std::uint64_t addr, std::size_t size) {
-    if (par_ != nullptr) {
-      parallel_words(addr, size, true);
-      save_old(addr, size);
-    }
-  }
-  void parallel_words(std::uint64_t addr, std::size_t size, bool write) {
-    const std::uint32_t me = static_cast<std::uint32_t>(cta_index_ + 1);
+    if (par_ == nullptr) return;
+    const auto mine = static_cast<std::uint32_t>(cta_index_ + 1) | footprint::kWritten;
     for (std::uint64_t word = addr / 4, last = (addr + size - 1) / 4; word <= last; ++word) {
-      if ((word >> footprint::kPageBits) == fp_page_) {
-        const std::uint32_t now =
-            std::atomic_ref<std::uint32_t>(fp_cells_[word & (footprint::kPageWords - 1)]).load(std::memory_order_relaxed);
-        if (write ? now == (me | footprint::kWritten)
-                  : ((now & footprint::kBlock) == me || (now & footprint::kShared) != 0)) {
-          continue;
-        }
+      if ((word >> footprint::kPageBits) != fp_page_ ||
+          std::atomic_ref<std::uint32_t>(fp_cells_[word & (footprint::kPageWords - 1)]).load(std::memory_order_relaxed) !=
+              mine) {
+        claim(word);
       }
-      claim(word, write);
     }
+    save_old(addr, size);
   }
   // ---- publication of global stores between blocks (memory.cpp) --------------------------
   void note_weak_store(std::uint32_t tid, std::uint64_t addr, std::size_t bytes);
@@ -787,6 +807,11 @@ class executor {
   };
   std::vector<undo_run> undo_;
   std::vector<unsigned char> undo_bytes_;
+  struct read_run {
+    std::uint64_t lo;
+    std::uint32_t size, block;  // bytes [lo, lo + size) read by block (launch index + 1)
+  };
+  std::vector<read_run> read_runs_;
 };
 
 // A handler's view of its instruction's operands, lane by lane: read as raw bits (rd), or

@@ -4,21 +4,26 @@
 // block that does not communicate with the others does the same whichever thread runs it, and
 // whatever runs beside it. Blocks of one launch communicate only through global memory, so a
 // launch runs its blocks on several workers (each an executor of its own: warps, shared memory,
-// shadow) and watches, per 4-byte word, which blocks touch what (the footprint):
-//  - a block writing a word another block read or wrote, or reading a word another block wrote,
-//    is a conflict: the worker stops before that access, the others at their next scheduling
-//    round, every global write of the launch is undone (each worker logs the old bytes before it
-//    writes), and the blocks run again one at a time in the seed's order, which gives the
+// shadow) and watches which block wrote each 4-byte word (the footprint) and which ranges each
+// block read (a log per worker):
+//  - a block writing a word another block wrote is a conflict: its worker stops before the write,
+//    the others at their next scheduling round; a block reading a word another block wrote is one
+//    too, found at the read where the page is at hand, else from the logs when the workers are
+//    done. Then every global write of the launch is undone (each worker logs the old bytes before
+//    it writes), and the blocks run again one at a time in the seed's order, which gives the
 //    results and the findings (the missing-fence check among them) that a launch always gives;
 //  - a finding in a worker is handled the same way, so the finding reported is the one of that
 //    order, the same on any number of threads.
 // Whether blocks conflict does not depend on how the workers interleave: until the first access
-// that touches another block's word, every block runs as it would alone, and that access is a
-// conflict whichever of the two blocks gets there first. Words only read by several blocks (a
+// that touches another block's written word, every block runs as it would alone, and the two
+// accesses conflict whichever of the two blocks gets there first. (A read that races with another
+// block's write reads whatever it reads: the launch is undone anyway; every global access stays
+// checked against the live allocations, so nothing it does reaches memory outside them.) Words only read by several blocks (a
 // kernel's inputs) are no conflict. Kernels whose code lets blocks communicate otherwise (global
 // atomics, strong global accesses, fences of gpu or sys scope, clock reads) never run in parallel.
 #include "machine.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <system_error>
@@ -36,6 +41,11 @@ std::uint32_t* footprint::page(std::uint64_t page) {
     slot = static_cast<std::uint32_t>(pages_.size());
   }
   return pages_[slot - 1].get();
+}
+
+const std::uint32_t* footprint::find(std::uint64_t page) const {
+  const std::uint32_t* slot = index_.find(page);
+  return slot == nullptr ? nullptr : pages_[*slot - 1].get();
 }
 
 bool executor::blocks_may_run_in_parallel() const {
@@ -61,10 +71,10 @@ bool executor::blocks_may_run_in_parallel() const {
   return true;
 }
 
-// One word's cell, out of line (executor::parallel_words has the common case inline): the page
-// looked up (created at its first use), then the cell's change by compare-and-swap.
-void executor::claim(std::uint64_t word, bool write) {
-  const auto me = static_cast<std::uint32_t>(cta_index_ + 1);
+// A written word's cell, out of line (executor::parallel_write has the common case inline): the
+// page looked up (created at its first use), then the cell's change by compare-and-swap.
+void executor::claim(std::uint64_t word) {
+  const auto mine = static_cast<std::uint32_t>(cta_index_ + 1) | footprint::kWritten;
   const std::uint64_t page = word >> footprint::kPageBits;
   if (page != fp_page_) {
     std::uint32_t*& cells = fp_pages_[page];
@@ -73,21 +83,32 @@ void executor::claim(std::uint64_t word, bool write) {
     fp_cells_ = cells;
   }
   std::atomic_ref<std::uint32_t> cell(fp_cells_[word & (footprint::kPageWords - 1)]);
-  std::uint32_t now = cell.load(std::memory_order_relaxed);
-  for (;;) {
-    std::uint32_t next = 0;
-    if (write) {
-      if (now == (me | footprint::kWritten)) return;
-      if (now != 0 && now != me) throw parallel_abort{};  // another block touched it
-      next = me | footprint::kWritten;
-    } else {
-      if ((now & footprint::kBlock) == me || (now & footprint::kShared) != 0) return;
-      if ((now & footprint::kWritten) != 0) throw parallel_abort{};  // another block wrote it
-      next = now == 0 ? me : now | footprint::kShared;
-    }
-    // (Written and shared never hold together: a word read by two blocks is written by none.)
-    if (cell.compare_exchange_weak(now, next, std::memory_order_relaxed)) return;
+  std::uint32_t now = 0;
+  if (!cell.compare_exchange_strong(now, mine, std::memory_order_relaxed) && now != mine) {
+    throw parallel_abort{};  // another block wrote it
   }
+}
+
+bool executor::reads_conflict(const parallel_launch& p, const std::vector<std::unique_ptr<executor>>& workers) {
+  for (const auto& w : workers) {
+    std::uint64_t page = ~std::uint64_t{0};
+    const std::uint32_t* cells = nullptr;
+    for (const read_run& r : w->read_runs_) {
+      for (std::uint64_t word = r.lo / 4, last = (r.lo + r.size - 1) / 4; word <= last; ++word) {
+        if ((word >> footprint::kPageBits) != page) {
+          page = word >> footprint::kPageBits;
+          cells = p.words.find(page);
+        }
+        if (cells == nullptr) {  // no block wrote this page: on to the next one
+          word |= footprint::kPageWords - 1;
+          continue;
+        }
+        const std::uint32_t cell = cells[word & (footprint::kPageWords - 1)];
+        if ((cell & footprint::kWritten) != 0 && (cell & footprint::kBlock) != r.block) return true;
+      }
+    }
+  }
+  return false;
 }
 
 void executor::save_old(std::uint64_t addr, std::size_t size) {
@@ -144,11 +165,10 @@ bool executor::run_parallel(const std::vector<std::uint64_t>& order, unsigned th
   }
   work(0);
   for (std::thread& t : pool) t.join();
-  for (const std::exception_ptr& e : stopped) {
-    if (e) {
-      for (const auto& w : workers) w->roll_back();
-      return false;
-    }
+  const bool stop = std::any_of(stopped.begin(), stopped.end(), [](const std::exception_ptr& e) { return e != nullptr; });
+  if (stop || reads_conflict(p, workers)) {
+    for (const auto& w : workers) w->roll_back();
+    return false;
   }
   for (const auto& w : workers) {
     const launch_result& r = w->result_;
