@@ -52,7 +52,8 @@ launch_result executor::run() {
       done = run_parallel(order, threads);
       if (!done) result_.ran_again_serially = true;
     }
-    for (const std::uint64_t c : done ? std::vector<std::uint64_t>{} : order) {
+    for (std::size_t i = 0; !done && i < order.size(); ++i) {
+      const std::uint64_t c = order[i];
       cta_index_ = c;
       run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
                static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
