@@ -100,6 +100,142 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
 }
 }  // namespace
 
+// The decoded forms (ptx.hpp, decoded): each one exactly a path of its opcode's handler over a
+// whole warp (exec_arith's f32_warp_hw and add/sub without .sat, exec_mov's copy and unpack,
+// exec_cvt's f32_from_f16_warp_hw), so that path's conditions are the form's. The f32 forms and
+// cvt need the processor's AVX2 (their handlers' paths do too).
+std::vector<decoded> decode_forms(const std::vector<instr>& code) {
+  std::vector<decoded> out(code.size());
+  const bool hw = cpu_has_avx2();
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const instr& in = code[i];
+    decoded& dc = out[i];
+    dc.code = in.code;
+    dc.guard = in.guard;
+    dc.guard_negate = in.guard_negate;
+    const auto& ops = in.ops;
+    const auto reg = [](const operand& o) { return o.kind == operand::k_reg; };
+    const auto value = [](const operand& o) { return o.kind == operand::k_reg || o.kind == operand::k_imm; };
+    // Sources 1 .. n: registers, or one immediate.
+    const auto sources = [&](std::size_t n) {
+      if (ops.size() != n + 1 || !reg(ops[0])) return false;
+      std::uint32_t* slot[] = {&dc.a, &dc.b, &dc.c};
+      for (std::size_t k = 1; k <= n; ++k) {
+        if (!value(ops[k])) return false;
+        if (reg(ops[k])) {
+          *slot[k - 1] = ops[k].reg;
+        } else {
+          if (dc.imm_op != 0) return false;
+          dc.imm_op = static_cast<std::uint8_t>(k);
+          dc.imm = ops[k].imm;
+        }
+      }
+      dc.d = ops[0].reg;
+      return true;
+    };
+    decoded::form_t form = decoded::none;
+    switch (in.code) {
+      case op::fma:
+      case op::add:
+      case op::sub:
+      case op::mul:
+        if (in.type == vtype::f32) {
+          if (!hw || in.ftz || in.sat || (in.round != rounding::none && in.round != rounding::rn)) break;
+          if (!sources(in.code == op::fma ? 3 : 2)) break;
+          form = in.code == op::fma   ? decoded::f32_fma
+                 : in.code == op::add ? decoded::f32_add
+                 : in.code == op::sub ? decoded::f32_sub
+                                      : decoded::f32_mul;
+        } else if ((in.code == op::add || in.code == op::sub) && in.type != vtype::f64 &&
+                   half_form_of(in.type).elems == 0 && is_int(in.type) && !in.sat && sources(2)) {
+          form = in.code == op::add ? decoded::int_add : decoded::int_sub;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+        }
+        break;
+      case op::mov:
+        if (ops.size() != 2 || !value(ops[1])) break;
+        if (ops[0].kind == operand::k_vec) {
+          const unsigned bits = type_bits(in.type);
+          if (ops[0].elems.size() != 2 || bits < 2) break;
+          const auto element = [&](const operand& e) { return reg(e) ? e.reg : decoded::kNoSlot; };
+          dc.d = element(ops[0].elems[0]);
+          dc.b = element(ops[0].elems[1]);
+          if (reg(ops[1])) dc.a = ops[1].reg;
+          else dc.imm_op = 1, dc.imm = ops[1].imm;
+          dc.bits = static_cast<std::uint8_t>(bits / 2);
+          form = decoded::unpack2;
+        } else if (in.type != vtype::pred && sources(1)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          form = decoded::mov;
+        }
+        break;
+      case op::cvt:
+        if (hw && in.type == vtype::f32 && in.type2 == vtype::f16 && in.round == rounding::none && !in.ftz &&
+            !in.sat && sources(1)) {
+          form = decoded::cvt_f32_f16;
+        }
+        break;
+      default: break;
+    }
+    if (form == decoded::none) {  // the handler reads the instruction itself
+      dc.imm_op = 0;
+      dc.imm = 0;
+    }
+    dc.form = form;
+  }
+  return out;
+}
+
+void executor::exec_decoded(warp& w, const decoded& dc) {
+  std::uint64_t* r = w.regs.data();
+  std::uint64_t imm[kLanes];
+  // Source k's lanes: its register's, or the immediate broadcast (as lanes_in).
+  const auto src = [&](unsigned k, std::uint32_t slot) -> const std::uint64_t* {
+    if (dc.imm_op != k) return r + std::size_t{slot} * kLanes;
+    std::fill(imm, imm + kLanes, dc.imm);
+    return imm;
+  };
+  std::uint64_t* d = r + std::size_t{dc.form == decoded::unpack2 ? 0 : dc.d} * kLanes;  // (unpack2: its elements')
+  switch (dc.form) {
+    case decoded::f32_fma: return f32_warp_hw<op::fma>(d, src(1, dc.a), src(2, dc.b), src(3, dc.c));
+    case decoded::f32_add: return f32_warp_hw<op::add>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::f32_sub: return f32_warp_hw<op::sub>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::f32_mul: return f32_warp_hw<op::mul>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::int_add:
+    case decoded::int_sub: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.form == decoded::int_add) for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] + b[l]) & wm;
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] - b[l]) & wm;
+      return;
+    }
+    case decoded::mov: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t wm = width_mask(dc.bits);
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & wm;
+      return;
+    }
+    case decoded::unpack2: {
+      const std::uint64_t* a = src(1, dc.a);
+      std::uint64_t v[kLanes];  // the source first: an element may be the source register
+      std::copy(a, a + kLanes, v);
+      const std::uint64_t em = width_mask(dc.bits);
+      if (dc.d != decoded::kNoSlot) {
+        std::uint64_t* e = r + std::size_t{dc.d} * kLanes;
+        for (unsigned l = 0; l < kLanes; ++l) e[l] = v[l] & em;
+      }
+      if (dc.b != decoded::kNoSlot) {
+        std::uint64_t* e = r + std::size_t{dc.b} * kLanes;
+        for (unsigned l = 0; l < kLanes; ++l) e[l] = (v[l] >> dc.bits) & em;
+      }
+      return;
+    }
+    case decoded::cvt_f32_f16: return f32_from_f16_warp_hw(d, src(1, dc.a));
+    case decoded::none: return;
+  }
+}
+
 // add, sub, mul, div (and fma for f32) with a directed rounding (.rz, .rm, .rp; interval
 // arithmetic): the result rounded to nearest and the exact sign of the error it makes, then
 // round_directed (numeric.hpp). f32 works in double: a product (48 bits) is exact, a sum is

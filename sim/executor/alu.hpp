@@ -46,6 +46,14 @@ inline half_form half_form_of(vtype t) {
   }
 }
 
+// f16 -> f32 over a whole warp with the processor's conversion, where it has AVX2 and F16C
+// (convert.cpp; exec_cvt and the decoded cvt.f32.f16 use it).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a);
+#else
+void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a);
+#endif
+
 inline bool float_compare(double a, double b, cmp c) {
   const bool un = std::isnan(a) || std::isnan(b);
   switch (c) {

@@ -93,6 +93,26 @@ struct instr {
   std::string why;               // unsupported: what is not implemented
 };
 
+// An instruction's scheduling fields, and for the ALU forms a kernel runs most (fma, add, sub
+// and mul .f32; integer add and sub; mov; the unpack `mov.b32 {lo, hi}`; cvt.f32.f16) its operands
+// resolved to slots: what executor::step and executor::exec_decoded read, 40 bytes per
+// instruction in one array, where an `instr` is 152 with its operands in a heap block of their
+// own (two or three more cache lines per instruction). Built at parse (decode_forms, alu.cpp).
+struct decoded {
+  enum form_t : std::uint8_t { none, f32_fma, f32_add, f32_sub, f32_mul, int_add, int_sub, mov, unpack2, cvt_f32_f16 };
+  static constexpr std::uint32_t kNoSlot = ~0u;
+  op code = op::unsupported;
+  form_t form = none;            // none: the opcode's handler runs it
+  bool guard_negate = false;
+  std::uint8_t imm_op = 0;       // the source (1, 2 or 3) that is the immediate `imm`; 0: none
+  std::uint8_t bits = 0;         // int_add, int_sub, mov: the type's width; unpack2: an element's
+  std::int32_t guard = -1;
+  // Slots: the destination, then the sources; unpack2: d and b the two elements (kNoSlot: a sink), a the source.
+  std::uint32_t d = 0, a = 0, b = 0, c = 0;
+  std::uint64_t imm = 0;
+};
+std::vector<decoded> decode_forms(const std::vector<instr>& code);
+
 // A wmma fragment's geometry (PTX ISA, "Matrix Fragments for WMMA"): its matrix (rows x cols:
 // A is m x k, B k x n, C and D m x n), elements per 32-bit register (per 64-bit one for f64) and
 // the registers each lane holds. f16 A and B fragments are 8 registers at every shape (their
@@ -153,6 +173,7 @@ struct function {
   // runs unguarded over a whole warp: its first bits are then never read and are not written.
   std::vector<std::uint32_t> touch_at, touch;
   static constexpr std::uint32_t kTouchDefines = 0x80000000u;
+  std::vector<decoded> forms;                              // per instruction (decoded)
   std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
   std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
   std::size_t local_bytes = 0;                             // per-thread .local bytes
