@@ -169,6 +169,22 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
           form = decoded::mov;
         }
         break;
+      case op::shfl:  // d|p, a, b, c, membermask, all registers (as nvcc writes them)
+        if (ops.size() == 5 && reg(ops[1]) && reg(ops[2]) && reg(ops[3]) && reg(ops[4])) {
+          const bool pair = ops[0].kind == operand::k_vec;
+          if (pair && ops[0].elems.empty()) break;
+          const operand& d = pair ? ops[0].elems[0] : ops[0];
+          if (!reg(d)) break;
+          const std::uint32_t p = pair && ops[0].elems.size() > 1 && reg(ops[0].elems[1]) ? ops[0].elems[1].reg : decoded::kNoSlot;
+          dc.d = d.reg;
+          dc.a = ops[1].reg;
+          dc.b = ops[2].reg;
+          dc.c = ops[3].reg;
+          dc.imm = p | std::uint64_t{ops[4].reg} << 32;
+          dc.bits = static_cast<std::uint8_t>(in.mode);
+          form = decoded::shfl;
+        }
+        break;
       case op::cvt:
         if (hw && in.type == vtype::f32 && in.type2 == vtype::f16 && in.round == rounding::none && !in.ftz &&
             !in.sat && sources(1)) {
@@ -232,6 +248,7 @@ void executor::exec_decoded(warp& w, const decoded& dc) {
       return;
     }
     case decoded::cvt_f32_f16: return f32_from_f16_warp_hw(d, src(1, dc.a));
+    case decoded::shfl:  // the scheduler's (executor::step, shfl_decoded)
     case decoded::none: return;
   }
 }

@@ -336,6 +336,14 @@ void executor::write_back(warp& w) {
     case op::bar_sync:
     case op::bar_red: return bar_sync(w, in, pc, mask);
     case op::shfl:
+      // A decoded shfl over a whole converged warp (warp_sync's first case); a warp with
+      // undefined lanes goes the way that marks them.
+      if (dc.form == decoded::shfl && mask == 0xffffffffu && w.group_mask == 0xffffffffu && w.undef_live == 0 &&
+          shfl_decoded(w, dc)) {
+        ++w.group_pc;
+        return true;
+      }
+      return warp_sync(w, in, pc, mask);
     case op::vote:
     case op::match:
     case op::redux:

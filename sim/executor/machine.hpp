@@ -522,6 +522,7 @@ class executor {
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   void shfl_whole_warp(warp& w, const instr& in);
+  bool shfl_decoded(warp& w, const decoded& dc);
   void sync_vote(warp& w, const instr& in, std::uint32_t ready);
   void sync_match(warp& w, const instr& in, std::uint32_t ready);
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);
