@@ -74,14 +74,14 @@ void f32_lanes(std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std
 template <op Code>
 __attribute__((target("avx2,fma"))) void f32_warp_hw(std::uint64_t* d, const std::uint64_t* a, const std::uint64_t* b,
                                                        const std::uint64_t* c) {
-  for (unsigned l = 0; l < kLanes; ++l) {
-    const float x = as_f32(a[l]), y = as_f32(b[l]);
-    float r = 0;
-    if constexpr (Code == op::fma) r = __builtin_fmaf(x, y, as_f32(c[l]));
-    else if constexpr (Code == op::add) r = x + y;
-    else if constexpr (Code == op::sub) r = x - y;
-    else r = x * y;
-    d[l] = r != r ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
+  for (unsigned l = 0; l < kLanes; l += 8) {
+    const __m256 x = _mm256_castsi256_ps(low32x8(a + l)), y = _mm256_castsi256_ps(low32x8(b + l));
+    __m256 r;
+    if constexpr (Code == op::fma) r = _mm256_fmadd_ps(x, y, _mm256_castsi256_ps(low32x8(c + l)));
+    else if constexpr (Code == op::add) r = _mm256_add_ps(x, y);
+    else if constexpr (Code == op::sub) r = _mm256_sub_ps(x, y);
+    else r = _mm256_mul_ps(x, y);
+    store32x8(d + l, canonical_f32x8(r));
   }
 }
 #else
