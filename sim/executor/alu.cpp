@@ -102,8 +102,10 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
 
 // The decoded forms (ptx.hpp, decoded): each one exactly a path of its opcode's handler over a
 // whole warp (exec_arith's f32_warp_hw and add/sub without .sat, exec_mov's copy and unpack,
-// exec_cvt's f32_from_f16_warp_hw), so that path's conditions are the form's. The f32 forms and
-// cvt need the processor's AVX2 (their handlers' paths do too).
+// exec_cvt's f32_from_f16_warp_hw, exec_minmax's f32, exec_ex2, exec_shift, exec_setp's
+// setp_lanes, exec_selp, warp_sync's whole warp for shfl), so that path's conditions are the
+// form's. The f32 add/sub/mul/fma forms and cvt need the processor's AVX2 (their handlers'
+// paths do too).
 std::vector<decoded> decode_forms(const std::vector<instr>& code) {
   std::vector<decoded> out(code.size());
   const bool hw = cpu_has_avx2();
@@ -116,19 +118,22 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
     const auto& ops = in.ops;
     const auto reg = [](const operand& o) { return o.kind == operand::k_reg; };
     const auto value = [](const operand& o) { return o.kind == operand::k_reg || o.kind == operand::k_imm; };
-    // Sources 1 .. n: registers, or one immediate.
+    // Source k (1, 2 or 3): a register, or the one immediate.
+    const auto source = [&](unsigned k, const operand& o) {
+      if (reg(o)) {
+        *(k == 1 ? &dc.a : k == 2 ? &dc.b : &dc.c) = o.reg;
+        return true;
+      }
+      if (o.kind != operand::k_imm || dc.imm_op != 0) return false;
+      dc.imm_op = static_cast<std::uint8_t>(k);
+      dc.imm = o.imm;
+      return true;
+    };
+    // A register destination, then sources 1 .. n.
     const auto sources = [&](std::size_t n) {
       if (ops.size() != n + 1 || !reg(ops[0])) return false;
-      std::uint32_t* slot[] = {&dc.a, &dc.b, &dc.c};
       for (std::size_t k = 1; k <= n; ++k) {
-        if (!value(ops[k])) return false;
-        if (reg(ops[k])) {
-          *slot[k - 1] = ops[k].reg;
-        } else {
-          if (dc.imm_op != 0) return false;
-          dc.imm_op = static_cast<std::uint8_t>(k);
-          dc.imm = ops[k].imm;
-        }
+        if (!source(static_cast<unsigned>(k), ops[k])) return false;
       }
       dc.d = ops[0].reg;
       return true;
@@ -150,6 +155,50 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
                    half_form_of(in.type).elems == 0 && is_int(in.type) && !in.sat && sources(2)) {
           form = in.code == op::add ? decoded::int_add : decoded::int_sub;
           dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+        }
+        break;
+      case op::min:
+      case op::max:
+        if (in.type == vtype::f32 && sources(2)) {
+          dc.sub = static_cast<std::uint8_t>((in.code == op::max ? 1 : 0) | (in.ftz ? 2 : 0));
+          form = decoded::f32_minmax;
+        }
+        break;
+      case op::ex2:
+        if (in.type == vtype::f32 && in.approx && sources(1)) {
+          dc.sub = in.ftz ? 1 : 0;
+          form = decoded::f32_ex2;
+        }
+        break;
+      case op::shl:
+      case op::shr:
+        if (type_bits(in.type) >= 8 && sources(2)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = in.code == op::shl ? 0 : is_signed(in.type) ? 2 : 1;
+          form = decoded::shift;
+        }
+        break;
+      case op::setp: {  // d|q, a, b: exec_setp's setp_lanes forms
+        const bool pair = !ops.empty() && ops[0].kind == operand::k_vec;
+        if (ops.size() != 3 || (pair && ops[0].elems.empty())) break;
+        const operand& d = pair ? ops[0].elems[0] : ops[0];
+        const bool ordered = static_cast<unsigned>(in.compare) <= static_cast<unsigned>(cmp::ge);
+        const bool int32 = ordered && (in.type == vtype::s32 || in.type == vtype::u32 || in.type == vtype::b32);
+        if (!reg(d) || !(int32 || (in.type == vtype::f32 && !in.ftz)) || !source(1, ops[1]) || !source(2, ops[2])) break;
+        dc.d = d.reg;
+        dc.c = pair && ops[0].elems.size() > 1 && reg(ops[0].elems[1]) ? ops[0].elems[1].reg : decoded::kNoSlot;
+        dc.bits = in.type == vtype::s32 ? 0 : in.type == vtype::f32 ? 2 : 1;
+        dc.sub = static_cast<std::uint8_t>(in.compare);
+        form = decoded::setp;
+        break;
+      }
+      case op::selp:  // d, a, b, p: exec_selp
+        if (ops.size() == 4 && reg(ops[0]) && reg(ops[3]) && source(1, ops[1]) && source(2, ops[2])) {
+          dc.d = ops[0].reg;
+          dc.c = ops[3].reg;
+          dc.sub = ops[3].negate ? 1 : 0;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          form = decoded::selp;
         }
         break;
       case op::mov:
@@ -202,15 +251,106 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
   return out;
 }
 
+namespace {
+// A decoded instruction's source k: its register's lanes, or its immediate broadcast (as lanes_in).
+class decoded_sources {
+ public:
+  decoded_sources(const decoded& dc, const std::uint64_t* regs) : dc_(dc), regs_(regs) {}
+  const std::uint64_t* operator()(unsigned k, std::uint32_t slot) {
+    if (dc_.imm_op != k) return regs_ + std::size_t{slot} * kLanes;
+    std::fill(imm_, imm_ + kLanes, dc_.imm);
+    return imm_;
+  }
+
+ private:
+  const decoded& dc_;
+  const std::uint64_t* regs_;
+  std::uint64_t imm_[kLanes];
+};
+}  // namespace
+
+// The decoded forms of the less frequent instructions, apart from exec_decoded (whose frame and
+// code stay those of the frequent ones).
+[[gnu::noinline]] void executor::exec_decoded_more(warp& w, const decoded& dc) {
+  std::uint64_t* r = w.regs.data();
+  decoded_sources src(dc, r);
+  std::uint64_t* d = r + std::size_t{dc.d} * kLanes;
+  switch (dc.form) {
+    case decoded::f32_minmax: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const bool is_max = (dc.sub & 1) != 0, ftz = (dc.sub & 2) != 0;
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = f32_minmax(as_f32(a[l]), as_f32(b[l]), is_max, ftz) & 0xffffffffu;
+      return;
+    }
+    case decoded::f32_ex2: {
+      const std::uint64_t* a = src(1, dc.a);
+      const bool ftz = dc.sub != 0;
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = ex2_f32(as_f32(a[l]), ftz) & 0xffffffffu;
+      return;
+    }
+    case decoded::shift: {  // exec_shift: amounts unsigned, clamped at the width
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const unsigned bits = dc.bits;
+      const std::uint64_t wm = width_mask(bits);
+      if (dc.sub == 0) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = (n >= bits ? 0 : (a[l] & wm) << n) & wm;
+        }
+      } else if (dc.sub == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = static_cast<std::uint64_t>(sext(a[l] & wm, bits) >> (n >= bits ? bits - 1 : n)) & wm;
+        }
+      } else {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = (n >= bits ? 0 : (a[l] & wm) >> n) & wm;
+        }
+      }
+      return;
+    }
+    case decoded::setp: {  // exec_setp's setp_lanes
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      std::uint64_t* q = dc.c == decoded::kNoSlot ? nullptr : r + std::size_t{dc.c} * kLanes;
+      const auto c = static_cast<cmp>(dc.sub);
+      bool res[kLanes];
+      if (dc.bits == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) res[l] = float_compare(as_f32(a[l]), as_f32(b[l]), c);
+      } else if (dc.bits == 0) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          res[l] = int_compare(static_cast<std::int32_t>(a[l]), static_cast<std::int32_t>(b[l]), c);
+        }
+      } else {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          res[l] = int_compare(static_cast<std::uint32_t>(a[l]), static_cast<std::uint32_t>(b[l]), c);
+        }
+      }
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = res[l] ? 1 : 0;
+      if (q) {
+        for (unsigned l = 0; l < kLanes; ++l) q[l] = res[l] ? 0 : 1;
+      }
+      return;
+    }
+    case decoded::selp: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t* p = r + std::size_t{dc.c} * kLanes;
+      const bool negate = dc.sub != 0;
+      const std::uint64_t wm = width_mask(dc.bits);
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = (((p[l] & 1) != 0) != negate ? a[l] : b[l]) & wm;
+      return;
+    }
+    default: return;
+  }
+}
+
 void executor::exec_decoded(warp& w, const decoded& dc) {
   std::uint64_t* r = w.regs.data();
-  std::uint64_t imm[kLanes];
-  // Source k's lanes: its register's, or the immediate broadcast (as lanes_in).
-  const auto src = [&](unsigned k, std::uint32_t slot) -> const std::uint64_t* {
-    if (dc.imm_op != k) return r + std::size_t{slot} * kLanes;
-    std::fill(imm, imm + kLanes, dc.imm);
-    return imm;
-  };
+  decoded_sources src(dc, r);
   std::uint64_t* d = r + std::size_t{dc.form == decoded::unpack2 ? 0 : dc.d} * kLanes;  // (unpack2: its elements')
   switch (dc.form) {
     case decoded::f32_fma: return f32_warp_hw<op::fma>(d, src(1, dc.a), src(2, dc.b), src(3, dc.c));
@@ -250,6 +390,7 @@ void executor::exec_decoded(warp& w, const decoded& dc) {
     case decoded::cvt_f32_f16: return f32_from_f16_warp_hw(d, src(1, dc.a));
     case decoded::shfl:  // the scheduler's (executor::step, shfl_decoded)
     case decoded::none: return;
+    default: return exec_decoded_more(w, dc);
   }
 }
 

@@ -395,6 +395,7 @@ class executor {
   // A decoded form (decoded::form not none) over a whole warp: what its opcode's handler does,
   // with the operands resolved at parse.
   void exec_decoded(warp& w, const decoded& dc);
+  void exec_decoded_more(warp& w, const decoded& dc);
   // bits.cpp
   void exec_bit_count(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_brev(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
