@@ -101,11 +101,11 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
 }  // namespace
 
 // The decoded forms (ptx.hpp, decoded): each one exactly a path of its opcode's handler over a
-// whole warp (exec_arith's f32_warp_hw and add/sub without .sat, exec_mov's copy and unpack,
-// exec_cvt's f32_from_f16_warp_hw, exec_minmax's f32, exec_ex2, exec_shift, exec_setp's
-// setp_lanes, exec_selp, warp_sync's whole warp for shfl), so that path's conditions are the
-// form's. The f32 add/sub/mul/fma forms and cvt need the processor's AVX2 (their handlers'
-// paths do too).
+// whole warp (exec_arith's f32_warp_hw, add/sub without .sat and mul/mad .lo and mul.wide,
+// exec_mov's copy and unpack, exec_cvt's convert_lanes, exec_minmax's f32, exec_ex2,
+// exec_logic, exec_shift, exec_setp's setp_lanes, exec_selp, warp_sync's whole warp for shfl),
+// so that path's conditions are the form's. The f32 add/sub/mul/fma forms and cvt.f32.f16 need
+// the processor's AVX2 (their handlers' paths do too).
 std::vector<decoded> decode_forms(const std::vector<instr>& code) {
   std::vector<decoded> out(code.size());
   const bool hw = cpu_has_avx2();
@@ -144,7 +144,9 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
       case op::add:
       case op::sub:
       case op::mul:
+      case op::mad:
         if (in.type == vtype::f32) {
+          if (in.code == op::mad) break;
           if (!hw || in.ftz || in.sat || (in.round != rounding::none && in.round != rounding::rn)) break;
           if (!sources(in.code == op::fma ? 3 : 2)) break;
           form = in.code == op::fma   ? decoded::f32_fma
@@ -155,6 +157,22 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
                    half_form_of(in.type).elems == 0 && is_int(in.type) && !in.sat && sources(2)) {
           form = in.code == op::add ? decoded::int_add : decoded::int_sub;
           dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+        } else if ((in.code == op::mul || in.code == op::mad) && is_int(in.type) && half_form_of(in.type).elems == 0 &&
+                   !in.sat && !in.hi && type_bits(in.type) >= 8 && (!in.wide || (in.code == op::mul && type_bits(in.type) == 32)) &&
+                   sources(in.code == op::mad ? 3 : 2)) {
+          // arith_int's mul/mad .lo (the product's low bits, whatever the signedness) and mul.wide of 32 bits
+          form = in.code == op::mad ? decoded::int_mad : decoded::int_mul;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = !in.wide ? 0 : is_signed(in.type) ? 2 : 1;
+        }
+        break;
+      case op::and_:
+      case op::or_:
+      case op::xor_:  // exec_logic on values (not predicates)
+        if (in.type != vtype::pred && sources(2)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = in.code == op::and_ ? 0 : in.code == op::or_ ? 1 : 2;
+          form = decoded::logic;
         }
         break;
       case op::min:
@@ -238,6 +256,10 @@ std::vector<decoded> decode_forms(const std::vector<instr>& code) {
         if (hw && in.type == vtype::f32 && in.type2 == vtype::f16 && in.round == rounding::none && !in.ftz &&
             !in.sat && sources(1)) {
           form = decoded::cvt_f32_f16;
+        } else if ((in.type == vtype::s64 || in.type == vtype::u64) && (in.type2 == vtype::s32 || in.type2 == vtype::u32) &&
+                   !in.ftz && !in.sat && sources(1)) {  // exec_cvt's convert_lanes: an index widened to 64 bits
+          dc.sub = in.type2 == vtype::s32 ? 1 : 0;
+          form = decoded::cvt_widen32;
         }
         break;
       default: break;
@@ -276,6 +298,44 @@ class decoded_sources {
   decoded_sources src(dc, r);
   std::uint64_t* d = r + std::size_t{dc.d} * kLanes;
   switch (dc.form) {
+    case decoded::int_mul:
+    case decoded::int_mad: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      if (dc.sub == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          d[l] = static_cast<std::uint64_t>(sext(a[l], 32) * sext(b[l], 32));  // exact in 64 bits
+        }
+        return;
+      }
+      if (dc.sub == 1) {
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] & 0xffffffffu) * (b[l] & 0xffffffffu);
+        return;
+      }
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.form == decoded::int_mul) {
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] * b[l]) & wm;
+      } else {
+        const std::uint64_t* c = src(3, dc.c);
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] * b[l] + c[l]) & wm;
+      }
+      return;
+    }
+    case decoded::logic: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.sub == 0) for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & b[l] & wm;
+      else if (dc.sub == 1) for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] | b[l]) & wm;
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] ^ b[l]) & wm;
+      return;
+    }
+    case decoded::cvt_widen32: {
+      const std::uint64_t* a = src(1, dc.a);
+      if (dc.sub != 0) for (unsigned l = 0; l < kLanes; ++l) d[l] = static_cast<std::uint64_t>(sext(a[l], 32));
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & 0xffffffffu;
+      return;
+    }
     case decoded::f32_minmax: {
       const std::uint64_t* a = src(1, dc.a);
       const std::uint64_t* b = src(2, dc.b);
