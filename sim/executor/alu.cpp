@@ -74,14 +74,14 @@ void f32_lanes(std::uint64_t* d, const lanes_in& a, const lanes_in& b, const std
 template <op Code>
 __attribute__((target("avx2,fma"))) void f32_warp_hw(std::uint64_t* d, const std::uint64_t* a, const std::uint64_t* b,
                                                        const std::uint64_t* c) {
-  for (unsigned l = 0; l < kLanes; ++l) {
-    const float x = as_f32(a[l]), y = as_f32(b[l]);
-    float r = 0;
-    if constexpr (Code == op::fma) r = __builtin_fmaf(x, y, as_f32(c[l]));
-    else if constexpr (Code == op::add) r = x + y;
-    else if constexpr (Code == op::sub) r = x - y;
-    else r = x * y;
-    d[l] = r != r ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(r);
+  for (unsigned l = 0; l < kLanes; l += 8) {
+    const __m256 x = _mm256_castsi256_ps(low32x8(a + l)), y = _mm256_castsi256_ps(low32x8(b + l));
+    __m256 r;
+    if constexpr (Code == op::fma) r = _mm256_fmadd_ps(x, y, _mm256_castsi256_ps(low32x8(c + l)));
+    else if constexpr (Code == op::add) r = _mm256_add_ps(x, y);
+    else if constexpr (Code == op::sub) r = _mm256_sub_ps(x, y);
+    else r = _mm256_mul_ps(x, y);
+    store32x8(d + l, canonical_f32x8(r));
   }
 }
 #else
@@ -99,6 +99,360 @@ void f32_lanes(bool ftz, bool sat, std::uint64_t* d, const lanes_in& a, const la
   }
 }
 }  // namespace
+
+// The decoded forms (ptx.hpp, decoded): each one exactly a path of its opcode's handler over a
+// whole warp (exec_arith's f32_warp_hw, add/sub without .sat and mul/mad .lo and mul.wide,
+// exec_mov's copy and unpack, exec_cvt's convert_lanes, exec_minmax's f32, exec_ex2,
+// exec_logic, exec_shift, exec_setp's setp_lanes, exec_selp, warp_sync's whole warp for shfl),
+// so that path's conditions are the form's. The f32 add/sub/mul/fma forms and cvt.f32.f16 need
+// the processor's AVX2 (their handlers' paths do too).
+std::vector<decoded> decode_forms(const std::vector<instr>& code) {
+  std::vector<decoded> out(code.size());
+  const bool hw = cpu_has_avx2();
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const instr& in = code[i];
+    decoded& dc = out[i];
+    dc.code = in.code;
+    dc.guard = in.guard;
+    dc.guard_negate = in.guard_negate;
+    const auto& ops = in.ops;
+    const auto reg = [](const operand& o) { return o.kind == operand::k_reg; };
+    const auto value = [](const operand& o) { return o.kind == operand::k_reg || o.kind == operand::k_imm; };
+    // Source k (1, 2 or 3): a register, or the one immediate.
+    const auto source = [&](unsigned k, const operand& o) {
+      if (reg(o)) {
+        *(k == 1 ? &dc.a : k == 2 ? &dc.b : &dc.c) = o.reg;
+        return true;
+      }
+      if (o.kind != operand::k_imm || dc.imm_op != 0) return false;
+      dc.imm_op = static_cast<std::uint8_t>(k);
+      dc.imm = o.imm;
+      return true;
+    };
+    // A register destination, then sources 1 .. n.
+    const auto sources = [&](std::size_t n) {
+      if (ops.size() != n + 1 || !reg(ops[0])) return false;
+      for (std::size_t k = 1; k <= n; ++k) {
+        if (!source(static_cast<unsigned>(k), ops[k])) return false;
+      }
+      dc.d = ops[0].reg;
+      return true;
+    };
+    decoded::form_t form = decoded::none;
+    switch (in.code) {
+      case op::fma:
+      case op::add:
+      case op::sub:
+      case op::mul:
+      case op::mad:
+        if (in.type == vtype::f32) {
+          if (in.code == op::mad) break;
+          if (!hw || in.ftz || in.sat || (in.round != rounding::none && in.round != rounding::rn)) break;
+          if (!sources(in.code == op::fma ? 3 : 2)) break;
+          form = in.code == op::fma   ? decoded::f32_fma
+                 : in.code == op::add ? decoded::f32_add
+                 : in.code == op::sub ? decoded::f32_sub
+                                      : decoded::f32_mul;
+        } else if ((in.code == op::add || in.code == op::sub) && in.type != vtype::f64 &&
+                   half_form_of(in.type).elems == 0 && is_int(in.type) && !in.sat && sources(2)) {
+          form = in.code == op::add ? decoded::int_add : decoded::int_sub;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+        } else if ((in.code == op::mul || in.code == op::mad) && is_int(in.type) && half_form_of(in.type).elems == 0 &&
+                   !in.sat && !in.hi && type_bits(in.type) >= 8 && (!in.wide || (in.code == op::mul && type_bits(in.type) == 32)) &&
+                   sources(in.code == op::mad ? 3 : 2)) {
+          // arith_int's mul/mad .lo (the product's low bits, whatever the signedness) and mul.wide of 32 bits
+          form = in.code == op::mad ? decoded::int_mad : decoded::int_mul;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = !in.wide ? 0 : is_signed(in.type) ? 2 : 1;
+        }
+        break;
+      case op::and_:
+      case op::or_:
+      case op::xor_:  // exec_logic on values (not predicates)
+        if (in.type != vtype::pred && sources(2)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = in.code == op::and_ ? 0 : in.code == op::or_ ? 1 : 2;
+          form = decoded::logic;
+        }
+        break;
+      case op::min:
+      case op::max:
+        if (in.type == vtype::f32 && sources(2)) {
+          dc.sub = static_cast<std::uint8_t>((in.code == op::max ? 1 : 0) | (in.ftz ? 2 : 0));
+          form = decoded::f32_minmax;
+        }
+        break;
+      case op::ex2:
+        if (in.type == vtype::f32 && in.approx && sources(1)) {
+          dc.sub = in.ftz ? 1 : 0;
+          form = decoded::f32_ex2;
+        }
+        break;
+      case op::shl:
+      case op::shr:
+        if (type_bits(in.type) >= 8 && sources(2)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          dc.sub = in.code == op::shl ? 0 : is_signed(in.type) ? 2 : 1;
+          form = decoded::shift;
+        }
+        break;
+      case op::setp: {  // d|q, a, b: exec_setp's setp_lanes forms
+        const bool pair = !ops.empty() && ops[0].kind == operand::k_vec;
+        if (ops.size() != 3 || (pair && ops[0].elems.empty())) break;
+        const operand& d = pair ? ops[0].elems[0] : ops[0];
+        const bool ordered = static_cast<unsigned>(in.compare) <= static_cast<unsigned>(cmp::ge);
+        const bool int32 = ordered && (in.type == vtype::s32 || in.type == vtype::u32 || in.type == vtype::b32);
+        if (!reg(d) || !(int32 || (in.type == vtype::f32 && !in.ftz)) || !source(1, ops[1]) || !source(2, ops[2])) break;
+        dc.d = d.reg;
+        dc.c = pair && ops[0].elems.size() > 1 && reg(ops[0].elems[1]) ? ops[0].elems[1].reg : decoded::kNoSlot;
+        dc.bits = in.type == vtype::s32 ? 0 : in.type == vtype::f32 ? 2 : 1;
+        dc.sub = static_cast<std::uint8_t>(in.compare);
+        form = decoded::setp;
+        break;
+      }
+      case op::selp:  // d, a, b, p: exec_selp
+        if (ops.size() == 4 && reg(ops[0]) && reg(ops[3]) && source(1, ops[1]) && source(2, ops[2])) {
+          dc.d = ops[0].reg;
+          dc.c = ops[3].reg;
+          dc.sub = ops[3].negate ? 1 : 0;
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          form = decoded::selp;
+        }
+        break;
+      case op::mov:
+        if (ops.size() != 2 || !value(ops[1])) break;
+        if (ops[0].kind == operand::k_vec) {
+          const unsigned bits = type_bits(in.type);
+          if (ops[0].elems.size() != 2 || bits < 2) break;
+          const auto element = [&](const operand& e) { return reg(e) ? e.reg : decoded::kNoSlot; };
+          dc.d = element(ops[0].elems[0]);
+          dc.b = element(ops[0].elems[1]);
+          if (reg(ops[1])) dc.a = ops[1].reg;
+          else dc.imm_op = 1, dc.imm = ops[1].imm;
+          dc.bits = static_cast<std::uint8_t>(bits / 2);
+          form = decoded::unpack2;
+        } else if (in.type != vtype::pred && sources(1)) {
+          dc.bits = static_cast<std::uint8_t>(type_bits(in.type));
+          form = decoded::mov;
+        }
+        break;
+      case op::shfl:  // d|p, a, b, c, membermask, all registers (as nvcc writes them)
+        if (ops.size() == 5 && reg(ops[1]) && reg(ops[2]) && reg(ops[3]) && reg(ops[4])) {
+          const bool pair = ops[0].kind == operand::k_vec;
+          if (pair && ops[0].elems.empty()) break;
+          const operand& d = pair ? ops[0].elems[0] : ops[0];
+          if (!reg(d)) break;
+          const std::uint32_t p = pair && ops[0].elems.size() > 1 && reg(ops[0].elems[1]) ? ops[0].elems[1].reg : decoded::kNoSlot;
+          dc.d = d.reg;
+          dc.a = ops[1].reg;
+          dc.b = ops[2].reg;
+          dc.c = ops[3].reg;
+          dc.imm = p | std::uint64_t{ops[4].reg} << 32;
+          dc.bits = static_cast<std::uint8_t>(in.mode);
+          form = decoded::shfl;
+        }
+        break;
+      case op::cvt:
+        if (hw && in.type == vtype::f32 && in.type2 == vtype::f16 && in.round == rounding::none && !in.ftz &&
+            !in.sat && sources(1)) {
+          form = decoded::cvt_f32_f16;
+        } else if ((in.type == vtype::s64 || in.type == vtype::u64) && (in.type2 == vtype::s32 || in.type2 == vtype::u32) &&
+                   !in.ftz && !in.sat && sources(1)) {  // exec_cvt's convert_lanes: an index widened to 64 bits
+          dc.sub = in.type2 == vtype::s32 ? 1 : 0;
+          form = decoded::cvt_widen32;
+        }
+        break;
+      default: break;
+    }
+    if (form == decoded::none) {  // the handler reads the instruction itself
+      dc.imm_op = 0;
+      dc.imm = 0;
+    }
+    dc.form = form;
+  }
+  return out;
+}
+
+namespace {
+// A decoded instruction's source k: its register's lanes, or its immediate broadcast (as lanes_in).
+class decoded_sources {
+ public:
+  decoded_sources(const decoded& dc, const std::uint64_t* regs) : dc_(dc), regs_(regs) {}
+  const std::uint64_t* operator()(unsigned k, std::uint32_t slot) {
+    if (dc_.imm_op != k) return regs_ + std::size_t{slot} * kLanes;
+    std::fill(imm_, imm_ + kLanes, dc_.imm);
+    return imm_;
+  }
+
+ private:
+  const decoded& dc_;
+  const std::uint64_t* regs_;
+  std::uint64_t imm_[kLanes];
+};
+}  // namespace
+
+// The decoded forms of the less frequent instructions, apart from exec_decoded (whose frame and
+// code stay those of the frequent ones).
+[[gnu::noinline]] void executor::exec_decoded_more(warp& w, const decoded& dc) {
+  std::uint64_t* r = w.regs.data();
+  decoded_sources src(dc, r);
+  std::uint64_t* d = r + std::size_t{dc.d} * kLanes;
+  switch (dc.form) {
+    case decoded::int_mul:
+    case decoded::int_mad: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      if (dc.sub == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          d[l] = static_cast<std::uint64_t>(sext(a[l], 32) * sext(b[l], 32));  // exact in 64 bits
+        }
+        return;
+      }
+      if (dc.sub == 1) {
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] & 0xffffffffu) * (b[l] & 0xffffffffu);
+        return;
+      }
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.form == decoded::int_mul) {
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] * b[l]) & wm;
+      } else {
+        const std::uint64_t* c = src(3, dc.c);
+        for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] * b[l] + c[l]) & wm;
+      }
+      return;
+    }
+    case decoded::logic: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.sub == 0) for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & b[l] & wm;
+      else if (dc.sub == 1) for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] | b[l]) & wm;
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] ^ b[l]) & wm;
+      return;
+    }
+    case decoded::cvt_widen32: {
+      const std::uint64_t* a = src(1, dc.a);
+      if (dc.sub != 0) for (unsigned l = 0; l < kLanes; ++l) d[l] = static_cast<std::uint64_t>(sext(a[l], 32));
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & 0xffffffffu;
+      return;
+    }
+    case decoded::f32_minmax: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const bool is_max = (dc.sub & 1) != 0, ftz = (dc.sub & 2) != 0;
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = f32_minmax(as_f32(a[l]), as_f32(b[l]), is_max, ftz) & 0xffffffffu;
+      return;
+    }
+    case decoded::f32_ex2: {
+      const std::uint64_t* a = src(1, dc.a);
+      const bool ftz = dc.sub != 0;
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = ex2_f32(as_f32(a[l]), ftz) & 0xffffffffu;
+      return;
+    }
+    case decoded::shift: {  // exec_shift: amounts unsigned, clamped at the width
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const unsigned bits = dc.bits;
+      const std::uint64_t wm = width_mask(bits);
+      if (dc.sub == 0) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = (n >= bits ? 0 : (a[l] & wm) << n) & wm;
+        }
+      } else if (dc.sub == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = static_cast<std::uint64_t>(sext(a[l] & wm, bits) >> (n >= bits ? bits - 1 : n)) & wm;
+        }
+      } else {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          const std::uint64_t n = b[l] & 0xffffffffu;
+          d[l] = (n >= bits ? 0 : (a[l] & wm) >> n) & wm;
+        }
+      }
+      return;
+    }
+    case decoded::setp: {  // exec_setp's setp_lanes
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      std::uint64_t* q = dc.c == decoded::kNoSlot ? nullptr : r + std::size_t{dc.c} * kLanes;
+      const auto c = static_cast<cmp>(dc.sub);
+      bool res[kLanes];
+      if (dc.bits == 2) {
+        for (unsigned l = 0; l < kLanes; ++l) res[l] = float_compare(as_f32(a[l]), as_f32(b[l]), c);
+      } else if (dc.bits == 0) {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          res[l] = int_compare(static_cast<std::int32_t>(a[l]), static_cast<std::int32_t>(b[l]), c);
+        }
+      } else {
+        for (unsigned l = 0; l < kLanes; ++l) {
+          res[l] = int_compare(static_cast<std::uint32_t>(a[l]), static_cast<std::uint32_t>(b[l]), c);
+        }
+      }
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = res[l] ? 1 : 0;
+      if (q) {
+        for (unsigned l = 0; l < kLanes; ++l) q[l] = res[l] ? 0 : 1;
+      }
+      return;
+    }
+    case decoded::selp: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t* p = r + std::size_t{dc.c} * kLanes;
+      const bool negate = dc.sub != 0;
+      const std::uint64_t wm = width_mask(dc.bits);
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = (((p[l] & 1) != 0) != negate ? a[l] : b[l]) & wm;
+      return;
+    }
+    default: return;
+  }
+}
+
+void executor::exec_decoded(warp& w, const decoded& dc) {
+  std::uint64_t* r = w.regs.data();
+  decoded_sources src(dc, r);
+  std::uint64_t* d = r + std::size_t{dc.form == decoded::unpack2 ? 0 : dc.d} * kLanes;  // (unpack2: its elements')
+  switch (dc.form) {
+    case decoded::f32_fma: return f32_warp_hw<op::fma>(d, src(1, dc.a), src(2, dc.b), src(3, dc.c));
+    case decoded::f32_add: return f32_warp_hw<op::add>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::f32_sub: return f32_warp_hw<op::sub>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::f32_mul: return f32_warp_hw<op::mul>(d, src(1, dc.a), src(2, dc.b), nullptr);
+    case decoded::int_add:
+    case decoded::int_sub: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t* b = src(2, dc.b);
+      const std::uint64_t wm = width_mask(dc.bits);
+      if (dc.form == decoded::int_add) for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] + b[l]) & wm;
+      else for (unsigned l = 0; l < kLanes; ++l) d[l] = (a[l] - b[l]) & wm;
+      return;
+    }
+    case decoded::mov: {
+      const std::uint64_t* a = src(1, dc.a);
+      const std::uint64_t wm = width_mask(dc.bits);
+      for (unsigned l = 0; l < kLanes; ++l) d[l] = a[l] & wm;
+      return;
+    }
+    case decoded::unpack2: {
+      const std::uint64_t* a = src(1, dc.a);
+      std::uint64_t v[kLanes];  // the source first: an element may be the source register
+      std::copy(a, a + kLanes, v);
+      const std::uint64_t em = width_mask(dc.bits);
+      if (dc.d != decoded::kNoSlot) {
+        std::uint64_t* e = r + std::size_t{dc.d} * kLanes;
+        for (unsigned l = 0; l < kLanes; ++l) e[l] = v[l] & em;
+      }
+      if (dc.b != decoded::kNoSlot) {
+        std::uint64_t* e = r + std::size_t{dc.b} * kLanes;
+        for (unsigned l = 0; l < kLanes; ++l) e[l] = (v[l] >> dc.bits) & em;
+      }
+      return;
+    }
+    case decoded::cvt_f32_f16: return f32_from_f16_warp_hw(d, src(1, dc.a));
+    case decoded::shfl:  // the scheduler's (executor::step, shfl_decoded)
+    case decoded::none: return;
+    default: return exec_decoded_more(w, dc);
+  }
+}
 
 // add, sub, mul, div (and fma for f32) with a directed rounding (.rz, .rm, .rp; interval
 // arithmetic): the result rounded to nearest and the exact sign of the error it makes, then

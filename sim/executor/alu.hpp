@@ -5,6 +5,9 @@
 #include "machine.hpp"
 
 #include <cmath>
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#endif
 
 namespace rungs::sim::detail {
 
@@ -45,6 +48,35 @@ inline half_form half_form_of(vtype t) {
     default: return {};
   }
 }
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// Eight lanes of 64-bit register slots as AVX2 vectors, for the lane loops compiled for AVX2: the
+// low 32 bits of lanes p[0 .. 8) in order (one shuffle and one permute where the compiler's
+// vectorised loops moved them a lane at a time), and eight 32-bit results stored zero-extended.
+__attribute__((target("avx2"))) inline __m256i low32x8(const std::uint64_t* p) {
+  const __m256 lo = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  const __m256 hi = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 4)));
+  const __m256 s = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));  // lanes 0 1 4 5 | 2 3 6 7
+  return _mm256_castpd_si256(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+__attribute__((target("avx2"))) inline void store32x8(std::uint64_t* d, __m256i v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_cvtepu32_epi64(_mm256_castsi256_si128(v)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 4), _mm256_cvtepu32_epi64(_mm256_extracti128_si256(v, 1)));
+}
+// An f32 result's bits, a NaN made the canonical NaN (as f32_out).
+__attribute__((target("avx2"))) inline __m256i canonical_f32x8(__m256 r) {
+  const __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+  return _mm256_castps_si256(_mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(kCanonicalNanF32))), nan));
+}
+#endif
+
+// f16 -> f32 over a whole warp with the processor's conversion, where it has AVX2 and F16C
+// (convert.cpp; exec_cvt and the decoded cvt.f32.f16 use it).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a);
+#else
+void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a);
+#endif
 
 inline bool float_compare(double a, double b, cmp c) {
   const bool un = std::isnan(a) || std::isnan(b);

@@ -9,6 +9,21 @@
 #endif
 
 namespace rungs::sim::detail {
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// f16 -> f32 over a whole warp with the processor's conversion (exact, as f32_from_f16; a NaN
+// made canonical the same way).
+__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a) {
+  for (unsigned l = 0; l < kLanes; l += 8) {
+    const __m256i h = _mm256_and_si256(low32x8(a + l), _mm256_set1_epi32(0xffff));  // each lane's low 16 bits
+    const __m128i h16 = _mm_packus_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    store32x8(d + l, canonical_f32x8(_mm256_cvtph_ps(h16)));
+  }
+}
+#else
+void f32_from_f16_warp_hw(std::uint64_t*, const std::uint64_t*) {}
+#endif
+
 namespace {
 
 // cvt d, a: one value (PTX ISA: cvt). Returns false when the combination is not implemented.
@@ -145,18 +160,6 @@ void cvt_lanes(warp& w, const instr& in, std::uint32_t mask, F&& f) {
   const lanes_in a(w.regs, in.ops[1]);
   for_mask(mask, [&](unsigned l) { d[l] = f(a[l]); });
 }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-// f16 -> f32 over a whole warp with the processor's conversion (exact, as f32_from_f16; a NaN
-// made canonical the same way).
-__attribute__((target("avx2,f16c"))) void f32_from_f16_warp_hw(std::uint64_t* d, const std::uint64_t* a) {
-  for (unsigned l = 0; l < kLanes; ++l) {
-    const float x = _cvtsh_ss(static_cast<unsigned short>(a[l]));
-    d[l] = x != x ? kCanonicalNanF32 : std::bit_cast<std::uint32_t>(x);
-  }
-}
-#else
-void f32_from_f16_warp_hw(std::uint64_t*, const std::uint64_t*) {}
-#endif
 
 bool convert_lanes(warp& w, const instr& in, std::uint32_t mask) {
   if (in.ftz || in.sat || in.ops[0].kind != operand::k_reg) return false;

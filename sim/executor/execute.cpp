@@ -290,11 +290,14 @@ void executor::write_back(warp& w) {
   if (!w.group_valid) regroup(w);
   if (w.group_mask == 0) return false;
   const std::uint32_t pc = w.group_pc;
+  // The scheduling fields from the instruction's decoded record (a compact array), not from its
+  // `instr` (read only by the handlers that need it).
+  const decoded& dc = f_.forms[pc];
   const instr& in = f_.code[pc];
   // A register's first bits, unless this instruction writes all its lanes before anything
   // reads them (an unguarded definition over the whole warp: kTouchDefines).
   if (w.visited[pc] != cta_epoch_) {
-    const bool whole = in.guard < 0 && w.group_mask == 0xffffffffu;
+    const bool whole = dc.guard < 0 && w.group_mask == 0xffffffffu;
     for (std::uint32_t t = f_.touch_at[pc], end = f_.touch_at[pc + 1]; t != end; ++t) {
       const std::uint32_t e = f_.touch[t], slot = e & ~function::kTouchDefines;
       if (w.epoch[slot] == cta_epoch_) continue;
@@ -304,18 +307,18 @@ void executor::write_back(warp& w) {
     w.visited[pc] = cta_epoch_;  // every slot it names has its bits now
   }
   std::uint32_t mask = w.group_mask;
-  if (in.guard >= 0) {
+  if (dc.guard >= 0) {
     // The predicate's bit of all 32 lanes in a loop without branches (a lane outside the group
     // reads bits that the mask then drops).
     std::uint32_t g = 0;
-    const std::uint64_t* p = &w.regs[static_cast<std::size_t>(in.guard) * kLanes];
+    const std::uint64_t* p = &w.regs[static_cast<std::size_t>(dc.guard) * kLanes];
     for (unsigned l = 0; l < kLanes; ++l) g |= static_cast<std::uint32_t>(p[l] & 1) << l;
-    mask &= in.guard_negate ? ~g : g;
+    mask &= dc.guard_negate ? ~g : g;
   }
   if (++result_.warp_instructions > cta_end_) cta_overrun();
   // Definedness: only in a warp holding undefined lanes (none in the common case).
   if (w.undef_live != 0) defined_before(w, in, pc, mask);
-  switch (in.code) {
+  switch (dc.code) {
     case op::bra: {
       if (mask == w.group_mask || mask == 0) {
         w.group_pc = mask ? in.target : pc + 1;
@@ -350,13 +353,22 @@ void executor::write_back(warp& w) {
     case op::bar_sync:
     case op::bar_red: return bar_sync(w, in, pc, mask);
     case op::shfl:
+      // A decoded shfl over a whole converged warp (warp_sync's first case); a warp with
+      // undefined lanes goes the way that marks them.
+      if (dc.form == decoded::shfl && mask == 0xffffffffu && w.group_mask == 0xffffffffu && w.undef_live == 0 &&
+          shfl_decoded(w, dc)) {
+        ++w.group_pc;
+        return true;
+      }
+      return warp_sync(w, in, pc, mask);
     case op::vote:
     case op::match:
     case op::redux:
     case op::bar_warp_sync: return warp_sync(w, in, pc, mask);
     default: break;
   }
-  if (mask != 0) (this->*handlers[static_cast<std::size_t>(in.code)])(w, in, pc, mask);
+  if (mask == 0xffffffffu && dc.form != decoded::none) exec_decoded(w, dc);
+  else if (mask != 0) (this->*handlers[static_cast<std::size_t>(dc.code)])(w, in, pc, mask);
   ++w.group_pc;
   if (w.diverged) regroup_if_diverged(w);
   return true;

@@ -64,8 +64,9 @@ struct shadow_byte {
 // bytes have the same records: the word holds them once (`split` false). A 1- or 2-byte
 // access splits the word: its bytes' records then live in executor::shadow_bytes_ (until a
 // whole-word write or cp.async makes them equal again). The checks are per byte either way.
-// 64 bytes, aligned to a cache line: each access's records are one line (at 56 bytes, six words
-// in eight straddled two lines, and the shadow's accesses are mostly cache misses).
+// 56 bytes, not aligned to cache lines: aligned to 64 bytes (each word's records one line) the
+// executor benchmark's checked launch was 8% slower (the shadow, larger than the second-level
+// cache, grows by a seventh).
 struct shadow_word : shadow_byte {
   bool split = false;
   // The CTA (executor::cta_epoch_) these records belong to; any other value: a word this CTA has
@@ -447,6 +448,10 @@ class executor {
   void exec_ex2(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_math(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_copysign(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
+  // A decoded form (decoded::form not none) over a whole warp: what its opcode's handler does,
+  // with the operands resolved at parse.
+  void exec_decoded(warp& w, const decoded& dc);
+  void exec_decoded_more(warp& w, const decoded& dc);
   // bits.cpp
   void exec_bit_count(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
   void exec_brev(warp& w, const instr& in, std::uint32_t pc, std::uint32_t mask);
@@ -574,6 +579,7 @@ class executor {
   unsigned char* atomic_target(warp& w, const instr& in, std::uint32_t pc, unsigned lane, std::uint64_t addr, std::size_t size);
   void sync_shfl(warp& w, const instr& in, std::uint32_t pc, std::uint32_t ready, const std::uint32_t* masks);
   void shfl_whole_warp(warp& w, const instr& in);
+  bool shfl_decoded(warp& w, const decoded& dc);
   void sync_vote(warp& w, const instr& in, std::uint32_t ready);
   void sync_match(warp& w, const instr& in, std::uint32_t ready);
   void sync_redux(warp& w, const instr& in, std::uint32_t ready);

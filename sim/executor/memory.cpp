@@ -591,25 +591,33 @@ void executor::land_random() {
 }
 
 void executor::wait_group(warp& w, std::uint32_t mask, std::uint64_t n_pending, bool commit_first) {
-  if (shadow_on_) {  // the shadow words of the copies this wait may complete, requested first
-    for_lanes(mask, [&](unsigned l) {
-      for (const std::uint32_t index : async_[w.index * kLanes + l].pending) prefetch_shadow(copies_[index].dst, copies_[index].size);
-    });
-  }
+  // A thread's pending copies are in issue order, so their groups never decrease (a copy takes
+  // the open group, which only grows): the copies a wait completes are a prefix of the list, and
+  // the first copy of a later group ends it. Neither the walks nor the prefetches read the
+  // entries of the copies that stay in flight (half of them at a wait_group 1; each a cache miss).
+  std::uint32_t done[kLanes];
   for_lanes(mask, [&](unsigned l) {
     thread_async& t = async_[w.index * kLanes + l];
     if (commit_first) ++t.open_group;
     const std::uint64_t limit = t.open_group >= n_pending ? t.open_group - n_pending : 0;
-    std::size_t keep = 0;
-    for (const std::uint32_t index : t.pending) {
-      if (copies_[index].group < limit) {
-        complete(index, w, l);
-        free_copies_.push_back(index);  // nothing refers to a completed copy: its entry is reused
-      } else {
-        t.pending[keep++] = index;
-      }
+    std::uint32_t n = 0;
+    while (n < t.pending.size() && copies_[t.pending[n]].group < limit) ++n;
+    done[l] = n;
+  });
+  if (shadow_on_) {  // the shadow words of the copies this wait completes, requested first
+    for_lanes(mask, [&](unsigned l) {
+      const std::vector<std::uint32_t>& pending = async_[w.index * kLanes + l].pending;
+      for (std::uint32_t k = 0; k < done[l]; ++k) prefetch_shadow(copies_[pending[k]].dst, copies_[pending[k]].size);
+    });
+  }
+  for_lanes(mask, [&](unsigned l) {
+    thread_async& t = async_[w.index * kLanes + l];
+    for (std::uint32_t k = 0; k < done[l]; ++k) {
+      const std::uint32_t index = t.pending[k];
+      complete(index, w, l);
+      free_copies_.push_back(index);  // nothing refers to a completed copy: its entry is reused
     }
-    t.pending.resize(keep);
+    t.pending.erase(t.pending.begin(), t.pending.begin() + done[l]);
   });
 }
 

@@ -782,6 +782,7 @@ class parser {
     f.code.push_back(end);
     f.specials.assign(specials_.begin(), specials_.end());
     f.slots = number_slots_by_first_use(f);
+    f.forms = decode_forms(f.code);
     cur_ = nullptr;
     return k;
   }

@@ -93,6 +93,38 @@ struct instr {
   std::string why;               // unsupported: what is not implemented
 };
 
+// An instruction's scheduling fields, and for the forms a kernel runs most (fma, add, sub, mul,
+// min, max and ex2 .f32; integer add, sub, mul and mad; and, or, xor, shl and shr; setp on 32-bit
+// integers and f32; selp; mov; the unpack `mov.b32 {lo, hi}`; cvt.f32.f16 and an index widened to
+// 64 bits; shfl.sync with register operands) its operands resolved to slots: what
+// executor::step, executor::exec_decoded and executor::shfl_decoded read, 40 bytes per
+// instruction in one array, where an `instr` is 152 with its operands in a heap block of their
+// own (two or three more cache lines per instruction). Built at parse (decode_forms, alu.cpp).
+struct decoded {
+  enum form_t : std::uint8_t { none, f32_fma, f32_add, f32_sub, f32_mul, int_add, int_sub, mov, unpack2, cvt_f32_f16,
+                               shfl, f32_minmax, f32_ex2, shift, setp, selp, int_mul, int_mad, logic, cvt_widen32 };
+  static constexpr std::uint32_t kNoSlot = ~0u;
+  op code = op::unsupported;
+  form_t form = none;            // none: the opcode's handler runs it
+  bool guard_negate = false;
+  std::uint8_t imm_op = 0;       // the source (1, 2 or 3) that is the immediate `imm`; 0: none
+  std::uint8_t bits = 0;         // int_add, int_sub, int_mul, int_mad, logic, shift, selp, mov: the type's width;
+                                 // unpack2: an element's;
+                                 // shfl: its shfl_mode; setp: 0 s32, 1 u32 or b32, 2 f32
+  // f32_minmax: bit 0 max, bit 1 .ftz; f32_ex2: .ftz; shift: 0 shl, 1 shr unsigned, 2 shr signed;
+  // setp: its cmp; selp: the predicate negated; int_mul, int_mad: 0 .lo, 1 .wide unsigned, 2 .wide
+  // signed; logic: 0 and, 1 or, 2 xor; cvt_widen32: 0 from u32, 1 from s32
+  std::uint8_t sub = 0;
+  std::int32_t guard = -1;
+  // Slots: the destination, then the sources; unpack2: d and b the two elements (kNoSlot: a
+  // sink), a the source; setp: c the second (predicate) destination (kNoSlot: none); selp: c the
+  // predicate.
+  std::uint32_t d = 0, a = 0, b = 0, c = 0;
+  // shfl: the slots of the predicate destination (low 32 bits; kNoSlot: none) and of the member mask
+  std::uint64_t imm = 0;
+};
+std::vector<decoded> decode_forms(const std::vector<instr>& code);
+
 // A wmma fragment's geometry (PTX ISA, "Matrix Fragments for WMMA"): its matrix (rows x cols:
 // A is m x k, B k x n, C and D m x n), elements per 32-bit register (per 64-bit one for f64) and
 // the registers each lane holds. f16 A and B fragments are 8 registers at every shape (their
@@ -153,6 +185,7 @@ struct function {
   // runs unguarded over a whole warp: its first bits are then never read and are not written.
   std::vector<std::uint32_t> touch_at, touch;
   static constexpr std::uint32_t kTouchDefines = 0x80000000u;
+  std::vector<decoded> forms;                              // per instruction (decoded)
   std::size_t static_shared = 0;                           // bytes of .shared (function and module scope)
   std::size_t dynamic_shared_offset = 0;                   // where extern .shared begins
   std::size_t local_bytes = 0;                             // per-thread .local bytes

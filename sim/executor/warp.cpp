@@ -5,6 +5,7 @@
 #include "machine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -107,6 +108,44 @@ void executor::shfl_whole_warp(warp& w, const instr& in) {
     for (unsigned l = 0; l < kLanes; ++l) p[l] = valid[l];
   }
   if (w.undef_live != 0) shfl_marks(w, in, 0xffffffffu, from, 0);
+}
+
+// A decoded shfl.sync (ptx.hpp, decoded: register operands) that every lane of a warp without
+// undefined lanes reaches: where every lane's member mask names the lane itself, every lane is
+// ready at once and this is what warp_sync's whole warp and shfl_whole_warp do. False (nothing
+// done) where one does not: warp_sync then reports it.
+bool executor::shfl_decoded(warp& w, const decoded& dc) {
+  const std::uint64_t* r = w.regs.data();
+  const std::uint64_t* member = r + std::size_t{dc.imm >> 32} * kLanes;
+  // Bit l of lane l's mask, for every lane: an OR of constant-masked lanes, which the compiler
+  // vectorises (a shift by the lane's index was a serial chain, a quarter of a shuffle's time).
+  static constexpr auto kLaneBit = [] {
+    std::array<std::uint64_t, kLanes> bit{};
+    for (unsigned l = 0; l < kLanes; ++l) bit[l] = std::uint64_t{1} << l;
+    return bit;
+  }();
+  std::uint64_t self = 0;
+  for (unsigned l = 0; l < kLanes; ++l) self |= member[l] & kLaneBit[l];
+  if (self != 0xffffffffu) return false;
+  const std::uint64_t* a = r + std::size_t{dc.a} * kLanes;
+  const std::uint64_t* b = r + std::size_t{dc.b} * kLanes;
+  const std::uint64_t* c = r + std::size_t{dc.c} * kLanes;
+  std::uint32_t src[kLanes], from[kLanes], valid[kLanes];
+  for (unsigned l = 0; l < kLanes; ++l) src[l] = static_cast<std::uint32_t>(a[l]);
+  with_shfl_mode(static_cast<shfl_mode>(dc.bits), [&](auto mode) {
+    for (unsigned l = 0; l < kLanes; ++l) {
+      bool pval = false;
+      from[l] = static_cast<std::uint32_t>(shfl_source<mode()>(static_cast<int>(l), b[l], c[l], pval));
+      valid[l] = pval ? 1 : 0;
+    }
+  });
+  std::uint64_t* d = w.regs.data() + std::size_t{dc.d} * kLanes;
+  for (unsigned l = 0; l < kLanes; ++l) d[l] = src[from[l]];
+  if (const auto p = static_cast<std::uint32_t>(dc.imm); p != decoded::kNoSlot) {
+    std::uint64_t* q = w.regs.data() + std::size_t{p} * kLanes;
+    for (unsigned l = 0; l < kLanes; ++l) q[l] = valid[l];
+  }
+  return true;
 }
 
 // vote.sync.{all,any,uni}.pred d, {!}a, membermask and vote.sync.ballot.b32 d, {!}a, membermask

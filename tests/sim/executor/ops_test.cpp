@@ -81,6 +81,41 @@ TEST_CASE("a whole warp gives each lane the bits one lane gets (the executor's w
   warp_of("setp.lt.f32 %p, %a, %b; selp.u32 %d, 1, 0, %p", {{kQNaN, kOne, 0, 0u}, {bits(-1.0f), kOne, 0, 1u}});
 }
 
+// The decoded forms (sim/executor/ptx.hpp, decoded) run an instruction over a whole warp without
+// its handler; one lane runs through the handler. The two must give every lane the same bits.
+TEST_CASE("a whole warp's decoded forms give each lane the bits its handler gives one lane",
+          "[op:min.f32][op:max.f32][op:max.ftz.f32][op:ex2.approx.f32][op:ex2.approx.ftz.f32][op:shl.b32]"
+          "[op:shr.s32][op:shr.u32][op:add.s32][op:sub.s32][op:mul.lo.s32][op:mad.lo.s32][op:mul.wide.s32]"
+          "[op:mul.wide.u32][op:and.b32][op:or.b32][op:xor.b32][op:cvt.s64.s32][op:cvt.u64.u32][op:selp.b32]"
+          "[op:setp.ge.f32][op:setp.neu.f32][op:mov.u32][op:mov.b32]") {
+  const std::uint32_t values[] = {0u,          1u,          ~0u,         0x7fffffffu, 0x80000000u, 31u,
+                                  32u,         33u,         7u,          0xffff0000u, kOne,        bits(-2.5f),
+                                  kQNaN,       kInf,        kNegInf,     0x00000001u, bits(1.5f),  bits(100.0f),
+                                  bits(-0.75f), 0x3c00bc00u, 0x12345678u, 0xdeadbeefu, 0x00800000u};
+  constexpr std::size_t n = sizeof values / sizeof values[0];
+  std::vector<std::array<std::uint32_t, 3>> in;
+  for (std::size_t l = 0; l < 32; ++l) in.push_back({values[l % n], values[(l * 7 + 3) % n], values[(l * 11 + 5) % n]});
+  const std::string wide = "  .reg .b64 %w;\n";
+  for (const std::string instruction : {
+           "min.f32 %d, %a, %b", "max.f32 %d, %a, %b", "max.ftz.f32 %d, %a, %b", "min.ftz.f32 %d, %a, 0f80000000",
+           "ex2.approx.f32 %d, %a", "ex2.approx.ftz.f32 %d, %a", "shl.b32 %d, %a, %b", "shr.s32 %d, %a, %b",
+           "shr.u32 %d, %a, %b", "shr.s32 %d, %a, 3", "add.s32 %d, %a, 7", "sub.s32 %d, %a, %b",
+           "mul.lo.s32 %d, %a, %b", "mad.lo.s32 %d, %a, %b, %c", "mad.lo.u32 %d, %a, 9, %c",
+           "mul.wide.s32 %w, %a, %b; shr.u64 %w, %w, 32; cvt.u32.u64 %d, %w",
+           "mul.wide.u32 %w, %a, %b; shr.u64 %w, %w, 29; cvt.u32.u64 %d, %w",
+           "cvt.s64.s32 %w, %a; shr.u64 %w, %w, 16; cvt.u32.u64 %d, %w",
+           "cvt.u64.u32 %w, %a; shl.b64 %w, %w, 3; shr.u64 %w, %w, 2; cvt.u32.u64 %d, %w", "and.b32 %d, %a, %b",
+           "or.b32 %d, %a, 0xff00", "xor.b32 %d, %a, %b", "mov.u32 %d, 12345", "mov.b32 %d, %b",
+           "setp.gt.u32 %p, %a, %b; selp.b32 %d, %a, %c, !%p", "setp.ge.f32 %p|%q, %a, %b; selp.u32 %d, 1, 0, %q",
+           "setp.neu.f32 %p, %a, %b; selp.u32 %d, 1, 0, %p", "setp.le.s32 %p, %a, 0; selp.b32 %d, %b, 5, %p"}) {
+    const std::vector<std::uint32_t> warp = eval32(instruction, in, wide);  // a whole warp: decoded
+    for (unsigned l = 0; l < 32; ++l) {
+      INFO(instruction << ", lane " << l << ": a 0x" << std::hex << in[l][0] << ", b 0x" << in[l][1] << ", c 0x" << in[l][2]);
+      CHECK(warp[l] == eval32(instruction, {in[l]}, wide)[0]);  // one lane: the handlers
+    }
+  }
+}
+
 TEST_CASE("div/rcp.rn.f32 are IEEE-exact; rcp of zeros is a signed infinity", "[op:div.rn.f32][op:rcp.rn.f32]") {
   CHECK(eval32("div.rn.f32 %d, %a, %b", kOne, bits(3.0f)) == 0x3eaaaaabu);
   CHECK(eval32("div.rn.f32 %d, %a, %b", 0u, 0u) == kNaN);
