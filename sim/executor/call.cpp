@@ -20,7 +20,7 @@ std::string executor::device_string(std::uint32_t pc, std::uint32_t tid, std::ui
   std::string out;
   for (;; ++addr) {
     if (out.size() >= (std::size_t{1} << 20)) fail_at(pc, tid, "a device printf or assert string longer than 1 MiB");
-    const char c = static_cast<char>(*generic_at(pc, tid, addr, 1));
+    const char c = static_cast<char>(load_global(generic_at(pc, tid, addr, 1), 1));  // (local bytes too: harmless)
     if (c == '\0') return out;
     out += c;
   }

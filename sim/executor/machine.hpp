@@ -139,6 +139,30 @@ inline bool misaligned(std::uint64_t a, std::uint64_t size) {
   return (size & (size - 1)) == 0 ? (a & (size - 1)) != 0 : a % size != 0;
 }
 
+// Global memory's bytes as the executor reads and writes them: relaxed atomic loads and stores
+// (plain loads and stores on x86-64 and AArch64). The blocks of a parallel launch run on several
+// threads, and a block may read a word that another block writes at that moment (a conflict,
+// undone afterwards: parallel.cpp); that must not be a data race of the executor's own. `p` is
+// aligned to `n` (1, 2, 4 or 8 bytes: every global access is checked for alignment first); the
+// value is little-endian, as the bytes are.
+inline std::uint64_t load_global(const unsigned char* p, std::size_t n) {
+  switch (n) {
+    case 1: return __atomic_load_n(p, __ATOMIC_RELAXED);
+    case 2: return __atomic_load_n(reinterpret_cast<const std::uint16_t*>(p), __ATOMIC_RELAXED);
+    case 4: return __atomic_load_n(reinterpret_cast<const std::uint32_t*>(p), __ATOMIC_RELAXED);
+    default: return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(p), __ATOMIC_RELAXED);
+  }
+}
+inline void store_global(unsigned char* p, std::uint64_t v, std::size_t n) {
+  switch (n) {
+    case 1: return __atomic_store_n(p, static_cast<unsigned char>(v), __ATOMIC_RELAXED);
+    case 2: return __atomic_store_n(reinterpret_cast<std::uint16_t*>(p), static_cast<std::uint16_t>(v), __ATOMIC_RELAXED);
+    case 4: return __atomic_store_n(reinterpret_cast<std::uint32_t*>(p), static_cast<std::uint32_t>(v), __ATOMIC_RELAXED);
+    default: return __atomic_store_n(reinterpret_cast<std::uint64_t*>(p), v, __ATOMIC_RELAXED);
+  }
+}
+static_assert(std::endian::native == std::endian::little, "the executor stores PTX's little-endian values natively");
+
 inline std::uint64_t width_mask(unsigned bits) { return bits >= 64 ? ~0ull : ((1ull << bits) - 1); }
 
 inline unsigned type_bits(vtype t) {

@@ -376,6 +376,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     const std::uint32_t tid = w.index * kLanes + l;
     const std::uint64_t a = address(w, addr_op, l);
     unsigned char* base = nullptr;
+    bool global = false;  // (its bytes moved by load_global and store_global)
     switch (in.where) {
       case space::generic:
       case space::none:
@@ -392,6 +393,7 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
       case space::global:
         if (!globals_checked) global_check(pc, tid, a, total);
         base = reinterpret_cast<unsigned char*>(static_cast<std::uintptr_t>(a));
+        global = true;
         sectors[nsectors++] = a / 32;
         if (load) parallel_read(a, total);
         else parallel_write(a, total);
@@ -419,9 +421,11 @@ void executor::memory_op(warp& w, const instr& in, std::uint32_t pc, std::uint32
     }
     for (unsigned e = 0; e < n; ++e) {
       if (load) {
-        std::uint64_t v = load_bytes(base + e * esize, esize);
+        std::uint64_t v = global ? load_global(base + e * esize, esize) : load_bytes(base + e * esize, esize);
         if (sign) v = static_cast<std::uint64_t>(sext(v, bits));
         if (vregs[e]) vregs[e][l] = v;
+      } else if (global) {
+        store_global(base + e * esize, vregs[e] ? vregs[e][l] : vimm[e], esize);
       } else {
         store_bytes(base + e * esize, vregs[e] ? vregs[e][l] : vimm[e], esize);
       }
@@ -526,15 +530,24 @@ void executor::land_random() {
   c.slot = copy_op::kLanded;
   unsigned char* dst = shared_.data() + c.dst;
   const auto* src = reinterpret_cast<const unsigned char*>(static_cast<std::uintptr_t>(c.src));
-  // Whole copies of 16, 8 or 4 bytes as copies of a size the compiler knows (a memcpy of a
-  // run-time size is a library call, 2% of a checked decode launch).
+  // Whole copies of 16, 8 or 4 bytes as loads of a size the compiler knows (a memcpy of a
+  // run-time size is a library call, 2% of a checked decode launch); the source is global memory
+  // (load_global), aligned to the copy's size (checked at issue).
+  std::uint64_t v[2];
   switch (c.src_size == c.size ? c.size : 0) {
-    case 16: std::memcpy(dst, src, 16); return;
-    case 8: std::memcpy(dst, src, 8); return;
-    case 4: std::memcpy(dst, src, 4); return;
+    case 16:
+      v[0] = load_global(src, 8), v[1] = load_global(src + 8, 8);
+      std::memcpy(dst, v, 16);
+      return;
+    case 8: v[0] = load_global(src, 8), std::memcpy(dst, v, 8); return;
+    case 4: {
+      const auto x = static_cast<std::uint32_t>(load_global(src, 4));
+      std::memcpy(dst, &x, 4);
+      return;
+    }
     default: break;
   }
-  if (c.src_size > 0) std::memcpy(dst, src, c.src_size);
+  for (unsigned k = 0; k < c.src_size; ++k) dst[k] = static_cast<unsigned char>(load_global(src + k, 1));
   std::memset(dst + c.src_size, 0, c.size - c.src_size);
 }
 

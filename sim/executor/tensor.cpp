@@ -167,11 +167,13 @@ void executor::wmma_load_store(warp& w, const instr& in, std::uint32_t pc, std::
         if (global) sectors[nsectors++] = (p0 + offset * f.esize) / 32;
         if (load) {
           std::uint64_t v = 0;
-          std::memcpy(&v, at, f.esize);
+          if (global) v = load_global(at, f.esize);
+          else std::memcpy(&v, at, f.esize);
           value |= (v & emask) << (bits * j % 64);
         } else {
           const std::uint64_t v = value >> (bits * j % 64) & emask;
-          std::memcpy(at, &v, f.esize);
+          if (global) store_global(at, v, f.esize);
+          else std::memcpy(at, &v, f.esize);
         }
       }
       if (load) set(w, frag.elems[r], l, value);
