@@ -162,6 +162,7 @@ void executor::run_cta(dim3s id) {
     for (unsigned l = 0; l < kLanes; ++l) {
       const unsigned tid = wi * kLanes + l;
       w.state[l] = tid < threads_ ? lane_state::run : lane_state::absent;
+      w.running |= (tid < threads_ ? 1u : 0u) << l;
       w.pc[l] = 0;
       for (const auto& [sp, slot] : f_.specials) {
         w.regs[slot * kLanes + l] = special_value(sp, wi, l);
@@ -226,11 +227,7 @@ void executor::run_cta(dim3s id) {
   while (!unlanded_.empty()) land_random();
 }
 
-bool executor::has_runnable(const warp& w) {
-  unsigned any = 0;  // no early exit: a loop the compiler vectorises (32 bytes, one compare)
-  for (unsigned l = 0; l < kLanes; ++l) any |= w.state[l] == lane_state::run ? 1u : 0u;
-  return any != 0;
-}
+bool executor::has_runnable(const warp& w) { return w.running != 0; }
 
 [[noreturn]] void executor::deadlock() const {
   std::ostringstream os;
@@ -340,6 +337,7 @@ void executor::write_back(warp& w) {
       for_lanes(w.group_mask, [&](unsigned l) {
         if ((mask >> l) & 1) {
           w.state[l] = lane_state::done;
+          w.running &= ~(1u << l);
           --live_;
         } else {
           w.pc[l] = pc + 1;
@@ -402,6 +400,7 @@ bool executor::bar_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32_
   }
   if (red) for_lanes(mask, [&](unsigned l) { bar_count_ += get_pred(w, in.ops[2], l) ? 1 : 0; });
   write_back(w);
+  w.running &= ~mask;
   for_lanes(mask, [&](unsigned l) {
     w.state[l] = lane_state::wait_bar;
     w.pc[l] = pc + 1;
@@ -424,6 +423,7 @@ void executor::maybe_release_barrier() {
     for (unsigned l = 0; l < kLanes; ++l) {
       if (x.state[l] != lane_state::wait_bar) continue;
       x.state[l] = lane_state::run;
+      x.running |= 1u << l;
       if (bar_red_) {  // every thread gets the reduction, in its own bar.red's destination
         const instr& b = f_.code[x.pc[l] - 1];
         const std::uint64_t r = b.aop == atom_op::add ? bar_count_
@@ -516,9 +516,11 @@ bool executor::warp_sync(warp& w, const instr& in, std::uint32_t pc, std::uint32
   for_lanes(arrived, [&](unsigned l) {
     if ((ready >> l) & 1) {
       w.state[l] = lane_state::run;
+      w.running |= 1u << l;
       w.pc[l] = pc + 1;
     } else {
       w.state[l] = lane_state::wait_warp;
+      w.running &= ~(1u << l);
       w.pc[l] = pc;
       w.wait_mask[l] = masks[l];
     }
@@ -548,6 +550,7 @@ void executor::release_waiters(warp& w) {
     const std::uint32_t ready = ready_lanes(at_pc, masks);
     if (ready == 0) continue;
     sync_execute(w, f_.code[pc], pc, ready, masks);
+    w.running |= ready;
     for_lanes(ready, [&](unsigned l) {
       w.state[l] = lane_state::run;
       w.pc[l] = pc + 1;

@@ -107,6 +107,7 @@ struct warp {
   std::vector<std::uint32_t> visited;
   std::uint32_t pc[kLanes] = {};
   lane_state state[kLanes] = {};
+  std::uint32_t running = 0;  // the lanes whose state is run (the scheduler's test: one load)
   std::uint32_t wait_mask[kLanes] = {};
   std::uint32_t group_mask = 0, group_pc = 0;
   bool group_valid = false;
