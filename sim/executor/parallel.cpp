@@ -17,10 +17,11 @@
 // Whether blocks conflict does not depend on how the workers interleave: until the first access
 // that touches another block's written word, every block runs as it would alone, and the two
 // accesses conflict whichever of the two blocks gets there first. (A read that races with another
-// block's write reads whatever it reads: the launch is undone anyway; every global access stays
-// checked against the live allocations, so nothing it does reaches memory outside them.) Words only read by several blocks (a
-// kernel's inputs) are no conflict. Kernels whose code lets blocks communicate otherwise (global
-// atomics, strong global accesses, fences of gpu or sys scope, clock reads) never run in parallel.
+// block's write reads whatever it reads, through a relaxed atomic load (load_global): the launch
+// is undone anyway, and every global access stays checked against the live allocations, so
+// nothing it does reaches memory outside them.) Words only read by several blocks (a kernel's
+// inputs) are no conflict. Kernels whose code lets blocks communicate otherwise (global atomics,
+// strong global accesses, fences of gpu or sys scope, clock reads) never run in parallel.
 #include "machine.hpp"
 
 #include <algorithm>
