@@ -1,27 +1,21 @@
 // The PTX executor's speed on rungs' attention kernels as nvcc compiles them
-// (tests/sim/executor/kernels/attention_instances.cu): warp instructions executed per
-// second of CPU time, for a decode step (f16, head dim 128, GQA group 4, 4 sequences of 384
-// tokens, no split), with every check on and a randomized schedule, and the same launch with
-// the checks and the randomization off (their cost, side by side). Inputs are random bits
-// shaped as a real step (valid block tables); results are not checked here (the cuda-sim
-// tests do that). And a grid-stride copy that writes 16 MiB (global stores at scale). Each on one
-// thread and with the blocks on every core (schedule::threads), in wall time.
-#include <rungs/attention/detail/params.cuh>
-#include <rungs/attention/plan.hpp>
+// (tests/sim/executor/kernels/attention_instances.cu): warp instructions executed per second,
+// for a decode step (decode_step.hpp), with every check on and a randomized schedule, and the
+// same launch with the checks and the randomization off (their cost, side by side). Results are
+// not checked here (the cuda-sim tests do that). And a grid-stride copy that writes 16 MiB
+// (global stores at scale). Each on one thread and with the blocks on every core
+// (schedule::threads), in wall time.
 #include <rungs_sim/executor.hpp>
 
 #include <benchmark/benchmark.h>
 
 #include <numeric>
-#include <random>
 #include <string>
+#include <vector>
 
-#include "attention_ptx.hpp"
+#include "decode_step.hpp"
 #include "harness.hpp"
 
-namespace ra = rungs::attention;
-namespace rd = rungs::attention::detail;
-namespace geo = rungs::attention::geometry;
 namespace sim = rungs::sim;
 
 namespace {
@@ -35,35 +29,11 @@ void checks_and_threads(benchmark::internal::Benchmark* b) {
 
 void decode_step(benchmark::State& state) {
   const bool checks = state.range(0) != 0;
-  constexpr int kBatch = 4, kLen = 384, kBlock = 16;
-  const ra::attention_shape s{.num_qo_heads = 8, .num_kv_heads = 2, .head_dim = 128, .block_size = kBlock,
-                              .num_blocks = kBatch * kLen / kBlock};
-  const ra::attention_config config{ra::dtype::fp16, s, 0.1f};
-  const ra::decode_plan plan = ra::plan_decode(config, {.max_batch = kBatch, .max_context = kLen}, {4, 90},
-                                               {.split_tokens = kLen});  // one split: no merge
-  std::mt19937_64 rng(1);
-  std::vector<std::uint16_t> q(static_cast<std::size_t>(kBatch * s.q_row_elements())),
-      k(static_cast<std::size_t>(s.pool_elements())), v(k.size()), out(q.size());
-  for (auto* buf : {&q, &k, &v}) {
-    for (auto& x : *buf) x = static_cast<std::uint16_t>(0x3000 + rng() % 0x0c00);  // f16 in [0.125, 1)
-  }
-  std::vector<std::int32_t> lens(kBatch, kLen), tables(static_cast<std::size_t>(kBatch * plan.max_blocks_per_seq));
-  std::iota(tables.begin(), tables.end(), 0);
-  rungs_sim_test::host_memory mem;
-  mem.add(q), mem.add(k), mem.add(v), mem.add(out), mem.add(lens), mem.add(tables);
-  const ra::decode_args a{.q = q.data(), .k_cache = k.data(), .v_cache = v.data(), .block_tables = tables.data(),
-                          .block_table_stride = plan.max_blocks_per_seq, .seq_lens = lens.data(), .out = out.data()};
-  rd::attention_params p = rd::decode_params(plan, a);
-  void* args[] = {&p};
-  const rd::launch_grid g = rd::decode_grid(plan);
-  const std::string kernel = rungs_sim_test::attention_entry("paged_attention_kernel<__half, 128, 0, 4, 1, true, 0u, __half>");
+  rungs_sim_bench::decode_step step;
   sim::schedule sched{.seed = 3, .randomize = checks, .race_check = checks, .uninitialized_check = checks};
   sched.threads = static_cast<unsigned>(state.range(1));
   std::uint64_t instructions = 0;
-  for (auto _ : state) {
-    instructions += sim::launch(rungs_sim_test::attention_module(), kernel, {g.x, g.y, g.z}, {geo::threads, 1, 1}, 0, args, mem, sched)
-                        .warp_instructions;
-  }
+  for (auto _ : state) instructions += step.launch(sched).warp_instructions;
   state.counters["warp_instr_per_s"] = benchmark::Counter(static_cast<double>(instructions), benchmark::Counter::kIsRate);
   state.counters["warp_instr_per_launch"] = static_cast<double>(instructions) / static_cast<double>(state.iterations());
   state.SetLabel(std::string(checks ? "checks on, randomized" : "checks off, fixed order") +
