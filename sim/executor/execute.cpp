@@ -70,6 +70,38 @@ launch_result executor::run() {
   return result_;
 }
 
+namespace {
+struct kept_shadow {
+  std::vector<shadow_word> words;
+  std::uint32_t epoch = 0;  // the last CTA epoch the words may hold
+};
+struct shadow_store {
+  std::mutex lock;
+  std::vector<kept_shadow> kept;  // at most kMost (the largest kernels' shadows are a few MB each)
+  static constexpr std::size_t kMost = 8;
+};
+shadow_store& kept_shadows() {
+  static shadow_store store;
+  return store;
+}
+}  // namespace
+
+void executor::take_shadow() {
+  shadow_store& s = kept_shadows();
+  const std::lock_guard<std::mutex> hold(s.lock);
+  if (s.kept.empty()) return;
+  shadow_ = std::move(s.kept.back().words);
+  cta_epoch_ = s.kept.back().epoch;
+  s.kept.pop_back();
+}
+
+void executor::give_back_shadow() {
+  if (shadow_.empty()) return;
+  shadow_store& s = kept_shadows();
+  const std::lock_guard<std::mutex> hold(s.lock);
+  if (s.kept.size() < shadow_store::kMost) s.kept.push_back({std::move(shadow_), cta_epoch_});
+}
+
 // ---- messages ---------------------------------------------------------------------------
 std::string executor::thread_name(std::uint32_t tid) const {
   std::ostringstream os;

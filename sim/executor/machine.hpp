@@ -451,7 +451,11 @@ class executor {
     shadow_on_ = sched.race_check || sched.uninitialized_check;
     fence_check_ = sched.race_check;
     track_defined_ = sched.uninitialized_check && !sched.uninitialized_at_load;
+    if (shadow_on_) take_shadow();
   }
+  ~executor() { give_back_shadow(); }
+  executor(const executor&) = delete;
+  executor& operator=(const executor&) = delete;
 
   launch_result run();
 
@@ -567,6 +571,12 @@ class executor {
   [[gnu::cold, gnu::noinline]] void undefined_read(const shadow_byte& s, access_rec me, std::size_t byte);
   void shadow_cell(shadow_byte& s, access_rec me, const warp& w, unsigned lane, bool write, bool strong,
                    std::size_t byte);
+  // The shadow's storage, kept from one executor to the next (a few per process, execute.cpp):
+  // allocating and zeroing it for every launch (and every worker of a parallel one) cost its
+  // page faults each time. It comes with the last CTA epoch its words may hold, and this
+  // executor's CTAs count on from there, so none of its words belongs to them (shadow_at).
+  void take_shadow();
+  void give_back_shadow();
   // Word `word`'s shadow in this CTA: its records, emptied at the CTA's first access to it.
   shadow_word& shadow_at(std::size_t word) {
     shadow_word& s = shadow_[word];
