@@ -53,10 +53,7 @@ launch_result executor::run() {
       if (!done) result_.ran_again_serially = true;
     }
     for (std::size_t i = 0; !done && i < order.size(); ++i) {
-      const std::uint64_t c = order[i];
-      cta_index_ = c;
-      run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
-               static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+      run_block(order[i]);
       if (fence_check_) close_publications();
     }
   } catch (...) {
@@ -148,6 +145,12 @@ void executor::first_bits(warp& w, std::uint32_t slot) {
   if (sched_.randomize) garbage(r, kLanes, garbage_);  // registers hold garbage on hardware; so do they here
   else std::fill(r, r + kLanes, std::uint64_t{0});
   w.epoch[slot] = cta_epoch_;
+}
+
+void executor::run_block(std::uint64_t index) {
+  cta_index_ = index;
+  run_cta({static_cast<unsigned>(index % grid_.x), static_cast<unsigned>(index / grid_.x % grid_.y),
+           static_cast<unsigned>(index / (std::uint64_t{grid_.x} * grid_.y))});
 }
 
 void executor::run_cta(dim3s id) {
@@ -286,17 +289,14 @@ void executor::regroup(warp& w) {
     at[l] = w.state[l] == lane_state::run ? w.pc[l] : ~0u;
     pc = std::min(pc, at[l]);
   }
-  std::uint32_t mask = 0, running = 0;
-  for (unsigned l = 0; l < kLanes; ++l) {
-    mask |= (at[l] == pc && pc != ~0u ? 1u : 0u) << l;
-    running |= (w.state[l] == lane_state::run ? 1u : 0u) << l;
-  }
+  std::uint32_t mask = 0;
+  for (unsigned l = 0; l < kLanes; ++l) mask |= (at[l] == pc && pc != ~0u ? 1u : 0u) << l;
   w.group_mask = mask;
   w.group_pc = pc;
   w.group_valid = true;
   // While some running lanes are elsewhere, regroup after every instruction so that lanes
   // merge as soon as the group reaches their PC (reconvergence).
-  w.diverged = running != mask;
+  w.diverged = w.running != mask;
 }
 
 void executor::regroup_if_diverged(warp& w) {

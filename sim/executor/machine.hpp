@@ -533,6 +533,7 @@ class executor {
   std::string thread_name(std::uint32_t tid) const;
   std::string at(std::uint32_t instr_index) const;
   // ---- CTA -------------------------------------------------------------------------------
+  void run_block(std::uint64_t index);  // block `index` of the launch (x fastest): cta_index_, then run_cta
   void run_cta(dim3s id);
   static bool has_runnable(const warp& w);
   [[noreturn]] void deadlock() const;
@@ -682,14 +683,13 @@ class executor {
   void parallel_read(std::uint64_t addr, std::size_t size) {
     if (par_ == nullptr) return;
     const auto me = static_cast<std::uint32_t>(cta_index_ + 1);
-    if (!read_runs_.empty()) {
-      read_run& r = read_runs_.back();
-      if (r.block == me && addr >= r.lo && addr <= r.lo + r.size) {
-        if (addr + size > r.lo + r.size) r.size = static_cast<std::uint32_t>(addr + size - r.lo);
-        if (r.size < (1u << 30)) return read_check(addr, size);
-      }
+    read_run* r = read_runs_.empty() ? nullptr : &read_runs_.back();
+    if (r != nullptr && r->block == me && addr >= r->lo && addr <= r->lo + r->size &&
+        addr + size - r->lo <= ~std::uint32_t{0}) {
+      r->size = std::max(r->size, static_cast<std::uint32_t>(addr + size - r->lo));
+    } else {
+      read_runs_.push_back({addr, static_cast<std::uint32_t>(size), me});
     }
-    read_runs_.push_back({addr, static_cast<std::uint32_t>(size), me});
     read_check(addr, size);
   }
   void read_check(std::uint64_t addr, std::size_t size) const {

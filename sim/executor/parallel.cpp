@@ -137,10 +137,7 @@ void executor::run_blocks(parallel_launch& p) {
     if (p.stop.load(std::memory_order_relaxed)) return;
     const std::size_t i = p.next.fetch_add(1, std::memory_order_relaxed);
     if (i >= p.order.size()) return;
-    const std::uint64_t c = p.order[i];
-    cta_index_ = c;
-    run_cta({static_cast<unsigned>(c % grid_.x), static_cast<unsigned>(c / grid_.x % grid_.y),
-             static_cast<unsigned>(c / (std::uint64_t{grid_.x} * grid_.y))});
+    run_block(p.order[i]);
   }
 }
 
